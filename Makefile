@@ -1,0 +1,174 @@
+# qmap — build, test, fuzz and benchmark. `make help` lists the targets.
+#
+# Module dependencies (see README.md "Architecture"): format/ depends on nothing of ours; convert/ and
+# quantize/ write containers through format/; runtime/ only reads them; cli/ ties the commands together.
+
+ifeq ($(origin CC),default)
+CC       := gcc
+endif
+CLANG    ?= clang
+PYTHON   ?= /usr/bin/python3
+BUILD    ?= build
+CSTD     := -std=c11 -D_DEFAULT_SOURCE
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2
+OPT      ?= -O2 -g
+CFLAGS   ?= $(OPT)
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp -Iformat -Icli
+LDLIBS   := -lxxhash -lm
+SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+FUZZ_SECONDS      ?= 600   # make fuzz
+TEST_FUZZ_SECONDS ?= 45    # the bounded run inside make test
+CRASH_TRIALS      ?= 60
+
+# Debian 12 packages the build and the tests need (make deps installs what is missing).
+DEB_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libcmocka-dev clang libclang-rt-14-dev \
+                python3 python3-numpy python3-xxhash
+
+FORMAT_SRC := $(wildcard format/*.c)
+CLI_SRC    := $(wildcard cli/*.c)
+FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+HEADERS    := $(wildcard format/*.h cli/*.h)
+
+UNIT_SRC   := $(filter-out tests/unit/test_util.c,$(wildcard tests/unit/test_*.c))
+UNIT_UTIL  := $(wildcard tests/unit/test_util.c)
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+UNIT_ASAN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/asan/%)
+
+.PHONY: all lib deps test unit unit-asan spec-test golden-check fuzz fuzz-replay crash-test bench demo clean help
+.DEFAULT_GOAL := all
+
+all: $(BUILD)/qmap
+
+help:
+	@echo "make            build $(BUILD)/qmap"
+	@echo "make demo       install deps, build, write a sample container, inspect and verify it"
+	@echo "make test       install deps, then every test: unit, sanitizers, spec reader, fuzz (bounded), crash"
+	@echo "make fuzz       run the reader fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
+	@echo "make bench      open-time and verify-throughput benchmarks"
+	@echo "make deps       apt-get install whatever of $(DEB_PACKAGES) is missing (needs root)"
+
+# ---- dependencies ----------------------------------------------------------------------------
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  if [ "$$(id -u)" != 0 ]; then echo "make deps: run as root (apt-get)"; exit 1; fi; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+# ---- library and CLI -------------------------------------------------------------------------
+$(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/libqmformat.a: $(FORMAT_OBJ)
+	ar rcs $@ $^
+
+lib: $(BUILD)/libqmformat.a
+
+$(BUILD)/qmap: $(CLI_OBJ) $(BUILD)/libqmformat.a
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libqmformat.a $(LDLIBS)
+
+# ---- test programs ---------------------------------------------------------------------------
+$(BUILD)/tests/%: tests/unit/%.c $(UNIT_UTIL) $(BUILD)/libqmformat.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(UNIT_UTIL) $(BUILD)/libqmformat.a -lcmocka $(LDLIBS)
+
+# sanitizer build: library sources compiled into each binary with the same flags
+$(BUILD)/asan/%: tests/unit/%.c $(UNIT_UTIL) $(FORMAT_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -Itests/unit -o $@ $< $(UNIT_UTIL) $(FORMAT_SRC) -lcmocka $(LDLIBS)
+
+$(BUILD)/tests/write_fixture: tests/tools/write_fixture.c $(BUILD)/libqmformat.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
+
+$(BUILD)/tests/make_seeds: tests/fuzz/make_seeds.c $(BUILD)/libqmformat.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
+
+$(BUILD)/tests/crash_writer: tests/crash/crash_writer.c $(BUILD)/libqmformat.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
+
+$(BUILD)/make_sample: tests/tools/make_sample.c $(BUILD)/libqmformat.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
+
+$(BUILD)/bench_format: tests/bench/bench_format.c $(BUILD)/libqmformat.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
+
+# libFuzzer target (clang) and its replay twin (no libFuzzer, same sanitizers)
+$(BUILD)/fuzz/fuzz_reader: tests/fuzz/fuzz_reader.c $(FORMAT_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fopenmp -Iformat \
+	  -o $@ tests/fuzz/fuzz_reader.c $(FORMAT_SRC) $(LDLIBS)
+
+$(BUILD)/fuzz/replay_reader: tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $(FORMAT_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -o $@ tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c \
+	  $(FORMAT_SRC) $(LDLIBS)
+
+# ---- tests -----------------------------------------------------------------------------------
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; QM_GOLDEN_DIR=tests/golden $$t; done
+
+unit-asan: $(UNIT_ASAN)
+	@set -e; for t in $(UNIT_ASAN); do echo "== $$t (ASan+UBSan)"; \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 QM_GOLDEN_DIR=tests/golden $$t; done
+
+spec-test: $(BUILD)/qmap $(BUILD)/tests/write_fixture
+	$(PYTHON) tests/test_spec_reader.py --fixture-tool $(BUILD)/tests/write_fixture --qmap $(BUILD)/qmap \
+	  --workdir $(BUILD)/tests/spec
+
+# The committed golden files must be exactly what the generator makes.
+golden-check:
+	@rm -rf $(BUILD)/golden-regen && mkdir -p $(BUILD)/golden-regen
+	$(PYTHON) tests/golden/make_golden.py --out $(BUILD)/golden-regen
+	diff -r $(BUILD)/golden-regen/valid tests/golden/valid && diff -r $(BUILD)/golden-regen/invalid tests/golden/invalid
+	@echo "golden files: up to date"
+
+fuzz-replay: $(BUILD)/fuzz/replay_reader $(BUILD)/tests/make_seeds
+	@rm -rf $(BUILD)/fuzz/seeds && mkdir -p $(BUILD)/fuzz/seeds
+	$(BUILD)/tests/make_seeds $(BUILD)/fuzz/seeds
+	$(BUILD)/fuzz/replay_reader $(BUILD)/fuzz/seeds tests/golden/valid tests/golden/invalid $(wildcard tests/fuzz/regressions)
+
+fuzz-bounded: $(BUILD)/fuzz/fuzz_reader $(BUILD)/tests/make_seeds
+	FUZZER=$(BUILD)/fuzz/fuzz_reader MAKE_SEEDS=$(BUILD)/tests/make_seeds \
+	  sh tests/fuzz/run_fuzz.sh $(TEST_FUZZ_SECONDS) $(BUILD)/fuzz/corpus
+
+fuzz: $(BUILD)/fuzz/fuzz_reader $(BUILD)/tests/make_seeds
+	FUZZER=$(BUILD)/fuzz/fuzz_reader MAKE_SEEDS=$(BUILD)/tests/make_seeds \
+	  sh tests/fuzz/run_fuzz.sh $(FUZZ_SECONDS) $(BUILD)/fuzz/corpus
+
+crash-test: $(BUILD)/tests/crash_writer $(BUILD)/qmap
+	$(PYTHON) tests/crash/run_crash_test.py --writer $(BUILD)/tests/crash_writer --qmap $(BUILD)/qmap \
+	  --trials $(CRASH_TRIALS) --dir $(BUILD)/tests/crash
+
+test: deps
+	$(MAKE) --no-print-directory all
+	$(MAKE) --no-print-directory unit
+	$(MAKE) --no-print-directory unit-asan
+	$(MAKE) --no-print-directory golden-check
+	$(MAKE) --no-print-directory spec-test
+	$(MAKE) --no-print-directory fuzz-replay
+	$(MAKE) --no-print-directory fuzz-bounded
+	$(MAKE) --no-print-directory crash-test
+	@echo "make test: all suites passed"
+
+# ---- demo and benchmarks -----------------------------------------------------------------------
+demo: deps
+	$(MAKE) --no-print-directory all $(BUILD)/make_sample
+	$(BUILD)/make_sample $(BUILD)/sample.qmap
+	$(BUILD)/qmap inspect $(BUILD)/sample.qmap
+	$(BUILD)/qmap verify $(BUILD)/sample.qmap
+
+bench: $(BUILD)/bench_format $(BUILD)/qmap
+	$(BUILD)/bench_format --dir $(BUILD)/bench
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,71 @@
+/* qmap — command-line entry point: dispatches to the subcommands. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "qm_format.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int, char **);
+    const char *summary;
+} commands[] = {
+    { "inspect", cmd_inspect, "print a container's header, metadata and tensor table (--json for scripts)" },
+    { "verify", cmd_verify, "check every tensor checksum; exit 1 if any tensor is damaged" },
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *fp)
+{
+    fprintf(fp,
+            "usage: qmap <command> [options] FILE\n"
+            "\n"
+            "qmap stores PyTorch models in a versioned, aligned, checksummed container (.qmap) and\n"
+            "reads it zero-copy through one memory mapping.\n"
+            "\n"
+            "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(fp, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    fprintf(fp,
+            "\n"
+            "Run 'qmap <command> --help' for a command's options.\n"
+            "Not yet implemented (open issues): convert, quantize, run, bench.\n"
+            "\n"
+            "options:\n"
+            "  -h, --help     this text\n"
+            "  --version      print the tool and format versions\n");
+}
+
+const char *cli_human_bytes(uint64_t n, char *buf, size_t size)
+{
+    static const char *units[] = { "B", "kB", "MB", "GB", "TB" };
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1000 && u < 4) { v /= 1000; u++; }
+    if (u == 0) snprintf(buf, size, "%llu B", (unsigned long long)n);
+    else snprintf(buf, size, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+long cli_parse_count(const char *s)
+{
+    if (!s || !*s) return -1;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return (*end || v < 0) ? -1 : v;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("qmap %s (container format %d.%d)\n", QMAP_VERSION, QM_MAJOR_VERSION, QM_MINOR_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "qmap: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,133 @@
+/* qm_verify.c — on-demand checks of tensor data (spec/FORMAT.md §7 R-DATA-1/2, §8), in parallel.
+ *
+ * Work is split by tensor (each checksum is one XXH3 stream), biggest first with dynamic scheduling,
+ * so two threads stay busy unless a single tensor dominates the file.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "qm_bytes.h"
+#include "qm_file_internal.h"
+
+uint64_t qm_checksum(const void *data, size_t len) { return XXH3_64bits(data, len); }
+
+static bool all_zero(const uint8_t *p, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (p[i]) return false;
+    return true;
+}
+
+qm_status qm_tensor_verify(const qm_file *f, const qm_tensor *t, qm_error *err)
+{
+    uint64_t sum = qm_checksum(t->data, (size_t)t->size);
+    if (sum != t->checksum) /* R-DATA-1 */
+        return qm_fail(err, QM_ERR_TENSOR_CHECKSUM, f->path, "tensor.checksum", t->entry_offset,
+                       "tensor \"%.200s\": data hashes to %016llx, table says %016llx", t->name,
+                       (unsigned long long)sum, (unsigned long long)t->checksum);
+    return QM_OK;
+}
+
+/* R-DATA-2 for one tensor: the gap before it, and Q8_ROW's internal rules. */
+static qm_status check_full(const qm_file *f, uint64_t i, qm_error *err)
+{
+    const qm_tensor *t = &f->tensors[i];
+    uint64_t gap_start = i == 0 ? f->hdr.data_offset : f->tensors[i - 1].offset + f->tensors[i - 1].size;
+    if (!all_zero(f->base + gap_start, t->offset - gap_start))
+        return qm_fail(err, QM_ERR_PADDING_NONZERO, f->path, "tensor.padding", gap_start,
+                       "non-zero byte in the padding before tensor \"%.200s\"", t->name);
+    if (t->dtype != QM_DTYPE_Q8_ROW) return QM_OK;
+
+    qm_q8row_layout l;
+    qm_q8row_layout_of(t->rank, t->dims, f->hdr.alignment, &l); /* cannot fail: validated at open */
+    const uint8_t *d = t->data;
+    for (uint64_t r = 0; r < l.rows; r++) {
+        const int8_t *q = (const int8_t *)(d + r * l.row_stride);
+        int64_t sum = 0;
+        for (uint64_t j = 0; j < l.cols; j++) {
+            if (q[j] == -128)
+                return qm_fail(err, QM_ERR_BAD_TENSOR_DATA, f->path, "tensor.q", t->offset + r * l.row_stride + j,
+                               "tensor \"%.200s\" row %llu: q value -128", t->name, (unsigned long long)r);
+            sum += q[j];
+        }
+        if (!all_zero(d + r * l.row_stride + l.cols, l.row_stride - l.cols))
+            return qm_fail(err, QM_ERR_PADDING_NONZERO, f->path, "tensor.q", t->offset + r * l.row_stride + l.cols,
+                           "tensor \"%.200s\" row %llu: row padding is not zero", t->name, (unsigned long long)r);
+        uint32_t su = qm_load_u32(d + l.sums_offset + 4 * r), fu = qm_load_u32(d + l.scales_offset + 4 * r);
+        float scale;
+        memcpy(&scale, &fu, 4);
+        if ((int32_t)su != sum)
+            return qm_fail(err, QM_ERR_BAD_TENSOR_DATA, f->path, "tensor.row_sums", t->offset + l.sums_offset + 4 * r,
+                           "tensor \"%.200s\" row %llu: row sum %d, the row adds up to %lld", t->name,
+                           (unsigned long long)r, (int32_t)su, (long long)sum);
+        if (!isfinite(scale) || scale < 0)
+            return qm_fail(err, QM_ERR_BAD_TENSOR_DATA, f->path, "tensor.scales", t->offset + l.scales_offset + 4 * r,
+                           "tensor \"%.200s\" row %llu: scale %g is negative or not finite", t->name,
+                           (unsigned long long)r, (double)scale);
+    }
+    uint64_t q_end = l.rows * l.row_stride, scales_end = l.scales_offset + 4 * l.rows;
+    if (!all_zero(d + q_end, l.scales_offset - q_end) || !all_zero(d + scales_end, l.sums_offset - scales_end))
+        return qm_fail(err, QM_ERR_PADDING_NONZERO, f->path, "tensor.padding", t->offset,
+                       "tensor \"%.200s\": padding between its arrays is not zero", t->name);
+    return QM_OK;
+}
+
+typedef struct { uint64_t size, index; } job;
+static int cmp_job_desc(const void *a, const void *b)
+{
+    const job *x = a, *y = b;
+    if (x->size != y->size) return x->size < y->size ? 1 : -1;
+    return x->index < y->index ? -1 : (x->index > y->index);
+}
+
+qm_status qm_verify(const qm_file *f, const qm_verify_opts *opts, qm_status *status, qm_verify_report *report,
+                    qm_error *err)
+{
+    uint64_t n = f->hdr.tensor_count;
+    bool full = opts && opts->full;
+    int threads = opts && opts->threads > 0 ? opts->threads : omp_get_max_threads();
+    double t0 = omp_get_wtime();
+    qm_status *st = status ? status : calloc(n ? n : 1, sizeof *st);
+    job *jobs = malloc((n ? n : 1) * sizeof *jobs);
+    if (!st || !jobs) {
+        if (!status) free(st);
+        free(jobs);
+        return qm_fail(err, QM_ERR_NOMEM, f->path, NULL, QM_NO_OFFSET, "out of memory");
+    }
+    for (uint64_t i = 0; i < n; i++) jobs[i] = (job){ f->tensors[i].size, i };
+    qsort(jobs, (size_t)n, sizeof *jobs, cmp_job_desc);
+
+    uint64_t bytes = 0;
+    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(+ : bytes)
+    for (int64_t k = 0; k < (int64_t)n; k++) {
+        uint64_t i = jobs[k].index;
+        qm_status s = qm_tensor_verify(f, &f->tensors[i], NULL);
+        if (s == QM_OK && full) s = check_full(f, i, NULL);
+        st[i] = s;
+        bytes += f->tensors[i].size;
+    }
+
+    qm_status first = QM_OK;
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (st[i] != QM_OK) {
+            if (!bad) { /* redo the first failure serially to build its message */
+                first = qm_tensor_verify(f, &f->tensors[i], err);
+                if (first == QM_OK) first = check_full(f, i, err);
+            }
+            bad++;
+        }
+    if (report) {
+        report->tensors_checked = n;
+        report->tensors_bad = bad;
+        report->bytes_hashed = bytes;
+        report->seconds = omp_get_wtime() - t0;
+    }
+    if (!status) free(st);
+    free(jobs);
+    return first;
+}
