@@ -62,7 +62,25 @@ deps:
 # ---- library and CLI -------------------------------------------------------------------------
 $(BUILD)/obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
+
+# per-file ISA flags: these files are only called after a runtime CPU check
+ISA_FLAGS_qm_hash_avx2   := -mavx2
+ISA_FLAGS_qm_hash_avx512 := -mavx512f -mavx512bw -mavx2
+
+# The same library sources built with sanitizers (unit-asan, replay) and for libFuzzer (clang).
+ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o)
+FUZZ_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
+SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat
+FUZZ_CFLAGS = $(CSTD) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp -Iformat
+
+$(BUILD)/asan-obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
+
+$(BUILD)/fuzz-obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(ISA_FLAGS_$(notdir $*)) -c $< -o $@
 
 $(BUILD)/libqmformat.a: $(FORMAT_OBJ)
 	ar rcs $@ $^
@@ -78,9 +96,9 @@ $(BUILD)/tests/%: tests/unit/%.c $(UNIT_UTIL) $(BUILD)/libqmformat.a $(HEADERS)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(UNIT_UTIL) $(BUILD)/libqmformat.a -lcmocka $(LDLIBS)
 
 # sanitizer build: library sources compiled into each binary with the same flags
-$(BUILD)/asan/%: tests/unit/%.c $(UNIT_UTIL) $(FORMAT_SRC) $(HEADERS)
+$(BUILD)/asan/%: tests/unit/%.c $(UNIT_UTIL) $(ASAN_FORMAT_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -Itests/unit -o $@ $< $(UNIT_UTIL) $(FORMAT_SRC) -lcmocka $(LDLIBS)
+	$(CC) $(SAN_CFLAGS) -Itests/unit -o $@ $< $(UNIT_UTIL) $(ASAN_FORMAT_OBJ) -lcmocka $(LDLIBS)
 
 $(BUILD)/tests/write_fixture: tests/tools/write_fixture.c $(BUILD)/libqmformat.a $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -100,18 +118,16 @@ $(BUILD)/make_sample: tests/tools/make_sample.c $(BUILD)/libqmformat.a $(HEADERS
 
 $(BUILD)/bench_format: tests/bench/bench_format.c $(BUILD)/libqmformat.a $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -O3 -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -O3 -march=native -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
 
 # libFuzzer target (clang) and its replay twin (no libFuzzer, same sanitizers)
-$(BUILD)/fuzz/fuzz_reader: tests/fuzz/fuzz_reader.c $(FORMAT_SRC) $(HEADERS)
+$(BUILD)/fuzz/fuzz_reader: tests/fuzz/fuzz_reader.c $(FUZZ_FORMAT_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CLANG) $(CSTD) -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -fopenmp -Iformat \
-	  -o $@ tests/fuzz/fuzz_reader.c $(FORMAT_SRC) $(LDLIBS)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_reader.c $(FUZZ_FORMAT_OBJ) $(LDLIBS)
 
-$(BUILD)/fuzz/replay_reader: tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $(FORMAT_SRC) $(HEADERS)
+$(BUILD)/fuzz/replay_reader: tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -o $@ tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c \
-	  $(FORMAT_SRC) $(LDLIBS)
+	$(CC) $(SAN_CFLAGS) -o $@ tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(LDLIBS)
 
 # ---- tests -----------------------------------------------------------------------------------
 unit: $(UNIT_BIN)

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "qm_format.h"
+#include "qm_reader.h"
 
 static const struct {
     const char *name;
@@ -60,7 +60,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("qmap %s (container format %d.%d)\n", QMAP_VERSION, QM_MAJOR_VERSION, QM_MINOR_VERSION);
+        printf("qmap %s (container format %d.%d, checksum kernel %s)\n", QMAP_VERSION, QM_MAJOR_VERSION,
+               QM_MINOR_VERSION, qm_checksum_impl());
         return 0;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)

@@ -59,9 +59,8 @@ qm_status qm_shape_elements(uint32_t rank, const uint64_t *dims, uint64_t *n_ele
     for (uint32_t i = 0; i < rank; i++)
         if (dims[i] == 0 || dims[i] > QM_MAX_DIM) return QM_ERR_BAD_DIM;   /* R-TENSOR-7 */
     for (uint32_t i = 0; i < rank; i++) {
-        /* dims ≤ 2^32 each and the running product is capped at 2^40, so this cannot overflow */
-        n *= dims[i];
-        if (n > QM_MAX_ELEMENTS) return QM_ERR_TOO_MANY_ELEMENTS;          /* R-TENSOR-8 */
+        /* checked: four dims of up to 2^32 can wrap 64 bits (R-GEN-1) before the cap would catch them */
+        if (!qm_mul_u64(n, dims[i], &n) || n > QM_MAX_ELEMENTS) return QM_ERR_TOO_MANY_ELEMENTS; /* R-TENSOR-8 */
     }
     *n_elements = n;
     return QM_OK;

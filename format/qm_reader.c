@@ -23,7 +23,10 @@ enum {
     H_TENSOR_COUNT = 72, H_DATA_OFFSET = 80, H_RESERVED1 = 88, H_CHECKSUM = 120,
 };
 #define TENSOR_ENTRY_FIXED 76u /* bytes of a table entry besides its name (spec §5) */
-#define META_ENTRY_MIN 10u     /* key_len + 1-byte key + type + 1-byte value (spec §4) */
+/* Smallest entries that can be *read* (an empty key or name is read, then rejected by its own rule):
+ * key_len + type + a 1-byte value; and a table entry with an empty name. */
+#define META_ENTRY_MIN 9u
+#define TENSOR_ENTRY_MIN TENSOR_ENTRY_FIXED
 
 typedef struct parser {
     qm_file *f;
@@ -388,7 +391,7 @@ static qm_status parse(qm_file *f, qm_error *err)
         return FAIL(QM_ERR_META_OVERRUN, "header.metadata_count", H_META_COUNT,
                     "%llu entries cannot fit in a %llu-byte metadata section", (unsigned long long)h->metadata_count,
                     (unsigned long long)h->metadata_size);
-    if (h->tensor_count > h->table_size / (TENSOR_ENTRY_FIXED + 1))
+    if (h->tensor_count > h->table_size / TENSOR_ENTRY_MIN)
         return FAIL(QM_ERR_TABLE_OVERRUN, "header.tensor_count", H_TENSOR_COUNT,
                     "%llu tensors cannot fit in a %llu-byte table", (unsigned long long)h->tensor_count,
                     (unsigned long long)h->table_size);

@@ -124,7 +124,10 @@ qm_status qm_tensor_verify(const qm_file *f, const qm_tensor *t, qm_error *err);
 qm_status qm_verify(const qm_file *f, const qm_verify_opts *opts, qm_status *status,
                     qm_verify_report *report, qm_error *err);
 
-/* XXH3-64 (seed 0) of a byte range, the checksum the format uses. */
+/* XXH3-64 (seed 0) of a byte range, the checksum the format uses; the widest vector variant the CPU
+ * runs (QMAP_CPU=generic|avx2|avx512 caps it). All variants give the same value. */
 uint64_t qm_checksum(const void *data, size_t len);
+/* Name of the variant qm_checksum uses here: "generic", "avx2" or "avx512". */
+const char *qm_checksum_impl(void);
 
 #endif /* QM_READER_H */

@@ -12,8 +12,16 @@
 
 #include "qm_bytes.h"
 #include "qm_file_internal.h"
+#include "qm_hash.h"
 
-uint64_t qm_checksum(const void *data, size_t len) { return XXH3_64bits(data, len); }
+uint64_t qm_checksum(const void *data, size_t len) { return qm_hash_select(NULL)(data, len); }
+
+const char *qm_checksum_impl(void)
+{
+    const char *name;
+    qm_hash_select(&name);
+    return name;
+}
 
 static bool all_zero(const uint8_t *p, uint64_t n)
 {

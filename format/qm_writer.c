@@ -269,7 +269,7 @@ static qm_status meta_begin(qm_writer *w, qm_error *err, const char *key, uint32
     qm_status s = check_usable(w, err);
     if (s != QM_OK) return s;
     if (w->phase != PHASE_DECLARE || w->n_tensors)
-        return qm_fail(err, QM_ERR_STATE, w->path, NULL, QM_NO_OFFSET, "metadata must come before tensors");
+        return fail(w, err, QM_ERR_STATE, NULL, "metadata must come before tensors");
     if (!key) return fail(w, err, QM_ERR_INVALID_ARGUMENT, "metadata", "null key");
     size_t kl = strlen(key);
     if (kl == 0 || kl > QM_MAX_KEY_LEN) /* R-META-2 */
@@ -393,7 +393,7 @@ qm_status qm_writer_add_tensor(qm_writer *w, const char *name, uint32_t dtype, u
     qm_status s = check_usable(w, err);
     if (s != QM_OK) return s;
     if (w->phase != PHASE_DECLARE)
-        return qm_fail(err, QM_ERR_STATE, w->path, NULL, QM_NO_OFFSET, "tensors must all be declared before data is written");
+        return fail(w, err, QM_ERR_STATE, NULL, "tensors must all be declared before data is written");
     if (!name || (!dims && rank)) return fail(w, err, QM_ERR_INVALID_ARGUMENT, "tensor", "null name or dims");
     size_t nl = strlen(name);
     if (nl == 0 || nl > QM_MAX_NAME_LEN) /* R-TENSOR-2 */
