@@ -145,13 +145,16 @@ spec-test: $(BUILD)/qmap $(BUILD)/tests/write_fixture
 golden-check:
 	@rm -rf $(BUILD)/golden-regen && mkdir -p $(BUILD)/golden-regen
 	$(PYTHON) tests/golden/make_golden.py --out $(BUILD)/golden-regen
-	diff -r $(BUILD)/golden-regen/valid tests/golden/valid && diff -r $(BUILD)/golden-regen/invalid tests/golden/invalid
+	diff -r $(BUILD)/golden-regen/valid tests/golden/valid
+	diff -r $(BUILD)/golden-regen/invalid tests/golden/invalid
+	diff -r $(BUILD)/golden-regen/verify tests/golden/verify
+	diff $(BUILD)/golden-regen/README.md tests/golden/README.md
 	@echo "golden files: up to date"
 
 fuzz-replay: $(BUILD)/fuzz/replay_reader $(BUILD)/tests/make_seeds
 	@rm -rf $(BUILD)/fuzz/seeds && mkdir -p $(BUILD)/fuzz/seeds
 	$(BUILD)/tests/make_seeds $(BUILD)/fuzz/seeds
-	$(BUILD)/fuzz/replay_reader $(BUILD)/fuzz/seeds tests/golden/valid tests/golden/invalid $(wildcard tests/fuzz/regressions)
+	$(BUILD)/fuzz/replay_reader $(BUILD)/fuzz/seeds tests/golden/valid tests/golden/invalid tests/golden/verify $(wildcard tests/fuzz/regressions)
 
 fuzz-bounded: $(BUILD)/fuzz/fuzz_reader $(BUILD)/tests/make_seeds
 	FUZZER=$(BUILD)/fuzz/fuzz_reader MAKE_SEEDS=$(BUILD)/tests/make_seeds \
