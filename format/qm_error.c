@@ -1,5 +1,6 @@
 /* qm_error.c — status names and error formatting. */
 #include "qm_error.h"
+#include "qm_format.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -45,6 +46,21 @@ int qm_status_from_name(const char *name)
     return -1;
 }
 
+/* Keep a message one printable line of valid UTF-8: names and keys quoted from a file may hold control
+ * characters, and a %.200s cut may split a multi-byte character. Offending bytes become '?'. */
+static void sanitize(char *m)
+{
+    unsigned char *p = (unsigned char *)m;
+    while (*p) {
+        if (*p < 0x20 || *p == 0x7F) { *p++ = '?'; continue; }
+        if (*p < 0x80) { p++; continue; }
+        size_t len = *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : *p >= 0xC0 ? 2 : 1;
+        size_t avail = strnlen((const char *)p, len);
+        if (avail == len && qm_utf8_valid(p, len, false)) p += len;
+        else *p++ = '?';
+    }
+}
+
 void qm_error_clear(qm_error *err)
 {
     if (!err) return;
@@ -81,5 +97,7 @@ qm_status qm_fail(qm_error *err, qm_status code, const char *file, const char *f
     /* truncation is acceptable: the message is for people */
     if (snprintf(err->message, sizeof err->message, "%s%s%s [%s]", file_part, loc_part, detail, qm_status_name(code)) < 0)
         err->message[0] = 0;
+    sanitize(err->message);
+    sanitize(err->field);
     return code;
 }

@@ -66,7 +66,8 @@ typedef struct qm_error {
     qm_status code;
     uint64_t offset;     /* file offset the error refers to, or QM_NO_OFFSET */
     char field[64];      /* e.g. "header.alignment", "tensor[3].dims[1]" ("" if none) */
-    char message[640];   /* "FILE: FIELD at offset N: what is wrong" */
+    char message[640];   /* "FILE: FIELD at offset N: what is wrong [QM_ERR_NAME]": one line of valid
+                          * UTF-8 (control bytes from quoted names become '?'), truncated to fit */
 } qm_error;
 
 /* "QM_ERR_BAD_MAGIC"; "QM_ERR_UNKNOWN" for a value outside the list. Never NULL. */

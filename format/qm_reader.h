@@ -51,7 +51,9 @@ typedef struct qm_meta {
     uint64_t count;          /* for ARRAY: number of elements; 1 for scalars and STRING */
     uint64_t entry_offset;   /* file offset of the entry (its key_len field) */
     uint64_t value_offset;   /* file offset of the encoded value */
-    uint64_t value_size;     /* encoded size of the value in bytes */
+    uint64_t value_size;     /* encoded size of the value in bytes, prefixes included (a STRING's u64
+                              * length; an ARRAY's element type and count): the entry ends at
+                              * value_offset + value_size */
     union {                  /* for scalar types */
         uint32_t u32; int32_t i32; uint64_t u64; int64_t i64; float f32; double f64; bool b;
     } v;
@@ -96,8 +98,9 @@ qm_status qm_meta_get_string(const qm_file *f, const char *key, const char **out
 
 /* Array elements. For a numeric/bool array, copies element i into *out (of the element type's native C
  * type: uint32_t, int32_t, uint64_t, int64_t, float, double, bool). For a string array, returns a
- * pointer into the mapping (not NUL-terminated) in O(1). QM_ERR_TYPE_MISMATCH / QM_ERR_INVALID_ARGUMENT
- * (i out of range) otherwise. */
+ * pointer into the mapping (not NUL-terminated) in O(1). Errors: QM_ERR_TYPE_MISMATCH if `m` is not an
+ * array of the kind the function reads (a string array for qm_meta_array_get, or the reverse);
+ * QM_ERR_INVALID_ARGUMENT if i >= count or a pointer is NULL. */
 qm_status qm_meta_array_get(const qm_meta *m, uint64_t i, void *out);
 qm_status qm_meta_array_string(const qm_meta *m, uint64_t i, const char **s, uint64_t *len);
 

@@ -14,7 +14,8 @@
  * qm_writer_abort(), each of which frees it (finish also on failure). After any failed call the writer
  * refuses further calls (QM_ERR_STATE) and the caller must finish or abort it. The target path is only
  * ever replaced, never partially written: until the rename, a crash or abort leaves the existing file at
- * the target intact (abort deletes the temporary file; a crash may leave a ".<name>.tmp.XXXXXX" beside it).
+ * the target intact (abort deletes the temporary file; a crash may leave a ".<name>.tmp.XXXXXX" beside it,
+ * which nothing removes automatically: it is safe to delete once no writer is running).
  */
 #ifndef QM_WRITER_H
 #define QM_WRITER_H

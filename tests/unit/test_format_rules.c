@@ -80,6 +80,16 @@ static void test_fail_and_clear(void **state) {
     assert_int_equal(err.offset, QM_NO_OFFSET);
     assert_string_equal(err.field, "");
     assert_true(tu_contains(err.message, "plain text"));
+    /* messages stay one line of valid UTF-8 whatever a quoted name holds */
+    s = qm_fail(&err, QM_ERR_DUPLICATE_NAME, "m.qmap", NULL, 7, "name \"%s\" appears twice", "a\nb\x1b[2Jc");
+    assert_null(strchr(err.message, '\n'));
+    assert_null(strchr(err.message, '\x1b'));
+    assert_true(tu_contains(err.message, "a?b?[2Jc"));
+    s = qm_fail(&err, QM_ERR_BAD_NAME, NULL, NULL, QM_NO_OFFSET, "%.4s|", "ab\xc3\xa9"); /* cut inside é */
+    assert_true(tu_contains(err.message, "ab\xc3\xa9|"));
+    s = qm_fail(&err, QM_ERR_BAD_NAME, NULL, NULL, QM_NO_OFFSET, "%.3s|", "ab\xc3\xa9");
+    assert_true(tu_contains(err.message, "ab?|"));
+    assert_true(qm_utf8_valid(err.message, strlen(err.message), false));
     qm_error_clear(&err);
     assert_int_equal(err.code, QM_OK);
     assert_string_equal(err.field, "");
