@@ -16,8 +16,9 @@ CFLAGS   ?= $(OPT)
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp -Iformat -Icli
 LDLIBS   := -lxxhash -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
-FUZZ_SECONDS      ?= 600   # make fuzz
-TEST_FUZZ_SECONDS ?= 45    # the bounded run inside make test
+# make fuzz runs FUZZ_SECONDS; make test runs a bounded TEST_FUZZ_SECONDS
+FUZZ_SECONDS      ?= 600
+TEST_FUZZ_SECONDS ?= 45
 CRASH_TRIALS      ?= 60
 
 # Debian 12 packages the build and the tests need (make deps installs what is missing).

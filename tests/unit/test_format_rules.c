@@ -672,16 +672,23 @@ static int expected_of(const char *fname) {
     return qm_status_from_name(full);
 }
 
+/* List the .qmap files of tests/golden/<kind> into *n names (dir receives the folder); an empty or missing folder fails
+ * the test, so a golden test can never pass by checking nothing. */
+static char **golden_files(const char *kind, char *dir, size_t dir_size, size_t *n) {
+    snprintf(dir, dir_size, "%s/%s", golden_dir(), kind);
+    char **files = list_qmap(dir, n);
+    if (*n == 0) {
+        free_list(files, *n);
+        fail_msg("no golden %s files in %s (directory missing or empty)", kind, dir);
+    }
+    return files;
+}
+
 static void test_golden_invalid(void **state) {
     (void)state;
     char dir[TU_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/invalid", golden_dir());
     size_t n;
-    char **files = list_qmap(dir, &n);
-    if (n == 0) {
-        free_list(files, n);
-        fail_msg("no golden invalid files in %s (directory missing or empty)", dir);
-    }
+    char **files = golden_files("invalid", dir, sizeof dir, &n);
     int failures = 0;
     for (size_t i = 0; i < n; i++) {
         const char *fn = files[i];
@@ -762,9 +769,8 @@ static void test_golden_invalid(void **state) {
 static void test_golden_rule_coverage(void **state) {
     (void)state;
     char dir[TU_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/invalid", golden_dir());
     size_t n;
-    char **files = list_qmap(dir, &n);
+    char **files = golden_files("invalid", dir, sizeof dir, &n);
     int missing = 0;
     for (size_t r = 0; r < N_RULES; r++) {
         bool found = false;
@@ -784,13 +790,8 @@ static void test_golden_rule_coverage(void **state) {
 static void test_golden_valid(void **state) {
     (void)state;
     char dir[TU_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/valid", golden_dir());
     size_t n;
-    char **files = list_qmap(dir, &n);
-    if (n == 0) {
-        free_list(files, n);
-        fail_msg("no golden valid files in %s (directory missing or empty)", dir);
-    }
+    char **files = golden_files("valid", dir, sizeof dir, &n);
     int failures = 0;
     for (size_t i = 0; i < n; i++) {
         char path[TU_PATH_MAX * 2];
@@ -831,13 +832,8 @@ static void test_golden_valid(void **state) {
 static void test_golden_verify(void **state) {
     (void)state;
     char dir[TU_PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/verify", golden_dir());
     size_t n;
-    char **files = list_qmap(dir, &n);
-    if (n == 0) {
-        free_list(files, n);
-        fail_msg("no golden verify files in %s (directory missing or empty)", dir);
-    }
+    char **files = golden_files("verify", dir, sizeof dir, &n);
     int failures = 0;
     bool seen1 = false, seen2 = false;
     for (size_t i = 0; i < n; i++) {
