@@ -7,6 +7,10 @@
  * Tensor checksums (R-DATA-1) are checked on demand by qm_verify().
  *
  * A qm_file is immutable after open: any number of threads may read it at once.
+ *
+ * The mapping is shared with the file: if another program truncates or rewrites the file in place while
+ * it is open, reads may see the new bytes or fault (SIGBUS). qmap's writers never do that (they rename a
+ * new file over the old one, and an open mapping keeps the old file's pages).
  */
 #ifndef QM_READER_H
 #define QM_READER_H
