@@ -22,7 +22,7 @@ TEST_FUZZ_SECONDS ?= 45
 CRASH_TRIALS      ?= 60
 
 # Debian 12 packages the build and the tests need (make deps installs what is missing).
-DEB_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libcmocka-dev clang libclang-rt-14-dev \
+DEB_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libcmocka-dev clang libclang-rt-14-dev libomp-dev \
                 python3 python3-numpy python3-xxhash
 
 FORMAT_SRC := $(wildcard format/*.c)
