@@ -158,7 +158,7 @@ int cmd_inspect(int argc, char **argv)
     }
     const qm_header_info *h = qm_file_header(f);
     uint64_t nt = qm_tensor_count(f), nm = qm_meta_count(f);
-    dtype_total totals[8] = { { 0 } };
+    dtype_total totals[QM_DTYPE_ID_LIMIT] = { { 0 } };
     for (uint64_t i = 0; i < nt; i++) {
         const qm_tensor *t = qm_tensor_at(f, i);
         totals[t->dtype].tensors++;
@@ -166,7 +166,7 @@ int cmd_inspect(int argc, char **argv)
         totals[t->dtype].bytes += t->size;
     }
     uint64_t all_elems = 0, all_bytes = 0;
-    for (int d = 0; d < 8; d++) { all_elems += totals[d].elements; all_bytes += totals[d].bytes; }
+    for (int d = 0; d < QM_DTYPE_ID_LIMIT; d++) { all_elems += totals[d].elements; all_bytes += totals[d].bytes; }
     char hb[32], hb2[32];
 
     if (json) {
@@ -219,7 +219,7 @@ int cmd_inspect(int argc, char **argv)
         }
         json_end_array(&j);
         json_begin_object(&j, "totals");
-        for (uint32_t d = 1; d < 8; d++) {
+        for (uint32_t d = 1; d < QM_DTYPE_ID_LIMIT; d++) {
             if (!totals[d].tensors) continue;
             json_begin_object(&j, qm_dtype_info(d)->name);
             json_u64(&j, "tensors", totals[d].tensors);
@@ -273,7 +273,7 @@ int cmd_inspect(int argc, char **argv)
     }
 
     printf("\ntotals\n");
-    for (uint32_t d = 1; d < 8; d++) {
+    for (uint32_t d = 1; d < QM_DTYPE_ID_LIMIT; d++) {
         if (!totals[d].tensors) continue;
         printf("  %-6s  %6" PRIu64 " tensors  %14" PRIu64 " elements  %s\n", qm_dtype_info(d)->name, totals[d].tensors,
                totals[d].elements, cli_human_bytes(totals[d].bytes, hb, sizeof hb));

@@ -14,6 +14,7 @@ static const qm_dtype_traits dtype_table[] = {
     [QM_DTYPE_Q8_ROW] = { QM_DTYPE_Q8_ROW, "Q8_ROW", 0, true, true },
 };
 #define N_DTYPE_SLOTS (sizeof dtype_table / sizeof dtype_table[0])
+_Static_assert(N_DTYPE_SLOTS == QM_DTYPE_ID_LIMIT, "QM_DTYPE_ID_LIMIT must follow the dtype table");
 
 const qm_dtype_traits *qm_dtype_info(uint32_t id)
 {

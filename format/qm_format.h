@@ -37,6 +37,8 @@ typedef enum qm_dtype {
     QM_DTYPE_I32 = 4,
     QM_DTYPE_Q8_ROW = 5,
 } qm_dtype;
+/* One more than the largest dtype id: arrays indexed by dtype use this size (raise it with a new id). */
+#define QM_DTYPE_ID_LIMIT 6
 
 /* Storage traits of a dtype. elem_size is 0 for dtypes whose size is not n × elem_size (Q8_ROW). */
 typedef struct qm_dtype_traits {

@@ -482,7 +482,8 @@ static qm_status begin_data(qm_writer *w, qm_error *err)
     return s;
 }
 
-qm_status qm_writer_write(qm_writer *w, const void *bytes, size_t len, qm_error *err)
+/* Append tensor bytes (bytes == NULL: zeros), padding before each tensor and hashing as they pass. */
+static qm_status append_data(qm_writer *w, const void *bytes, uint64_t len, qm_error *err)
 {
     qm_status s = check_usable(w, err);
     if (s != QM_OK) return s;
@@ -518,18 +519,14 @@ qm_status qm_writer_write(qm_writer *w, const void *bytes, size_t len, qm_error 
     return QM_OK;
 }
 
-qm_status qm_writer_write_zeros(qm_writer *w, uint64_t len, qm_error *err)
+qm_status qm_writer_write(qm_writer *w, const void *bytes, size_t len, qm_error *err)
 {
-    /* qm_writer_write treats a NULL source as zeros; keep that path private to this function. */
-    qm_status s = check_usable(w, err);
-    if (s != QM_OK) return s;
-    while (len) {
-        size_t k = len > (1u << 30) ? (1u << 30) : (size_t)len;
-        if ((s = qm_writer_write(w, NULL, k, err)) != QM_OK) return s;
-        len -= k;
-    }
-    return QM_OK;
+    if (w && !bytes && len)
+        return fail(w, err, QM_ERR_INVALID_ARGUMENT, NULL, "null data pointer (use qm_writer_write_zeros for zeros)");
+    return append_data(w, bytes, len, err);
 }
+
+qm_status qm_writer_write_zeros(qm_writer *w, uint64_t len, qm_error *err) { return append_data(w, NULL, len, err); }
 
 static qm_status fsync_dir(const char *path)
 {

@@ -59,8 +59,9 @@ qm_status qm_writer_meta_string_array(qm_writer *w, const char *key, const char 
 qm_status qm_writer_add_tensor(qm_writer *w, const char *name, uint32_t dtype, uint32_t rank,
                                const uint64_t *dims, qm_error *err);
 
-/* Append `len` bytes of tensor data; may span tensor boundaries. Writing more than was declared is
- * QM_ERR_INVALID_ARGUMENT. The first call ends the declaration phase. */
+/* Append `len` bytes of tensor data; may span tensor boundaries. The first call ends the declaration
+ * phase. QM_ERR_INVALID_ARGUMENT (which fails the writer) for bytes == NULL with len > 0 — zeros go
+ * through qm_writer_write_zeros — and for writing more than was declared. */
 qm_status qm_writer_write(qm_writer *w, const void *bytes, size_t len, qm_error *err);
 /* Append `len` zero bytes of tensor data (e.g. Q8_ROW padding). */
 qm_status qm_writer_write_zeros(qm_writer *w, uint64_t len, qm_error *err);

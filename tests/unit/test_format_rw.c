@@ -783,6 +783,12 @@ static void test_writer_overwrite(void **state) {
     w = new_writer(target, 64);
     expect_code(qm_writer_write(w, buf, 1, &err), QM_ERR_INVALID_ARGUMENT, &err, "write with no tensors");
     expect_poisoned(w, target, true);
+
+    /* a NULL source is refused, not taken as zeros (that is qm_writer_write_zeros) */
+    w = new_writer(target, 64);
+    ok_or_fail(qm_writer_add_tensor(w, "t", QM_DTYPE_F32, 2, d, &err), &err, "add");
+    expect_code(qm_writer_write(w, NULL, 4, &err), QM_ERR_INVALID_ARGUMENT, &err, "NULL data");
+    expect_poisoned(w, target, false);
     assert_int_equal(tu_dir_count(dir), 0);
 }
 
