@@ -13,8 +13,8 @@ CSTD     := -std=c11 -D_DEFAULT_SOURCE
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2
 OPT      ?= -O2 -g
 CFLAGS   ?= $(OPT)
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp -Iformat -Icli
-LDLIBS   := -lxxhash -lm
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp -Iformat -Iconvert -Icli
+LDLIBS   := -lzip -ljansson -lpcre2-8 -lz -lxxhash -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # make fuzz runs FUZZ_SECONDS; make test runs a bounded TEST_FUZZ_SECONDS
 FUZZ_SECONDS      ?= 600
@@ -22,14 +22,16 @@ TEST_FUZZ_SECONDS ?= 45
 CRASH_TRIALS      ?= 60
 
 # Debian 12 packages the build and the tests need (make deps installs what is missing).
-DEB_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libcmocka-dev clang libclang-rt-14-dev libomp-dev \
-                python3 python3-numpy python3-xxhash
+DEB_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libcmocka-dev libzip-dev libjansson-dev libpcre2-dev \
+                clang libclang-rt-14-dev libomp-dev python3 python3-numpy python3-xxhash python3-torch
 
 FORMAT_SRC := $(wildcard format/*.c)
+CONVERT_SRC := $(wildcard convert/*.c)
 CLI_SRC    := $(wildcard cli/*.c)
 FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/obj/%.o)
+CONVERT_OBJ := $(CONVERT_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS    := $(wildcard format/*.h cli/*.h)
+HEADERS    := $(wildcard format/*.h convert/*.h cli/*.h)
 
 UNIT_SRC   := $(filter-out tests/unit/test_util.c,$(wildcard tests/unit/test_*.c))
 UNIT_UTIL  := $(wildcard tests/unit/test_util.c)
@@ -70,10 +72,10 @@ ISA_FLAGS_qm_hash_avx2   := -mavx2
 ISA_FLAGS_qm_hash_avx512 := -mavx512f -mavx512bw -mavx2
 
 # The same library sources built with sanitizers (unit-asan, replay) and for libFuzzer (clang).
-ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o)
-FUZZ_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
-SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat
-FUZZ_CFLAGS = $(CSTD) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp -Iformat
+ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/asan-obj/%.o)
+FUZZ_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
+SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -Iconvert
+FUZZ_CFLAGS = $(CSTD) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp -Iformat -Iconvert
 
 $(BUILD)/asan-obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -86,15 +88,20 @@ $(BUILD)/fuzz-obj/%.o: %.c $(HEADERS)
 $(BUILD)/libqmformat.a: $(FORMAT_OBJ)
 	ar rcs $@ $^
 
-lib: $(BUILD)/libqmformat.a
+$(BUILD)/libqmconvert.a: $(CONVERT_OBJ)
+	ar rcs $@ $^
 
-$(BUILD)/qmap: $(CLI_OBJ) $(BUILD)/libqmformat.a
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libqmformat.a $(LDLIBS)
+lib: $(BUILD)/libqmformat.a $(BUILD)/libqmconvert.a
+
+LIBS := $(BUILD)/libqmconvert.a $(BUILD)/libqmformat.a
+
+$(BUILD)/qmap: $(CLI_OBJ) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(LIBS) $(LDLIBS)
 
 # ---- test programs ---------------------------------------------------------------------------
-$(BUILD)/tests/%: tests/unit/%.c $(UNIT_UTIL) $(BUILD)/libqmformat.a $(HEADERS)
+$(BUILD)/tests/%: tests/unit/%.c $(UNIT_UTIL) $(LIBS) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(UNIT_UTIL) $(BUILD)/libqmformat.a -lcmocka $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(UNIT_UTIL) $(LIBS) -lcmocka $(LDLIBS)
 
 # sanitizer build: library sources compiled into each binary with the same flags
 $(BUILD)/asan/%: tests/unit/%.c $(UNIT_UTIL) $(ASAN_FORMAT_OBJ) $(HEADERS)
@@ -129,6 +136,17 @@ $(BUILD)/fuzz/fuzz_reader: tests/fuzz/fuzz_reader.c $(FUZZ_FORMAT_OBJ) $(HEADERS
 $(BUILD)/fuzz/replay_reader: tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -o $@ tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(LDLIBS)
+
+# Importer fuzz targets (convert/): tests/fuzz/fuzz_<name>.c, seeds in tests/fuzz/seeds/<name>/.
+IMPORT_FUZZERS := $(filter-out reader,$(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c)))
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_FORMAT_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_FORMAT_OBJ) $(LDLIBS)
+
+$(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -o $@ $< tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(LDLIBS)
 
 # ---- tests -----------------------------------------------------------------------------------
 unit: $(UNIT_BIN)

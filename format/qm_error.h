@@ -52,7 +52,17 @@
     X(QM_ERR_TENSOR_OVERLAP,    36, "tensor overlaps the previous one or is out of order") /* R-TENSOR-13 */ \
     X(QM_ERR_DATA_END,          37, "last tensor does not end at the end of the file") /* R-TENSOR-14 */ \
     X(QM_ERR_TENSOR_CHECKSUM,   38, "tensor checksum mismatch")                   /* R-DATA-1 */ \
-    X(QM_ERR_BAD_TENSOR_DATA,   39, "tensor data breaks its dtype's rules")       /* R-DATA-2 */
+    X(QM_ERR_BAD_TENSOR_DATA,   39, "tensor data breaks its dtype's rules")       /* R-DATA-2 */ \
+    /* 40..: errors about the inputs of qmap convert / quantize (not about .qmap files) */ \
+    X(QM_ERR_BAD_SOURCE,        40, "input file is malformed or truncated") \
+    X(QM_ERR_UNSUPPORTED,       41, "input uses a feature qmap does not support") \
+    X(QM_ERR_FORBIDDEN,         42, "pickle uses a global or opcode that is not allowed") \
+    X(QM_ERR_SHAPE,             43, "tensor shape does not match the model") \
+    X(QM_ERR_MISSING_TENSOR,    44, "a tensor the model needs is missing") \
+    X(QM_ERR_UNEXPECTED_TENSOR, 45, "a tensor the model does not use is present") \
+    X(QM_ERR_NONFINITE,         46, "weight contains NaN or Inf") \
+    X(QM_ERR_BAD_CONFIG,        47, "model config is missing a value or has a bad one") \
+    X(QM_ERR_UNKNOWN_ARCH,      48, "unknown model architecture")
 
 typedef enum qm_status {
 #define QM_X_ENUM(name, value, desc) name = value,

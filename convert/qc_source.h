@@ -1,0 +1,141 @@
+/* qc_source.h — what every importer of `qmap convert` produces: named tensors viewing byte storages.
+ *
+ * An importer (safetensors, torch.save zip, .npy/.npz, raw float32 dumps) validates its input file and
+ * fills a qc_source: a list of tensors (name, element type, shape, strides, offset) each viewing one
+ * storage (a run of bytes in the input). Storages are read on demand with qc_source_load(), so memory
+ * stays O(largest storage), never O(model): a storage that lies uncompressed in a mapped file is handed
+ * out as a pointer into the mapping; one inside a zip archive is read into a buffer the source owns.
+ *
+ * The generic code, not the importers, checks that every tensor's view lies inside its storage
+ * (qc_tensor_check); importers check their own headers (lengths, offsets, counts) against the file
+ * before using them, and report problems as QM_ERR_BAD_SOURCE / QM_ERR_UNSUPPORTED / QM_ERR_FORBIDDEN
+ * with a message naming the file, the field and the offset.
+ *
+ * Ownership: a qc_source owns its tensors' names, its storages, its mapped files, its zip handle and its
+ * load buffer; qc_source_free() releases them all. Pointers from qc_source_load() stay valid until the
+ * next qc_source_load() on the same source or qc_source_free(). One source is used by one thread at a time.
+ */
+#ifndef QC_SOURCE_H
+#define QC_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qm_error.h"
+
+/* Element types an input may hold. Only the float ones can become weights; the others are accepted so
+ * that buffers such as HF's int64 position_ids can be recognised and skipped. */
+typedef enum qc_dtype {
+    QC_F32 = 1, QC_F16, QC_BF16, QC_F64,
+    QC_I8, QC_U8, QC_I16, QC_I32, QC_I64, QC_BOOL,
+} qc_dtype;
+
+size_t qc_dtype_size(qc_dtype t);            /* 0 for an unknown value */
+const char *qc_dtype_name(qc_dtype t);       /* "F32", "BF16", …; "?" for an unknown value */
+bool qc_dtype_is_float(qc_dtype t);
+
+#define QC_MAX_RANK 8
+
+typedef struct qc_tensor {
+    char *name;                      /* owned by the source; UTF-8 */
+    qc_dtype dtype;
+    uint32_t rank;                   /* 0 (scalar) .. QC_MAX_RANK */
+    uint64_t shape[QC_MAX_RANK];
+    int64_t stride[QC_MAX_RANK];     /* in elements; importers with no strides fill row-major ones */
+    uint64_t offset;                 /* in elements, from the start of the storage */
+    uint32_t storage;                /* index into qc_source.storages */
+} qc_tensor;
+
+typedef enum qc_storage_kind {
+    QC_STORAGE_MAPPED = 1,           /* bytes at files[file].data + file_offset */
+    QC_STORAGE_ZIP = 2,              /* entry zip_index of the source's zip archive (stored or deflated) */
+} qc_storage_kind;
+
+typedef struct qc_storage {
+    char *key;                       /* owned; for messages: "data/3", "model.embed.weight" */
+    uint64_t nbytes;                 /* size of the storage in bytes (checked against the file) */
+    qc_storage_kind kind;
+    uint32_t file;                   /* index into qc_source.files */
+    uint64_t file_offset;            /* QC_STORAGE_MAPPED */
+    uint64_t zip_index;              /* QC_STORAGE_ZIP */
+} qc_storage;
+
+/* A read-only mapping of one input file. */
+typedef struct qc_file {
+    char *path;                      /* owned */
+    const uint8_t *data;             /* the mapping (or caller's buffer if !owned); NULL for an empty file */
+    uint64_t size;
+    bool owned;                      /* true: munmap on free */
+} qc_file;
+
+typedef struct qc_source {
+    const char *kind;                /* static string naming the input kind: "safetensors",
+                                      * "torch.save zip", "numpy .npy", "numpy .npz", "raw float32 dump" */
+    char *path;                      /* owned: the path the user gave */
+    qc_file *files;  uint32_t n_files;
+    qc_storage *storages; uint64_t n_storages;
+    qc_tensor *tensors;   uint64_t n_tensors;
+    char *config_json;               /* owned, may be NULL: a model config carried by the input itself
+                                      * (a raw dump's manifest "config", safetensors "__metadata__") */
+    char *manifest_json;             /* owned, may be NULL: a raw dump's whole manifest (MLP layer list) */
+    void *zip;                       /* zip_t * (libzip) when storages are QC_STORAGE_ZIP, else NULL */
+    void *zip_source;                /* zip_source_t * backing `zip` (owned by `zip` once opened) */
+    uint8_t *buf; uint64_t buf_cap;  /* load buffer for zip storages */
+} qc_source;
+
+/* An empty source (kind and path set) or NULL on allocation failure. */
+qc_source *qc_source_new(const char *kind, const char *path);
+void qc_source_free(qc_source *s);   /* NULL allowed */
+
+/* Map `path` read-only and append it to s->files; *index receives its position. */
+qm_status qc_source_map_file(qc_source *s, const char *path, uint32_t *index, qm_error *err);
+/* Append a caller-owned buffer as a file (for fuzzing and tests): it must outlive the source. */
+qm_status qc_source_add_buffer(qc_source *s, const char *name, const void *data, uint64_t size,
+                               uint32_t *index, qm_error *err);
+
+/* Append a storage / a tensor; the source copies `key` / `name`. Tensors get row-major strides from
+ * their shape when `stride` is NULL. */
+qm_status qc_source_add_storage(qc_source *s, const char *key, qc_storage_kind kind, uint32_t file,
+                                uint64_t file_offset, uint64_t zip_index, uint64_t nbytes,
+                                uint32_t *index, qm_error *err);
+qm_status qc_source_add_tensor(qc_source *s, const char *name, qc_dtype dtype, uint32_t rank,
+                               const uint64_t *shape, const int64_t *stride, uint64_t offset,
+                               uint32_t storage, qm_error *err);
+
+/* Check that tensor `t`'s view lies within its storage (shape/stride/offset arithmetic overflow-checked,
+ * negative strides refused, mapped storages inside their file). QM_ERR_BAD_SOURCE on failure. */
+qm_status qc_tensor_check(const qc_source *s, const qc_tensor *t, qm_error *err);
+/* Element count of `t` (product of shape; 1 for rank 0). Only valid after qc_tensor_check. */
+uint64_t qc_tensor_elements(const qc_tensor *t);
+/* True if the tensor is C-contiguous (strides are row-major for its shape, size-1 dims ignored). */
+bool qc_tensor_is_contiguous(const qc_tensor *t);
+
+/* Bytes of storage `index` (nbytes long). Mapped: a pointer into the file. Zip: read (inflated if need
+ * be) into the source's buffer, its length checked against nbytes and its CRC by libzip. */
+qm_status qc_source_load(qc_source *s, uint32_t index, const uint8_t **bytes, qm_error *err);
+
+/* Sniff the kind of input at `path` from its bytes (a directory counts as a raw dump if it holds
+ * manifest.json). Returns a static name as in qc_source.kind, "safetensors index" / "torch index" for a
+ * sharded-checkpoint index JSON, "legacy torch.save" for a pre-1.6 pickle file, or NULL if unknown. */
+const char *qc_sniff(const char *path);
+
+/* ---- importers (each validates everything before use; on failure *out is NULL) ---- */
+qm_status qc_open_safetensors(const char *path, qc_source **out, qm_error *err);
+qm_status qc_open_torch_zip(const char *path, qc_source **out, qm_error *err);
+qm_status qc_open_npy(const char *path, qc_source **out, qm_error *err);
+qm_status qc_open_npz(const char *path, qc_source **out, qm_error *err);
+qm_status qc_open_raw_dump(const char *dir, qc_source **out, qm_error *err);
+
+/* The same over a caller-owned buffer that must outlive the source (fuzz targets, tests). `name` is
+ * used in messages. */
+qm_status qc_open_safetensors_buffer(const void *data, size_t len, const char *name, qc_source **out,
+                                     qm_error *err);
+qm_status qc_open_torch_zip_buffer(const void *data, size_t len, const char *name, qc_source **out,
+                                   qm_error *err);
+qm_status qc_open_npy_buffer(const void *data, size_t len, const char *name, qc_source **out,
+                             qm_error *err);
+qm_status qc_open_npz_buffer(const void *data, size_t len, const char *name, qc_source **out,
+                             qm_error *err);
+
+#endif /* QC_SOURCE_H */
