@@ -5,12 +5,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define QMAP_VERSION "0.1.0"
+#include "qm_version.h"
 
 /* Each subcommand gets argv after the command name (argv[0] is the command) and returns the exit code:
  * 0 success, 1 the file is bad or the work failed, 2 usage error. */
 int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 /* "1.50 GB" style, decimal units. buf of ≥ 16 bytes. */
 const char *cli_human_bytes(uint64_t n, char *buf, size_t size);

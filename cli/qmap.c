@@ -10,6 +10,7 @@ static const struct {
     int (*run)(int, char **);
     const char *summary;
 } commands[] = {
+    { "convert", cmd_convert, "PyTorch checkpoint (torch.save, safetensors, npz, raw dump) -> .qmap" },
     { "inspect", cmd_inspect, "print a container's header, metadata and tensor table (--json for scripts)" },
     { "verify", cmd_verify, "check every tensor checksum; exit 1 if any tensor is damaged" },
 };
@@ -18,7 +19,7 @@ static const struct {
 static void usage(FILE *fp)
 {
     fprintf(fp,
-            "usage: qmap <command> [options] FILE\n"
+            "usage: qmap <command> [options] ARGS\n"
             "\n"
             "qmap stores PyTorch models in a versioned, aligned, checksummed container (.qmap) and\n"
             "reads it zero-copy through one memory mapping.\n"
@@ -28,7 +29,7 @@ static void usage(FILE *fp)
     fprintf(fp,
             "\n"
             "Run 'qmap <command> --help' for a command's options.\n"
-            "Not yet implemented (open issues): convert, quantize, run, bench.\n"
+            "Not yet implemented (open issues): quantize, run, bench.\n"
             "\n"
             "options:\n"
             "  -h, --help     this text\n"

@@ -255,6 +255,21 @@ qm_status qc_source_load(qc_source *s, uint32_t index, const uint8_t **bytes, qm
     if (!zf)
         return qm_fail(err, QM_ERR_BAD_SOURCE, s->path, st->key, QM_NO_OFFSET, "cannot open archive entry: %s",
                        zip_strerror((zip_t *)s->zip));
+    /* zip entries cannot seek when deflated, so the prefix is read and dropped */
+    for (uint64_t skipped = 0; skipped < st->zip_skip;) {
+        uint8_t drop[4096];
+        uint64_t want = st->zip_skip - skipped < sizeof drop ? st->zip_skip - skipped : sizeof drop;
+        zip_int64_t r = zip_fread(zf, drop, want);
+        if (r <= 0) {
+            qm_status rs = qm_fail(err, QM_ERR_BAD_SOURCE, s->path, st->key, skipped,
+                                   "archive entry ends inside its %llu-byte header%s%s",
+                                   (unsigned long long)st->zip_skip, r < 0 ? ": " : "",
+                                   r < 0 ? zip_file_strerror(zf) : "");
+            zip_fclose(zf);
+            return rs;
+        }
+        skipped += (uint64_t)r;
+    }
     uint64_t got = 0;
     while (got < st->nbytes) {
         zip_int64_t r = zip_fread(zf, s->buf + got, st->nbytes - got);

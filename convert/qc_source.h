@@ -59,6 +59,9 @@ typedef struct qc_storage {
     uint32_t file;                   /* index into qc_source.files */
     uint64_t file_offset;            /* QC_STORAGE_MAPPED */
     uint64_t zip_index;              /* QC_STORAGE_ZIP */
+    uint64_t zip_skip;               /* QC_STORAGE_ZIP: bytes at the start of the entry that precede the
+                                      * storage (an .npy header inside an .npz); 0 unless set after
+                                      * qc_source_add_storage. The entry must hold exactly zip_skip + nbytes. */
 } qc_storage;
 
 /* A read-only mapping of one input file. */

@@ -1,0 +1,1146 @@
+/* qc_arch.c — canonical layouts of the architectures qmap runs (spec/ARCHITECTURES.md).
+ *
+ * Each transformer architecture is a table of rules: a source-name pattern (with "{i}" for the layer
+ * index), the canonical name, flags (per layer, transposed, optional, skipped, size-1 dims dropped) and
+ * the expected container shape in terms of hyperparameters. Hyperparameters come from the config when it
+ * states them and from anchor tensors' shapes otherwise; then every tensor is checked against them, so a
+ * config that disagrees with the weights fails naming the tensor and both shapes. The MLP has no fixed
+ * names and is handled by its own code below. */
+#include "qc_arch.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qm_format.h"
+
+#define MAX_LAYERS 4096
+
+/* ---- hyperparameters and shape symbols ---- */
+
+typedef enum sym { X_NONE = 0, X_V, X_CTX, X_D, X_3D, X_FF, X_Q, X_KV, X_SV, X_TV, X_ML, X_COUNT } sym;
+static const char *const sym_name[X_COUNT] = {
+    "", "vocab_size", "context_length", "dim", "3*dim", "ffn_dim", "n_heads*head_dim",
+    "n_kv_heads*head_dim", "src_vocab_size", "tgt_vocab_size", "max_len",
+};
+
+typedef struct hparams {
+    uint64_t v[X_COUNT];                  /* resolved values of the shape symbols */
+    bool known[X_COUNT];                  /* from the config (or derived from config values) */
+    uint32_t n_layers, n_dec_layers, n_heads, n_kv_heads, head_dim;
+} hparams;
+
+/* ---- rules ---- */
+enum {
+    PL = 1,      /* per layer: patterns contain {i} */
+    TR = 2,      /* source is [in, out]: transpose into [out, in] */
+    OPT = 4,     /* may be absent */
+    IGN = 8,     /* recognised and skipped (buffers) */
+    SQZ = 16,    /* drop size-1 dims of the source */
+    HEAD = 32,   /* the output head: dropped when tied to the token embedding */
+    DEC = 64,    /* per decoder layer (seq2seq): counted by n_dec_layers */
+    NOPFX = 128, /* matched against the full source name (no model prefix) */
+};
+
+typedef struct rule {
+    const char *src;
+    const char *dst;
+    unsigned flags;
+    sym s0, s1;                           /* expected container shape; X_NONE ends it */
+} rule;
+
+typedef struct arch_def {
+    const char *name;
+    const char *prefix;                   /* optional model prefix on source names */
+    const rule *rules;
+    size_t n_rules;
+    const char *embd;                     /* canonical name of the token embedding (for tying) */
+} arch_def;
+
+static const rule gpt2_rules[] = {
+    { "wte.weight", "tok_embd.weight", 0, X_V, X_D },
+    { "wpe.weight", "pos_embd.weight", 0, X_CTX, X_D },
+    { "h.{i}.ln_1.weight", "blk.{i}.ln1.weight", PL, X_D, 0 },
+    { "h.{i}.ln_1.bias", "blk.{i}.ln1.bias", PL, X_D, 0 },
+    { "h.{i}.attn.c_attn.weight", "blk.{i}.attn_qkv.weight", PL | TR, X_3D, X_D },
+    { "h.{i}.attn.c_attn.bias", "blk.{i}.attn_qkv.bias", PL, X_3D, 0 },
+    { "h.{i}.attn.c_proj.weight", "blk.{i}.attn_out.weight", PL | TR, X_D, X_D },
+    { "h.{i}.attn.c_proj.bias", "blk.{i}.attn_out.bias", PL, X_D, 0 },
+    { "h.{i}.ln_2.weight", "blk.{i}.ln2.weight", PL, X_D, 0 },
+    { "h.{i}.ln_2.bias", "blk.{i}.ln2.bias", PL, X_D, 0 },
+    { "h.{i}.mlp.c_fc.weight", "blk.{i}.ffn_up.weight", PL | TR, X_FF, X_D },
+    { "h.{i}.mlp.c_fc.bias", "blk.{i}.ffn_up.bias", PL, X_FF, 0 },
+    { "h.{i}.mlp.c_proj.weight", "blk.{i}.ffn_down.weight", PL | TR, X_D, X_FF },
+    { "h.{i}.mlp.c_proj.bias", "blk.{i}.ffn_down.bias", PL, X_D, 0 },
+    { "h.{i}.attn.bias", NULL, PL | IGN | OPT, 0, 0 },
+    { "h.{i}.attn.masked_bias", NULL, PL | IGN | OPT, 0, 0 },
+    { "ln_f.weight", "out_norm.weight", 0, X_D, 0 },
+    { "ln_f.bias", "out_norm.bias", 0, X_D, 0 },
+    { "lm_head.weight", "output.weight", HEAD | OPT | NOPFX, X_V, X_D },
+};
+
+static const rule gpt_neo_rules[] = {
+    { "wte.weight", "tok_embd.weight", 0, X_V, X_D },
+    { "wpe.weight", "pos_embd.weight", 0, X_CTX, X_D },
+    { "h.{i}.ln_1.weight", "blk.{i}.ln1.weight", PL, X_D, 0 },
+    { "h.{i}.ln_1.bias", "blk.{i}.ln1.bias", PL, X_D, 0 },
+    { "h.{i}.attn.attention.q_proj.weight", "blk.{i}.attn_q.weight", PL, X_D, X_D },
+    { "h.{i}.attn.attention.k_proj.weight", "blk.{i}.attn_k.weight", PL, X_D, X_D },
+    { "h.{i}.attn.attention.v_proj.weight", "blk.{i}.attn_v.weight", PL, X_D, X_D },
+    { "h.{i}.attn.attention.out_proj.weight", "blk.{i}.attn_out.weight", PL, X_D, X_D },
+    { "h.{i}.attn.attention.out_proj.bias", "blk.{i}.attn_out.bias", PL, X_D, 0 },
+    { "h.{i}.ln_2.weight", "blk.{i}.ln2.weight", PL, X_D, 0 },
+    { "h.{i}.ln_2.bias", "blk.{i}.ln2.bias", PL, X_D, 0 },
+    { "h.{i}.mlp.c_fc.weight", "blk.{i}.ffn_up.weight", PL, X_FF, X_D },
+    { "h.{i}.mlp.c_fc.bias", "blk.{i}.ffn_up.bias", PL, X_FF, 0 },
+    { "h.{i}.mlp.c_proj.weight", "blk.{i}.ffn_down.weight", PL, X_D, X_FF },
+    { "h.{i}.mlp.c_proj.bias", "blk.{i}.ffn_down.bias", PL, X_D, 0 },
+    { "h.{i}.attn.attention.bias", NULL, PL | IGN | OPT, 0, 0 },
+    { "h.{i}.attn.attention.masked_bias", NULL, PL | IGN | OPT, 0, 0 },
+    { "ln_f.weight", "out_norm.weight", 0, X_D, 0 },
+    { "ln_f.bias", "out_norm.bias", 0, X_D, 0 },
+    { "lm_head.weight", "output.weight", HEAD | OPT | NOPFX, X_V, X_D },
+};
+
+static const rule llama_rules[] = {
+    { "embed_tokens.weight", "tok_embd.weight", 0, X_V, X_D },
+    { "layers.{i}.input_layernorm.weight", "blk.{i}.attn_norm.weight", PL, X_D, 0 },
+    { "layers.{i}.self_attn.q_proj.weight", "blk.{i}.attn_q.weight", PL, X_Q, X_D },
+    { "layers.{i}.self_attn.q_proj.bias", "blk.{i}.attn_q.bias", PL | OPT, X_Q, 0 },
+    { "layers.{i}.self_attn.k_proj.weight", "blk.{i}.attn_k.weight", PL, X_KV, X_D },
+    { "layers.{i}.self_attn.k_proj.bias", "blk.{i}.attn_k.bias", PL | OPT, X_KV, 0 },
+    { "layers.{i}.self_attn.v_proj.weight", "blk.{i}.attn_v.weight", PL, X_KV, X_D },
+    { "layers.{i}.self_attn.v_proj.bias", "blk.{i}.attn_v.bias", PL | OPT, X_KV, 0 },
+    { "layers.{i}.self_attn.o_proj.weight", "blk.{i}.attn_o.weight", PL, X_D, X_Q },
+    { "layers.{i}.post_attention_layernorm.weight", "blk.{i}.ffn_norm.weight", PL, X_D, 0 },
+    { "layers.{i}.mlp.gate_proj.weight", "blk.{i}.ffn_gate.weight", PL, X_FF, X_D },
+    { "layers.{i}.mlp.up_proj.weight", "blk.{i}.ffn_up.weight", PL, X_FF, X_D },
+    { "layers.{i}.mlp.down_proj.weight", "blk.{i}.ffn_down.weight", PL, X_D, X_FF },
+    { "layers.{i}.self_attn.rotary_emb.inv_freq", NULL, PL | IGN | OPT, 0, 0 },
+    { "norm.weight", "out_norm.weight", 0, X_D, 0 },
+    { "lm_head.weight", "output.weight", HEAD | OPT | NOPFX, X_V, X_D },
+};
+
+#define ENC "transformer.encoder.layers.{i}."
+#define DECL "transformer.decoder.layers.{i}."
+static const rule seq2seq_rules[] = {
+    { "src_tok_emb.embedding.weight", "enc_embd.weight", 0, X_SV, X_D },
+    { "tgt_tok_emb.embedding.weight", "dec_embd.weight", 0, X_TV, X_D },
+    { "positional_encoding.pos_embedding", "pos_enc", SQZ, X_ML, X_D },
+    { ENC "self_attn.in_proj_weight", "enc.{i}.attn_qkv.weight", PL, X_3D, X_D },
+    { ENC "self_attn.in_proj_bias", "enc.{i}.attn_qkv.bias", PL, X_3D, 0 },
+    { ENC "self_attn.out_proj.weight", "enc.{i}.attn_out.weight", PL, X_D, X_D },
+    { ENC "self_attn.out_proj.bias", "enc.{i}.attn_out.bias", PL, X_D, 0 },
+    { ENC "linear1.weight", "enc.{i}.ffn_up.weight", PL, X_FF, X_D },
+    { ENC "linear1.bias", "enc.{i}.ffn_up.bias", PL, X_FF, 0 },
+    { ENC "linear2.weight", "enc.{i}.ffn_down.weight", PL, X_D, X_FF },
+    { ENC "linear2.bias", "enc.{i}.ffn_down.bias", PL, X_D, 0 },
+    { ENC "norm1.weight", "enc.{i}.ln1.weight", PL, X_D, 0 },
+    { ENC "norm1.bias", "enc.{i}.ln1.bias", PL, X_D, 0 },
+    { ENC "norm2.weight", "enc.{i}.ln2.weight", PL, X_D, 0 },
+    { ENC "norm2.bias", "enc.{i}.ln2.bias", PL, X_D, 0 },
+    { "transformer.encoder.norm.weight", "enc_norm.weight", 0, X_D, 0 },
+    { "transformer.encoder.norm.bias", "enc_norm.bias", 0, X_D, 0 },
+    { DECL "self_attn.in_proj_weight", "dec.{i}.attn_qkv.weight", PL | DEC, X_3D, X_D },
+    { DECL "self_attn.in_proj_bias", "dec.{i}.attn_qkv.bias", PL | DEC, X_3D, 0 },
+    { DECL "self_attn.out_proj.weight", "dec.{i}.attn_out.weight", PL | DEC, X_D, X_D },
+    { DECL "self_attn.out_proj.bias", "dec.{i}.attn_out.bias", PL | DEC, X_D, 0 },
+    { DECL "multihead_attn.in_proj_weight", "dec.{i}.cross_qkv.weight", PL | DEC, X_3D, X_D },
+    { DECL "multihead_attn.in_proj_bias", "dec.{i}.cross_qkv.bias", PL | DEC, X_3D, 0 },
+    { DECL "multihead_attn.out_proj.weight", "dec.{i}.cross_out.weight", PL | DEC, X_D, X_D },
+    { DECL "multihead_attn.out_proj.bias", "dec.{i}.cross_out.bias", PL | DEC, X_D, 0 },
+    { DECL "linear1.weight", "dec.{i}.ffn_up.weight", PL | DEC, X_FF, X_D },
+    { DECL "linear1.bias", "dec.{i}.ffn_up.bias", PL | DEC, X_FF, 0 },
+    { DECL "linear2.weight", "dec.{i}.ffn_down.weight", PL | DEC, X_D, X_FF },
+    { DECL "linear2.bias", "dec.{i}.ffn_down.bias", PL | DEC, X_D, 0 },
+    { DECL "norm1.weight", "dec.{i}.ln1.weight", PL | DEC, X_D, 0 },
+    { DECL "norm1.bias", "dec.{i}.ln1.bias", PL | DEC, X_D, 0 },
+    { DECL "norm2.weight", "dec.{i}.ln2.weight", PL | DEC, X_D, 0 },
+    { DECL "norm2.bias", "dec.{i}.ln2.bias", PL | DEC, X_D, 0 },
+    { DECL "norm3.weight", "dec.{i}.ln3.weight", PL | DEC, X_D, 0 },
+    { DECL "norm3.bias", "dec.{i}.ln3.bias", PL | DEC, X_D, 0 },
+    { "transformer.decoder.norm.weight", "dec_norm.weight", 0, X_D, 0 },
+    { "transformer.decoder.norm.bias", "dec_norm.bias", 0, X_D, 0 },
+    { "generator.weight", "output.weight", 0, X_TV, X_D },
+    { "generator.bias", "output.bias", 0, X_TV, 0 },
+};
+
+#define N(a) (sizeof a / sizeof a[0])
+static const arch_def archs[] = {
+    { "gpt2", "transformer.", gpt2_rules, N(gpt2_rules), "tok_embd.weight" },
+    { "gpt_neo", "transformer.", gpt_neo_rules, N(gpt_neo_rules), "tok_embd.weight" },
+    { "llama", "model.", llama_rules, N(llama_rules), "tok_embd.weight" },
+    { "seq2seq", "", seq2seq_rules, N(seq2seq_rules), NULL },
+};
+
+const char *qc_arch_list(void) { return "mlp, gpt2, gpt_neo, llama, seq2seq"; }
+
+/* ---- source tensor index: every tensor of every shard, by name ---- */
+
+typedef struct ref { const char *name; uint32_t src; uint64_t tensor; } ref;
+
+typedef struct ctx {
+    qc_source *const *srcs;
+    uint32_t n_srcs;
+    ref *refs; uint64_t n_refs;
+    uint8_t *used;                        /* per ref: 1 mapped, 2 skipped */
+    json_t *config;                       /* may be NULL */
+    const char *config_name;
+    json_t *manifest;                     /* may be NULL */
+    qc_plan *plan;
+    qm_error *err;
+} ctx;
+
+static int ref_cmp(const void *a, const void *b) { return strcmp(((const ref *)a)->name, ((const ref *)b)->name); }
+
+static const qc_tensor *ref_tensor(const ctx *c, uint64_t r) { return &c->srcs[c->refs[r].src]->tensors[c->refs[r].tensor]; }
+static const char *ref_file(const ctx *c, uint64_t r) { return c->srcs[c->refs[r].src]->path; }
+
+static qm_status index_sources(ctx *c)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < c->n_srcs; i++) n += c->srcs[i]->n_tensors;
+    c->refs = calloc(n ? n : 1, sizeof *c->refs);
+    c->used = calloc(n ? n : 1, 1);
+    if (!c->refs || !c->used) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    for (uint32_t i = 0; i < c->n_srcs; i++)
+        for (uint64_t t = 0; t < c->srcs[i]->n_tensors; t++)
+            c->refs[c->n_refs++] = (ref){ c->srcs[i]->tensors[t].name, i, t };
+    qsort(c->refs, c->n_refs, sizeof *c->refs, ref_cmp);
+    for (uint64_t r = 1; r < c->n_refs; r++)
+        if (!strcmp(c->refs[r - 1].name, c->refs[r].name))
+            return qm_fail(c->err, QM_ERR_BAD_SOURCE, ref_file(c, r), c->refs[r].name, QM_NO_OFFSET,
+                           "tensor '%s' appears twice (also in %s)", c->refs[r].name, ref_file(c, r - 1));
+    return QM_OK;
+}
+
+static int64_t find_ref(const ctx *c, const char *name)
+{
+    uint64_t lo = 0, hi = c->n_refs;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int d = strcmp(c->refs[mid].name, name);
+        if (!d) return (int64_t)mid;
+        if (d < 0) lo = mid + 1; else hi = mid;
+    }
+    return -1;
+}
+
+/* ---- config access ---- */
+
+static json_t *cfg_get(const ctx *c, const char *const *keys)
+{
+    if (!c->config) return NULL;
+    for (; *keys; keys++) {
+        json_t *v = json_object_get(c->config, *keys);
+        if (v && !json_is_null(v)) return v;
+    }
+    return NULL;
+}
+
+/* An unsigned count from the first present key; *found false if none. */
+static qm_status cfg_u64(ctx *c, const char *const *keys, uint64_t *out, bool *found)
+{
+    json_t *v = cfg_get(c, keys);
+    *found = false;
+    if (!v) return QM_OK;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (json_int_t)UINT32_MAX)
+        return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, keys[0], QM_NO_OFFSET,
+                       "\"%s\" must be an integer in [0, 2^32)", keys[0]);
+    *out = (uint64_t)json_integer_value(v);
+    *found = true;
+    return QM_OK;
+}
+
+static qm_status cfg_f64(ctx *c, const char *const *keys, double dflt, double *out)
+{
+    json_t *v = cfg_get(c, keys);
+    *out = dflt;
+    if (!v) return QM_OK;
+    if (!json_is_number(v))
+        return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, keys[0], QM_NO_OFFSET, "\"%s\" must be a number",
+                       keys[0]);
+    *out = json_number_value(v);
+    return QM_OK;
+}
+
+static const char *cfg_str(ctx *c, const char *const *keys, const char *dflt)
+{
+    json_t *v = cfg_get(c, keys);
+    return json_is_string(v) ? json_string_value(v) : dflt;
+}
+
+static int cfg_bool(ctx *c, const char *const *keys, int dflt)
+{
+    json_t *v = cfg_get(c, keys);
+    return json_is_boolean(v) ? json_is_true(v) : dflt;
+}
+
+#define KEYS(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
+/* ---- metadata items ---- */
+
+static qc_meta_item *meta_add(ctx *c, const char *key, uint32_t type)
+{
+    qc_plan *p = c->plan;
+    qc_meta_item *m = realloc(p->meta, (p->n_meta + 1) * sizeof *m);
+    if (!m) return NULL;
+    p->meta = m;
+    m = &p->meta[p->n_meta++];
+    memset(m, 0, sizeof *m);
+    snprintf(m->key, sizeof m->key, "%s.%s", p->arch, key);
+    m->type = type;
+    return m;
+}
+
+static qm_status meta_u32(ctx *c, const char *key, uint64_t v)
+{
+    qc_meta_item *m = meta_add(c, key, QM_META_U32);
+    if (!m) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    m->u32 = (uint32_t)v;
+    return QM_OK;
+}
+static qm_status meta_f32(ctx *c, const char *key, double v)
+{
+    qc_meta_item *m = meta_add(c, key, QM_META_F32);
+    if (!m) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    m->f32 = (float)v;
+    return QM_OK;
+}
+static qm_status meta_bool(ctx *c, const char *key, bool v)
+{
+    qc_meta_item *m = meta_add(c, key, QM_META_BOOL);
+    if (!m) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    m->b = v;
+    return QM_OK;
+}
+static qm_status meta_str(ctx *c, const char *key, const char *v)
+{
+    qc_meta_item *m = meta_add(c, key, QM_META_STRING);
+    if (!m || !(m->str = strdup(v))) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    return QM_OK;
+}
+/* Takes ownership of strs (n strings) whatever happens. */
+static qm_status meta_strs(ctx *c, const char *key, char **strs, uint64_t n)
+{
+    qc_meta_item *m = meta_add(c, key, QM_META_ARRAY);
+    if (!m) {
+        for (uint64_t i = 0; i < n; i++) free(strs[i]);
+        free(strs);
+        return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    }
+    m->strs = strs;
+    m->n_strs = n;
+    return QM_OK;
+}
+
+/* ---- shapes ---- */
+
+static void shape_str(uint32_t rank, const uint64_t *dims, char *buf, size_t size)
+{
+    size_t o = (size_t)snprintf(buf, size, "[");
+    for (uint32_t i = 0; i < rank && o < size; i++)
+        o += (size_t)snprintf(buf + o, size - o, "%s%llu", i ? ", " : "", (unsigned long long)dims[i]);
+    if (o < size) snprintf(buf + o, size - o, "]");
+}
+
+/* The container shape of source tensor t under the rule's transpose / squeeze. */
+static qm_status container_shape(ctx *c, uint64_t r, unsigned flags, uint32_t *rank, uint64_t *dims)
+{
+    const qc_tensor *t = ref_tensor(c, r);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->rank; i++) {
+        if ((flags & SQZ) && t->shape[i] == 1) continue;
+        if (n == QM_MAX_RANK)
+            return qm_fail(c->err, QM_ERR_SHAPE, ref_file(c, r), t->name, QM_NO_OFFSET,
+                           "tensor '%s' has %u dimensions; a weight has at most 4", t->name, t->rank);
+        dims[n++] = t->shape[i];
+    }
+    if (flags & TR) {
+        if (n != 2)
+            return qm_fail(c->err, QM_ERR_SHAPE, ref_file(c, r), t->name, QM_NO_OFFSET,
+                           "tensor '%s' must be 2-D (it is stored transposed), has %u dimensions", t->name, n);
+        uint64_t x = dims[0]; dims[0] = dims[1]; dims[1] = x;
+    }
+    if (n == 0) { dims[0] = 1; n = 1; }    /* a scalar is stored as one element */
+    *rank = n;
+    return QM_OK;
+}
+
+/* ---- the generic transformer mapper ---- */
+
+static bool match_pattern(const char *pat, const char *name, long *layer)
+{
+    const char *brace = strstr(pat, "{i}");
+    if (!brace) return !strcmp(pat, name);
+    size_t pre = (size_t)(brace - pat);
+    if (strncmp(pat, name, pre) != 0) return false;
+    const char *p = name + pre;
+    if (!isdigit((unsigned char)*p) || (p[0] == '0' && isdigit((unsigned char)p[1]))) return false;
+    long v = 0;
+    while (isdigit((unsigned char)*p)) {
+        v = v * 10 + (*p - '0');
+        if (v >= MAX_LAYERS) return false;
+        p++;
+    }
+    if (strcmp(p, brace + 3) != 0) return false;
+    *layer = v;
+    return true;
+}
+
+static void expand(const char *pat, long layer, char *out, size_t size)
+{
+    const char *brace = strstr(pat, "{i}");
+    if (!brace) { snprintf(out, size, "%s", pat); return; }
+    snprintf(out, size, "%.*s%ld%s", (int)(brace - pat), pat, layer, brace + 3);
+}
+
+static qm_status add_out(ctx *c, const char *name, uint64_t r, unsigned flags)
+{
+    qc_plan *p = c->plan;
+    qc_out *o = realloc(p->out, (p->n_out + 1) * sizeof *o);
+    if (!o) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    p->out = o;
+    o = &p->out[p->n_out];
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", name);
+    o->src = c->refs[r].src;
+    o->tensor = c->refs[r].tensor;
+    o->transpose = (flags & TR) != 0;
+    qm_status st = container_shape(c, r, flags, &o->rank, o->dims);
+    if (st != QM_OK) return st;
+    const qc_tensor *t = ref_tensor(c, r);
+    if (!qc_dtype_is_float(t->dtype))
+        return qm_fail(c->err, QM_ERR_UNSUPPORTED, ref_file(c, r), t->name, QM_NO_OFFSET,
+                       "tensor '%s' holds %s values; weights must be floating point", t->name, qc_dtype_name(t->dtype));
+    p->n_out++;
+    return QM_OK;
+}
+
+/* slot[rule * (layers+1) + layer]: the ref mapped there, or -1 */
+typedef struct matched { int64_t *slot; long max_layer[2]; } matched;
+
+static int64_t *slot_at(matched *m, const arch_def *a, size_t k, long layer)
+{
+    (void)a;
+    return &m->slot[k * (MAX_LAYERS + 1) + (size_t)layer];
+}
+
+static qm_status match_all(ctx *c, const arch_def *a, matched *m)
+{
+    m->slot = malloc(a->n_rules * (MAX_LAYERS + 1) * sizeof *m->slot);
+    if (!m->slot) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    for (size_t i = 0; i < a->n_rules * (MAX_LAYERS + 1); i++) m->slot[i] = -1;
+    m->max_layer[0] = m->max_layer[1] = -1;
+    size_t plen = strlen(a->prefix);
+    for (uint64_t r = 0; r < c->n_refs; r++) {
+        const char *full = c->refs[r].name;
+        const char *bare = (plen && !strncmp(full, a->prefix, plen)) ? full + plen : full;
+        for (size_t k = 0; k < a->n_rules; k++) {
+            const rule *ru = &a->rules[k];
+            long layer = 0;
+            if (!match_pattern(ru->src, (ru->flags & NOPFX) ? full : bare, &layer)) continue;
+            int64_t *s = slot_at(m, a, k, layer);
+            if (*s >= 0)
+                return qm_fail(c->err, QM_ERR_UNEXPECTED_TENSOR, ref_file(c, r), full, QM_NO_OFFSET,
+                               "tensors '%s' and '%s' both map to the same weight", c->refs[*s].name, full);
+            *s = (int64_t)r;
+            if (ru->flags & PL) {
+                long *ml = &m->max_layer[(ru->flags & DEC) ? 1 : 0];
+                if (layer > *ml) *ml = layer;
+            }
+            break;
+        }
+    }
+    return QM_OK;
+}
+
+/* Fill unknown symbols from an anchor: the source tensor of rule `k` (layer 0) gives dims 0/1. */
+static void infer(const ctx *c, const arch_def *a, matched *m, hparams *hp, const char *canon, sym s, int dim)
+{
+    if (hp->known[s]) return;
+    for (size_t k = 0; k < a->n_rules; k++) {
+        if (!a->rules[k].dst || strcmp(a->rules[k].dst, canon) != 0) continue;
+        int64_t r = *slot_at(m, a, k, 0);
+        if (r < 0) return;
+        const qc_tensor *t = ref_tensor(c, (uint64_t)r);
+        uint64_t dims[QC_MAX_RANK] = { 0 };
+        uint32_t n = 0;
+        for (uint32_t i = 0; i < t->rank; i++) if (!((a->rules[k].flags & SQZ) && t->shape[i] == 1)) dims[n++] = t->shape[i];
+        if (a->rules[k].flags & TR) { uint64_t x = dims[0]; dims[0] = dims[1]; dims[1] = x; }
+        if ((uint32_t)dim < n) { hp->v[s] = dims[dim]; hp->known[s] = true; }
+        return;
+    }
+}
+
+static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hparams *hp, uint32_t n_layers,
+                                uint32_t n_dec)
+{
+    /* order: globals before the first per-layer rule, layers (encoder then decoder), remaining globals */
+    size_t first_pl = a->n_rules;
+    for (size_t k = 0; k < a->n_rules; k++) if (a->rules[k].flags & PL) { first_pl = k; break; }
+    for (int pass = 0; pass < 4; pass++) {
+        long layers = pass == 1 ? (long)n_layers : pass == 2 ? (long)n_dec : 1;
+        for (long l = 0; l < layers; l++) {
+            for (size_t k = 0; k < a->n_rules; k++) {
+                const rule *ru = &a->rules[k];
+                bool pl = ru->flags & PL, dec = ru->flags & DEC;
+                if (pass == 0 && (pl || k > first_pl)) continue;
+                if (pass == 1 && (!pl || dec)) continue;
+                if (pass == 2 && (!pl || !dec)) continue;
+                if (pass == 3 && (pl || k < first_pl)) continue;
+                int64_t r = *slot_at(m, a, k, l);
+                char src_name[QC_NAME_MAX * 2], dst[QC_NAME_MAX];
+                expand(ru->src, l, src_name, sizeof src_name);
+                if (r < 0) {
+                    if (ru->flags & OPT) continue;
+                    expand(ru->dst, l, dst, sizeof dst);
+                    return qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, src_name, QM_NO_OFFSET,
+                                   "tensor '%s%s' (container '%s') is missing", (ru->flags & NOPFX) ? "" : a->prefix,
+                                   src_name, dst);
+                }
+                c->used[r] = (ru->flags & IGN) ? 2 : 1;
+                if (ru->flags & IGN) { c->plan->n_skipped++; continue; }
+                expand(ru->dst, l, dst, sizeof dst);
+                uint32_t rank;
+                uint64_t dims[QM_MAX_RANK];
+                qm_status st = container_shape(c, (uint64_t)r, ru->flags, &rank, dims);
+                if (st != QM_OK) return st;
+                uint64_t want[2] = { hp->v[ru->s0], ru->s1 ? hp->v[ru->s1] : 0 };
+                uint32_t want_rank = ru->s1 ? 2 : 1;
+                if (rank != want_rank || dims[0] != want[0] || (want_rank == 2 && dims[1] != want[1])) {
+                    const qc_tensor *t = ref_tensor(c, (uint64_t)r);
+                    char have_s[96], want_s[96];
+                    shape_str(t->rank, t->shape, have_s, sizeof have_s);
+                    if (ru->flags & TR) { uint64_t sw[2] = { want[1], want[0] }; shape_str(want_rank, sw, want_s, sizeof want_s); }
+                    else shape_str(want_rank, want, want_s, sizeof want_s);
+                    return qm_fail(c->err, QM_ERR_SHAPE, ref_file(c, (uint64_t)r), t->name, QM_NO_OFFSET,
+                                   "tensor '%s' (container '%s') has shape %s but the model needs %s (%s%s%s%s%s)",
+                                   t->name, dst, have_s, want_s, (ru->flags & TR) ? "transposed: " : "",
+                                   sym_name[ru->s0], ru->s1 ? " x " : "", ru->s1 ? sym_name[ru->s1] : "",
+                                   c->config ? ", from the config and the other tensors" : "");
+                }
+                if ((st = add_out(c, dst, (uint64_t)r, ru->flags)) != QM_OK) return st;
+            }
+        }
+    }
+    return QM_OK;
+}
+
+/* The output head is tied when it is absent or holds exactly the embedding's values. */
+static qm_status resolve_head(ctx *c, const arch_def *a, matched *m, bool tie_default, bool *tied)
+{
+    size_t head = a->n_rules, embd = a->n_rules;
+    for (size_t k = 0; k < a->n_rules; k++) {
+        if (a->rules[k].flags & HEAD) head = k;
+        if (a->embd && a->rules[k].dst && !strcmp(a->rules[k].dst, a->embd)) embd = k;
+    }
+    *tied = false;
+    if (head == a->n_rules) return QM_OK;
+    int64_t rh = *slot_at(m, a, head, 0), re = embd < a->n_rules ? *slot_at(m, a, embd, 0) : -1;
+    if (rh < 0) {
+        if (!tie_default)
+            return qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, "lm_head.weight", QM_NO_OFFSET,
+                           "tensor 'lm_head.weight' is missing and the config says tie_word_embeddings=false");
+        *tied = true;
+        return QM_OK;
+    }
+    if (re < 0) return QM_OK;
+    const qc_tensor *th = ref_tensor(c, (uint64_t)rh), *te = ref_tensor(c, (uint64_t)re);
+    bool same_shape = th->rank == te->rank && th->dtype == te->dtype;
+    for (uint32_t i = 0; same_shape && i < th->rank; i++)
+        same_shape = th->shape[i] == te->shape[i] && th->stride[i] == te->stride[i];
+    if (!same_shape) return QM_OK;
+    bool equal;
+    if (c->refs[rh].src == c->refs[re].src && th->storage == te->storage && th->offset == te->offset) {
+        equal = true;                      /* torch.save stores tied weights once: same storage, same view */
+    } else {
+        /* compare values; zip storages share one load buffer, so copy the first */
+        qc_source *sh = c->srcs[c->refs[rh].src], *se = c->srcs[c->refs[re].src];
+        const uint8_t *ph, *pe;
+        qm_status st = qc_source_load(sh, th->storage, &ph, c->err);
+        if (st != QM_OK) return st;
+        uint64_t nb = sh->storages[th->storage].nbytes;
+        uint8_t *copy = malloc(nb ? nb : 1);
+        if (!copy) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+        memcpy(copy, ph, nb);
+        st = qc_source_load(se, te->storage, &pe, c->err);
+        if (st != QM_OK) { free(copy); return st; }
+        equal = qc_tensor_is_contiguous(th) && qc_tensor_is_contiguous(te);
+        if (equal) {
+            uint64_t bytes = qc_tensor_elements(th) * qc_dtype_size(th->dtype);
+            uint64_t es = qc_dtype_size(th->dtype);
+            equal = !memcmp(copy + th->offset * es, pe + te->offset * es, bytes);
+        }
+        free(copy);
+    }
+    if (equal) {
+        *tied = true;
+        *slot_at(m, a, head, 0) = -1;
+        c->used[rh] = 2;
+        c->plan->n_skipped++;
+    }
+    return QM_OK;
+}
+
+static qm_status unexpected(ctx *c)
+{
+    for (uint64_t r = 0; r < c->n_refs; r++)
+        if (!c->used[r])
+            return qm_fail(c->err, QM_ERR_UNEXPECTED_TENSOR, ref_file(c, r), c->refs[r].name, QM_NO_OFFSET,
+                           "tensor '%s' is not part of a %s model", c->refs[r].name, c->plan->arch);
+    return QM_OK;
+}
+
+static qm_status layer_count(ctx *c, const char *const *keys, long seen_max, const char *what, uint32_t *n)
+{
+    uint64_t v;
+    bool found;
+    qm_status st = cfg_u64(c, keys, &v, &found);
+    if (st != QM_OK) return st;
+    if (!found) { *n = (uint32_t)(seen_max + 1); return QM_OK; }
+    if ((long)v <= seen_max) {
+        *n = (uint32_t)v;                  /* tensors of layer ≥ v stay unused: reported as unexpected */
+        return QM_OK;
+    }
+    if (v > MAX_LAYERS)
+        return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, keys[0], QM_NO_OFFSET, "%s = %llu is above %d",
+                       keys[0], (unsigned long long)v, MAX_LAYERS);
+    (void)what;
+    *n = (uint32_t)v;                      /* missing layers are reported by check_and_emit */
+    return QM_OK;
+}
+
+static qm_status need_heads(ctx *c, const char *const *keys, uint64_t dim, uint32_t *heads)
+{
+    uint64_t v;
+    bool found;
+    qm_status st = cfg_u64(c, keys, &v, &found);
+    if (st != QM_OK) return st;
+    if (!found)
+        return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name ? c->config_name : c->srcs[0]->path, keys[0],
+                       QM_NO_OFFSET, "the number of attention heads (\"%s\") is not in the config (give --config)",
+                       keys[0]);
+    if (v == 0 || (dim && dim % v))
+        return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, keys[0], QM_NO_OFFSET,
+                       "%s = %llu does not divide the hidden size %llu", keys[0], (unsigned long long)v,
+                       (unsigned long long)dim);
+    *heads = (uint32_t)v;
+    return QM_OK;
+}
+
+/* Take a config value into a shape symbol (known) when present. */
+static qm_status sym_from_cfg(ctx *c, hparams *hp, sym s, const char *const *keys)
+{
+    bool found;
+    uint64_t v;
+    qm_status st = cfg_u64(c, keys, &v, &found);
+    if (st == QM_OK && found) { hp->v[s] = v; hp->known[s] = true; }
+    return st;
+}
+
+#define TRY(x) do { qm_status st_ = (x); if (st_ != QM_OK) return st_; } while (0)
+
+static qm_status plan_gpt(ctx *c, const arch_def *a, bool neo)
+{
+    matched m = { 0 };
+    qm_status st = match_all(c, a, &m);
+    hparams hp = { 0 };
+    if (st != QM_OK) goto out;
+    if ((st = sym_from_cfg(c, &hp, X_V, KEYS("vocab_size"))) != QM_OK) goto out;
+    if ((st = sym_from_cfg(c, &hp, X_CTX, neo ? KEYS("max_position_embeddings") : KEYS("n_positions", "n_ctx")))) goto out;
+    if ((st = sym_from_cfg(c, &hp, X_D, neo ? KEYS("hidden_size") : KEYS("n_embd", "hidden_size")))) goto out;
+    if ((st = sym_from_cfg(c, &hp, X_FF, neo ? KEYS("intermediate_size") : KEYS("n_inner")))) goto out;
+    infer(c, a, &m, &hp, "tok_embd.weight", X_V, 0);
+    infer(c, a, &m, &hp, "tok_embd.weight", X_D, 1);
+    infer(c, a, &m, &hp, "pos_embd.weight", X_CTX, 0);
+    if (!hp.known[X_FF] && hp.known[X_D] && c->config) { hp.v[X_FF] = 4 * hp.v[X_D]; hp.known[X_FF] = true; }
+    infer(c, a, &m, &hp, "blk.{i}.ffn_up.weight", X_FF, 0);
+    hp.v[X_3D] = 3 * hp.v[X_D];
+    uint32_t n_layers;
+    if ((st = layer_count(c, neo ? KEYS("num_layers") : KEYS("n_layer", "num_hidden_layers"), m.max_layer[0], "layers", &n_layers))) goto out;
+    uint32_t heads;
+    if ((st = need_heads(c, neo ? KEYS("num_heads") : KEYS("n_head", "num_attention_heads"), hp.v[X_D], &heads))) goto out;
+    bool tied;
+    if ((st = resolve_head(c, a, &m, cfg_bool(c, KEYS("tie_word_embeddings"), 1), &tied))) goto out;
+    if ((st = check_and_emit(c, a, &m, &hp, n_layers, 0))) goto out;
+    if ((st = unexpected(c))) goto out;
+    double eps;
+    if ((st = cfg_f64(c, KEYS("layer_norm_epsilon", "layer_norm_eps"), 1e-5, &eps))) goto out;
+    c->plan->tied_output = tied;
+    if ((st = meta_u32(c, "vocab_size", hp.v[X_V])) || (st = meta_u32(c, "context_length", hp.v[X_CTX])) ||
+        (st = meta_u32(c, "dim", hp.v[X_D])) || (st = meta_u32(c, "n_layers", n_layers)) ||
+        (st = meta_u32(c, "n_heads", heads)) || (st = meta_u32(c, "ffn_dim", hp.v[X_FF])) ||
+        (st = meta_f32(c, "norm_eps", eps)) ||
+        (st = meta_str(c, "activation", cfg_str(c, KEYS("activation_function"), "gelu_new"))) ||
+        (st = meta_bool(c, "tied_output", tied)))
+        goto out;
+    if (neo) {
+        /* attention_types: [[["global", "local"], 2]] repeats the inner list n times */
+        char **kinds = calloc(n_layers ? n_layers : 1, sizeof *kinds);
+        uint32_t got = 0;
+        if (!kinds) { st = qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory"); goto out; }
+        json_t *layers = cfg_get(c, KEYS("attention_layers")), *types = cfg_get(c, KEYS("attention_types"));
+        bool bad = false;
+        if (json_is_array(layers)) {
+            for (size_t i = 0; i < json_array_size(layers) && !bad; i++) {
+                const char *k = json_string_value(json_array_get(layers, i));
+                if (!k || got >= n_layers) bad = true;
+                else kinds[got++] = strdup(k);
+            }
+        } else if (json_is_array(types)) {
+            for (size_t i = 0; i < json_array_size(types) && !bad; i++) {
+                json_t *pair = json_array_get(types, i), *pat = json_array_get(pair, 0), *rep = json_array_get(pair, 1);
+                if (!json_is_array(pat) || !json_is_integer(rep) || json_integer_value(rep) < 0) { bad = true; break; }
+                for (json_int_t r = 0; r < json_integer_value(rep) && !bad; r++)
+                    for (size_t j = 0; j < json_array_size(pat) && !bad; j++) {
+                        const char *k = json_string_value(json_array_get(pat, j));
+                        if (!k || got >= n_layers) bad = true;
+                        else kinds[got++] = strdup(k);
+                    }
+            }
+        }
+        for (uint32_t i = 0; i < got && !bad; i++)
+            if (!kinds[i] || (strcmp(kinds[i], "global") && strcmp(kinds[i], "local"))) bad = true;
+        if (bad || got != n_layers) {
+            for (uint32_t i = 0; i < got; i++) free(kinds[i]);
+            free(kinds);
+            st = qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name ? c->config_name : c->srcs[0]->path,
+                         "attention_types", QM_NO_OFFSET,
+                         "GPT-Neo needs \"attention_types\" (or \"attention_layers\") naming global/local for each "
+                         "of its %u layers", n_layers);
+            goto out;
+        }
+        if ((st = meta_strs(c, "attention_layers", kinds, n_layers))) goto out;
+        uint64_t win;
+        bool found;
+        if ((st = cfg_u64(c, KEYS("window_size"), &win, &found))) goto out;
+        if ((st = meta_u32(c, "window_size", found ? win : 256))) goto out;
+    }
+out:
+    free(m.slot);
+    return st;
+}
+
+static qm_status plan_llama(ctx *c, const arch_def *a)
+{
+    matched m = { 0 };
+    hparams hp = { 0 };
+    qm_status st = match_all(c, a, &m);
+    if (st != QM_OK) goto out;
+    if ((st = sym_from_cfg(c, &hp, X_V, KEYS("vocab_size"))) || (st = sym_from_cfg(c, &hp, X_D, KEYS("hidden_size"))) ||
+        (st = sym_from_cfg(c, &hp, X_FF, KEYS("intermediate_size"))) ||
+        (st = sym_from_cfg(c, &hp, X_CTX, KEYS("max_position_embeddings"))))
+        goto out;
+    infer(c, a, &m, &hp, "tok_embd.weight", X_V, 0);
+    infer(c, a, &m, &hp, "tok_embd.weight", X_D, 1);
+    infer(c, a, &m, &hp, "blk.{i}.ffn_gate.weight", X_FF, 0);
+    uint32_t n_layers, heads;
+    if ((st = layer_count(c, KEYS("num_hidden_layers"), m.max_layer[0], "layers", &n_layers))) goto out;
+    if ((st = need_heads(c, KEYS("num_attention_heads"), 0, &heads))) goto out;
+    uint64_t head_dim, kv;
+    bool found;
+    if ((st = cfg_u64(c, KEYS("head_dim"), &head_dim, &found))) goto out;
+    if (!found) {
+        if (hp.v[X_D] % heads) {
+            st = qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "num_attention_heads", QM_NO_OFFSET,
+                         "num_attention_heads = %u does not divide hidden_size %llu", heads,
+                         (unsigned long long)hp.v[X_D]);
+            goto out;
+        }
+        head_dim = hp.v[X_D] / heads;
+    }
+    if ((st = cfg_u64(c, KEYS("num_key_value_heads"), &kv, &found))) goto out;
+    if (!found) kv = heads;
+    if (kv == 0 || heads % kv) {
+        st = qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "num_key_value_heads", QM_NO_OFFSET,
+                     "num_key_value_heads = %llu must divide num_attention_heads = %u", (unsigned long long)kv, heads);
+        goto out;
+    }
+    hp.v[X_Q] = heads * head_dim;
+    hp.v[X_KV] = kv * head_dim;
+    const char *variant = cfg_str(c, KEYS("model_type"), "llama");
+    if (cfg_get(c, KEYS("rope_scaling"))) {
+        st = qm_fail(c->err, QM_ERR_UNSUPPORTED, c->config_name, "rope_scaling", QM_NO_OFFSET,
+                     "rope_scaling is not supported (plain RoPE only)");
+        goto out;
+    }
+    bool tied;
+    if ((st = resolve_head(c, a, &m, cfg_bool(c, KEYS("tie_word_embeddings"), 0), &tied))) goto out;
+    /* q/k/v biases (Qwen2): all layers or none */
+    int with_bias = 0, without = 0;
+    for (size_t k = 0; k < a->n_rules; k++)
+        if (strstr(a->rules[k].src, "_proj.bias"))
+            for (uint32_t l = 0; l < n_layers; l++) {
+                if (*slot_at(&m, a, k, l) >= 0) with_bias++;
+                else without++;
+            }
+    if (with_bias && without) {
+        st = qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, "q_proj.bias", QM_NO_OFFSET,
+                     "some layers have q/k/v biases and some do not (%d present, %d missing)", with_bias, without);
+        goto out;
+    }
+    if (!hp.known[X_CTX]) hp.v[X_CTX] = 2048;
+    if ((st = check_and_emit(c, a, &m, &hp, n_layers, 0)) || (st = unexpected(c))) goto out;
+    double eps, theta;
+    uint64_t window = 0;
+    if ((st = cfg_f64(c, KEYS("rms_norm_eps"), 1e-6, &eps)) || (st = cfg_f64(c, KEYS("rope_theta"), 10000.0, &theta)))
+        goto out;
+    if (cfg_bool(c, KEYS("use_sliding_window"), 1) && (st = cfg_u64(c, KEYS("sliding_window"), &window, &found))) goto out;
+    c->plan->tied_output = tied;
+    if ((st = meta_str(c, "variant", variant)) || (st = meta_u32(c, "vocab_size", hp.v[X_V])) ||
+        (st = meta_u32(c, "context_length", hp.v[X_CTX])) || (st = meta_u32(c, "dim", hp.v[X_D])) ||
+        (st = meta_u32(c, "n_layers", n_layers)) || (st = meta_u32(c, "n_heads", heads)) ||
+        (st = meta_u32(c, "n_kv_heads", kv)) || (st = meta_u32(c, "head_dim", head_dim)) ||
+        (st = meta_u32(c, "ffn_dim", hp.v[X_FF])) || (st = meta_f32(c, "norm_eps", eps)) ||
+        (st = meta_f32(c, "rope_theta", theta)) || (st = meta_str(c, "rope_style", "half")) ||
+        (st = meta_u32(c, "sliding_window", window)) || (st = meta_bool(c, "qkv_bias", with_bias > 0)) ||
+        (st = meta_str(c, "activation", cfg_str(c, KEYS("hidden_act"), "silu"))) ||
+        (st = meta_bool(c, "tied_output", tied)))
+        goto out;
+out:
+    free(m.slot);
+    return st;
+}
+
+static qm_status plan_seq2seq(ctx *c, const arch_def *a)
+{
+    matched m = { 0 };
+    hparams hp = { 0 };
+    qm_status st = match_all(c, a, &m);
+    if (st != QM_OK) goto out;
+    if ((st = sym_from_cfg(c, &hp, X_D, KEYS("d_model"))) || (st = sym_from_cfg(c, &hp, X_SV, KEYS("src_vocab_size"))) ||
+        (st = sym_from_cfg(c, &hp, X_TV, KEYS("tgt_vocab_size"))) ||
+        (st = sym_from_cfg(c, &hp, X_FF, KEYS("dim_feedforward"))) || (st = sym_from_cfg(c, &hp, X_ML, KEYS("max_len"))))
+        goto out;
+    infer(c, a, &m, &hp, "enc_embd.weight", X_SV, 0);
+    infer(c, a, &m, &hp, "enc_embd.weight", X_D, 1);
+    infer(c, a, &m, &hp, "dec_embd.weight", X_TV, 0);
+    infer(c, a, &m, &hp, "pos_enc", X_ML, 0);
+    infer(c, a, &m, &hp, "enc.{i}.ffn_up.weight", X_FF, 0);
+    hp.v[X_3D] = 3 * hp.v[X_D];
+    uint32_t n_enc, n_dec, heads;
+    if ((st = layer_count(c, KEYS("num_encoder_layers"), m.max_layer[0], "encoder layers", &n_enc)) ||
+        (st = layer_count(c, KEYS("num_decoder_layers"), m.max_layer[1], "decoder layers", &n_dec)) ||
+        (st = need_heads(c, KEYS("nhead", "num_heads"), hp.v[X_D], &heads)))
+        goto out;
+    if ((st = check_and_emit(c, a, &m, &hp, n_enc, n_dec)) || (st = unexpected(c))) goto out;
+    double eps, scale = sqrt((double)hp.v[X_D]);
+    if ((st = cfg_f64(c, KEYS("layer_norm_eps"), 1e-5, &eps))) goto out;
+    json_t *es = cfg_get(c, KEYS("embed_scale"));
+    if (json_is_number(es)) scale = json_number_value(es);
+    else if (json_is_false(es)) scale = 1.0;
+    const char *act = cfg_str(c, KEYS("activation"), "relu");
+    if (strcmp(act, "relu") && strcmp(act, "gelu")) {
+        st = qm_fail(c->err, QM_ERR_UNSUPPORTED, c->config_name, "activation", QM_NO_OFFSET,
+                     "activation \"%s\": nn.Transformer layers use relu or gelu", act);
+        goto out;
+    }
+    if ((st = meta_u32(c, "src_vocab_size", hp.v[X_SV])) || (st = meta_u32(c, "tgt_vocab_size", hp.v[X_TV])) ||
+        (st = meta_u32(c, "dim", hp.v[X_D])) || (st = meta_u32(c, "n_heads", heads)) ||
+        (st = meta_u32(c, "n_enc_layers", n_enc)) || (st = meta_u32(c, "n_dec_layers", n_dec)) ||
+        (st = meta_u32(c, "ffn_dim", hp.v[X_FF])) || (st = meta_u32(c, "max_len", hp.v[X_ML])) ||
+        (st = meta_f32(c, "norm_eps", eps)) || (st = meta_str(c, "activation", act)) ||
+        (st = meta_bool(c, "norm_first", cfg_bool(c, KEYS("norm_first"), 0))) || (st = meta_f32(c, "embed_scale", scale)))
+        goto out;
+out:
+    free(m.slot);
+    return st;
+}
+
+/* ---- MLP: an nn.Sequential of Linear layers and activations ---- */
+
+static bool is_activation(const char *t)
+{
+    static const char *const acts[] = { "relu", "gelu", "tanh", "sigmoid", "silu", NULL };
+    for (const char *const *a = acts; *a; a++) if (!strcmp(*a, t)) return true;
+    return false;
+}
+
+/* Natural order: "2.weight" < "10.weight". */
+static int natural_cmp(const char *a, const char *b)
+{
+    while (*a && *b) {
+        if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+            const char *ea = a, *eb = b;
+            while (*a == '0') a++;
+            while (*b == '0') b++;
+            while (isdigit((unsigned char)*ea)) ea++;
+            while (isdigit((unsigned char)*eb)) eb++;
+            size_t la = (size_t)(ea - a), lb = (size_t)(eb - b);
+            if (la != lb) return la < lb ? -1 : 1;
+            int d = strncmp(a, b, la);
+            if (d) return d;
+            a = ea; b = eb;
+            continue;
+        }
+        if (*a != *b) return (unsigned char)*a - (unsigned char)*b;
+        a++; b++;
+    }
+    return (unsigned char)*a - (unsigned char)*b;
+}
+
+typedef struct mlp_layer { int64_t w, b; char act[16]; } mlp_layer;
+
+static qm_status plan_mlp(ctx *c)
+{
+    mlp_layer *L = calloc(c->n_refs ? c->n_refs : 1, sizeof *L);
+    char **acts = NULL;
+    uint32_t n = 0;
+    qm_status st = QM_OK;
+    const char *output = "logits";
+    if (!L) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    json_t *layers = c->manifest ? json_object_get(c->manifest, "layers") : NULL;
+    if (json_is_array(layers)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(layers, i, e) {
+            const char *type = json_string_value(json_object_get(e, "type"));
+            if (!type) {
+                st = qm_fail(c->err, QM_ERR_BAD_SOURCE, c->srcs[0]->path, "layers", QM_NO_OFFSET,
+                             "layers[%zu] has no \"type\"", i);
+                goto out;
+            }
+            if (!strcmp(type, "linear")) {
+                const char *w = json_string_value(json_object_get(e, "weight"));
+                const char *b = json_string_value(json_object_get(e, "bias"));
+                int64_t rw = w ? find_ref(c, w) : -1, rb = b ? find_ref(c, b) : -1;
+                if (rw < 0 || (b && rb < 0)) {
+                    st = qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, w ? w : "layers", QM_NO_OFFSET,
+                                 "layers[%zu]: tensor '%s' is missing", i, rw < 0 ? (w ? w : "(no weight)") : b);
+                    goto out;
+                }
+                L[n++] = (mlp_layer){ rw, rb, "identity" };
+            } else if (is_activation(type)) {
+                if (!n || strcmp(L[n - 1].act, "identity")) {
+                    st = qm_fail(c->err, QM_ERR_UNSUPPORTED, c->srcs[0]->path, "layers", QM_NO_OFFSET,
+                                 "layers[%zu] (%s) must follow a linear layer directly", i, type);
+                    goto out;
+                }
+                snprintf(L[n - 1].act, sizeof L[n - 1].act, "%s", type);
+            } else if (!strcmp(type, "softmax") || !strcmp(type, "log_softmax")) {
+                if (i + 1 != json_array_size(layers)) {
+                    st = qm_fail(c->err, QM_ERR_UNSUPPORTED, c->srcs[0]->path, "layers", QM_NO_OFFSET,
+                                 "layers[%zu] (%s) is only supported as the last layer", i, type);
+                    goto out;
+                }
+                output = type;
+            } else if (strcmp(type, "flatten") && strcmp(type, "dropout") && strcmp(type, "identity")) {
+                st = qm_fail(c->err, QM_ERR_UNSUPPORTED, c->srcs[0]->path, "layers", QM_NO_OFFSET,
+                             "layers[%zu] has type \"%s\"; an MLP has linear, relu, gelu, tanh, sigmoid, silu, "
+                             "flatten, dropout, identity, softmax, log_softmax", i, type);
+                goto out;
+            }
+        }
+    } else {
+        /* No layer list: every 2-D "<x>weight" is a Linear, in natural name order; "<x>bias" its bias. */
+        int64_t *ws = calloc(c->n_refs ? c->n_refs : 1, sizeof *ws);
+        if (!ws) { st = qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory"); goto out; }
+        uint32_t nw = 0;
+        for (uint64_t r = 0; r < c->n_refs; r++) {
+            size_t len = strlen(c->refs[r].name);
+            if (ref_tensor(c, r)->rank == 2 && len >= 6 && !strcmp(c->refs[r].name + len - 6, "weight")) ws[nw++] = (int64_t)r;
+        }
+        for (uint32_t i = 1; i < nw; i++)          /* insertion sort: layer counts are small */
+            for (uint32_t j = i; j > 0 && natural_cmp(c->refs[ws[j - 1]].name, c->refs[ws[j]].name) > 0; j--) {
+                int64_t x = ws[j]; ws[j] = ws[j - 1]; ws[j - 1] = x;
+            }
+        json_t *al = cfg_get(c, KEYS("activations"));
+        const char *act = cfg_str(c, KEYS("activation"), "relu");
+        if (al && (!json_is_array(al) || json_array_size(al) != nw)) {
+            free(ws);
+            st = qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "activations", QM_NO_OFFSET,
+                         "\"activations\" must list one activation per linear layer (%u)", nw);
+            goto out;
+        }
+        for (uint32_t i = 0; i < nw; i++) {
+            char bname[QC_NAME_MAX * 2];
+            const char *wn = c->refs[ws[i]].name;
+            snprintf(bname, sizeof bname, "%.*sbias", (int)(strlen(wn) - 6), wn);
+            const char *a = al ? json_string_value(json_array_get(al, i)) : (i + 1 < nw ? act : "identity");
+            if (!a || (!is_activation(a) && strcmp(a, "identity"))) {
+                free(ws);
+                st = qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "activation", QM_NO_OFFSET,
+                             "unknown activation \"%s\" (relu, gelu, tanh, sigmoid, silu, identity)", a ? a : "(not a string)");
+                goto out;
+            }
+            L[n] = (mlp_layer){ ws[i], find_ref(c, bname), "" };
+            snprintf(L[n].act, sizeof L[n].act, "%s", a);
+            n++;
+        }
+        free(ws);
+        output = cfg_str(c, KEYS("output"), "logits");
+    }
+    if (n == 0) {
+        st = qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, NULL, QM_NO_OFFSET,
+                     "an MLP needs at least one linear layer (a 2-D '<name>.weight' tensor)");
+        goto out;
+    }
+    acts = calloc(n, sizeof *acts);
+    if (!acts) { st = qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory"); goto out; }
+    uint64_t in_dim = 0, prev_out = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const qc_tensor *w = ref_tensor(c, (uint64_t)L[i].w);
+        char name[QC_NAME_MAX];
+        if (w->rank != 2) {
+            st = qm_fail(c->err, QM_ERR_SHAPE, ref_file(c, (uint64_t)L[i].w), w->name, QM_NO_OFFSET,
+                         "tensor '%s' (linear layer %u) must be 2-D [out, in]", w->name, i);
+            goto out;
+        }
+        if (i == 0) in_dim = w->shape[1];
+        else if (w->shape[1] != prev_out) {
+            char have[64];
+            shape_str(2, w->shape, have, sizeof have);
+            st = qm_fail(c->err, QM_ERR_SHAPE, ref_file(c, (uint64_t)L[i].w), w->name, QM_NO_OFFSET,
+                         "tensor '%s' has shape %s but the previous layer outputs %llu features: needs [%llu, %llu]",
+                         w->name, have, (unsigned long long)prev_out, (unsigned long long)w->shape[0],
+                         (unsigned long long)prev_out);
+            goto out;
+        }
+        prev_out = w->shape[0];
+        snprintf(name, sizeof name, "layers.%u.weight", i);
+        c->used[L[i].w] = 1;
+        if ((st = add_out(c, name, (uint64_t)L[i].w, 0))) goto out;
+        if (L[i].b >= 0) {
+            const qc_tensor *b = ref_tensor(c, (uint64_t)L[i].b);
+            if (b->rank != 1 || b->shape[0] != w->shape[0]) {
+                char have[64];
+                shape_str(b->rank, b->shape, have, sizeof have);
+                st = qm_fail(c->err, QM_ERR_SHAPE, ref_file(c, (uint64_t)L[i].b), b->name, QM_NO_OFFSET,
+                             "tensor '%s' has shape %s but its layer has %llu outputs: needs [%llu]", b->name, have,
+                             (unsigned long long)w->shape[0], (unsigned long long)w->shape[0]);
+                goto out;
+            }
+            snprintf(name, sizeof name, "layers.%u.bias", i);
+            c->used[L[i].b] = 1;
+            if ((st = add_out(c, name, (uint64_t)L[i].b, 0))) goto out;
+        }
+        if (!(acts[i] = strdup(L[i].act))) { st = qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory"); goto out; }
+    }
+    if ((st = unexpected(c))) goto out;
+    if (strcmp(output, "logits") && strcmp(output, "softmax") && strcmp(output, "log_softmax")) {
+        st = qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "output", QM_NO_OFFSET,
+                     "\"output\" must be logits, softmax or log_softmax");
+        goto out;
+    }
+    if ((st = meta_u32(c, "n_layers", n)) || (st = meta_u32(c, "input_dim", in_dim)) ||
+        (st = meta_u32(c, "output_dim", prev_out)) || (st = meta_str(c, "output", output)))
+        goto out;
+    st = meta_strs(c, "activations", acts, n);
+    acts = NULL;
+out:
+    if (acts) { for (uint32_t i = 0; i < n; i++) free(acts[i]); free(acts); }
+    free(L);
+    return st;
+}
+
+/* ---- choosing the architecture ---- */
+
+static const char *canonical_arch(const char *name)
+{
+    static const struct { const char *alias, *arch; } names[] = {
+        { "mlp", "mlp" }, { "gpt2", "gpt2" }, { "gpt_neo", "gpt_neo" }, { "gpt-neo", "gpt_neo" },
+        { "llama", "llama" }, { "mistral", "llama" }, { "qwen2", "llama" }, { "tinyllama", "llama" },
+        { "seq2seq", "seq2seq" }, { "transformer", "seq2seq" },
+    };
+    for (size_t i = 0; i < N(names); i++) if (!strcmp(names[i].alias, name)) return names[i].arch;
+    return NULL;
+}
+
+static const char *guess_arch(const ctx *c)
+{
+    for (uint64_t r = 0; r < c->n_refs; r++) {
+        const char *n = c->refs[r].name;
+        if (strstr(n, "attn.c_attn.")) return "gpt2";
+        if (strstr(n, "attn.attention.q_proj.")) return "gpt_neo";
+        if (strstr(n, "self_attn.q_proj.") || strstr(n, "embed_tokens.")) return "llama";
+        if (strstr(n, "transformer.encoder.layers.")) return "seq2seq";
+    }
+    return NULL;
+}
+
+qm_status qc_plan_build(const char *arch, qc_source *const *srcs, uint32_t n_srcs, const char *config_json,
+                        const char *config_name, const char *manifest_json, qc_plan *plan, qm_error *err)
+{
+    memset(plan, 0, sizeof *plan);
+    ctx c = { .srcs = srcs, .n_srcs = n_srcs, .config_name = config_name, .plan = plan, .err = err };
+    qm_status st = QM_OK;
+    json_error_t je;
+    if (config_json && !(c.config = json_loads(config_json, JSON_REJECT_DUPLICATES, &je))) {
+        st = qm_fail(err, QM_ERR_BAD_CONFIG, config_name, NULL, (uint64_t)je.position, "not valid JSON: %s", je.text);
+        goto out;
+    }
+    if (c.config && !json_is_object(c.config)) {
+        st = qm_fail(err, QM_ERR_BAD_CONFIG, config_name, NULL, QM_NO_OFFSET, "the config must be a JSON object");
+        goto out;
+    }
+    if (manifest_json) c.manifest = json_loads(manifest_json, 0, NULL);
+    if ((st = index_sources(&c))) goto out;
+    const char *how = "--arch";
+    if (!arch && c.manifest) { arch = json_string_value(json_object_get(c.manifest, "arch")); how = "the manifest's \"arch\""; }
+    if (!arch && c.config) { arch = json_string_value(json_object_get(c.config, "model_type")); how = "the config's \"model_type\""; }
+    if (!arch) { arch = guess_arch(&c); how = "the tensor names"; }
+    if (!arch && c.manifest && json_is_array(json_object_get(c.manifest, "layers"))) arch = "mlp";
+    if (!arch) {
+        st = qm_fail(err, QM_ERR_UNKNOWN_ARCH, srcs[0]->path, NULL, QM_NO_OFFSET,
+                     "cannot tell the architecture from the config or the tensor names; give --arch (%s)",
+                     qc_arch_list());
+        goto out;
+    }
+    const char *canon = canonical_arch(arch);
+    if (!canon) {
+        st = qm_fail(err, QM_ERR_UNKNOWN_ARCH, srcs[0]->path, NULL, QM_NO_OFFSET,
+                     "architecture \"%s\" (from %s) is not one qmap knows: %s", arch, how, qc_arch_list());
+        goto out;
+    }
+    plan->arch = canon;
+    if (!strcmp(canon, "mlp")) st = plan_mlp(&c);
+    else
+        for (size_t i = 0; i < N(archs); i++) {
+            if (strcmp(archs[i].name, canon)) continue;
+            if (!strcmp(canon, "gpt2")) st = plan_gpt(&c, &archs[i], false);
+            else if (!strcmp(canon, "gpt_neo")) st = plan_gpt(&c, &archs[i], true);
+            else if (!strcmp(canon, "llama")) st = plan_llama(&c, &archs[i]);
+            else st = plan_seq2seq(&c, &archs[i]);
+        }
+out:
+    json_decref(c.config);
+    json_decref(c.manifest);
+    free(c.refs);
+    free(c.used);
+    if (st != QM_OK) qc_plan_free(plan);
+    return st;
+}
+
+qm_status qc_plan_write_meta(const qc_plan *plan, qm_writer *w, qm_error *err)
+{
+    qm_status st = qm_writer_meta_string(w, "general.architecture", plan->arch, strlen(plan->arch), err);
+    for (uint64_t i = 0; i < plan->n_meta && st == QM_OK; i++) {
+        const qc_meta_item *m = &plan->meta[i];
+        switch (m->type) {
+        case QM_META_U32: st = qm_writer_meta_u32(w, m->key, m->u32, err); break;
+        case QM_META_F32: st = qm_writer_meta_f32(w, m->key, m->f32, err); break;
+        case QM_META_BOOL: st = qm_writer_meta_bool(w, m->key, m->b, err); break;
+        case QM_META_STRING: st = qm_writer_meta_string(w, m->key, m->str, strlen(m->str), err); break;
+        default:
+            st = qm_writer_meta_string_array(w, m->key, (const char *const *)m->strs, NULL, m->n_strs, err);
+        }
+    }
+    return st;
+}
+
+void qc_plan_free(qc_plan *plan)
+{
+    if (!plan) return;
+    for (uint64_t i = 0; i < plan->n_meta; i++) {
+        free(plan->meta[i].str);
+        for (uint64_t j = 0; j < plan->meta[i].n_strs; j++) free(plan->meta[i].strs[j]);
+        free(plan->meta[i].strs);
+    }
+    free(plan->meta);
+    free(plan->out);
+    memset(plan, 0, sizeof *plan);
+}
