@@ -20,6 +20,7 @@ SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 FUZZ_SECONDS      ?= 600
 TEST_FUZZ_SECONDS ?= 45
 CRASH_TRIALS      ?= 60
+IMPORT_FUZZ_SECONDS ?= 15
 
 # Debian 12 packages the build and the tests need (make deps installs what is missing).
 DEB_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libcmocka-dev libzip-dev libjansson-dev libpcre2-dev \
@@ -38,7 +39,8 @@ UNIT_UTIL  := $(wildcard tests/unit/test_util.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_ASAN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/asan/%)
 
-.PHONY: all lib deps test unit unit-asan spec-test golden-check fuzz fuzz-replay crash-test bench demo clean help
+.PHONY: all lib deps test unit unit-asan spec-test golden-check fuzz fuzz-replay fuzz-import fuzz-import-replay \
+        convert-test crash-test bench demo clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/qmap
@@ -70,6 +72,8 @@ $(BUILD)/obj/%.o: %.c $(HEADERS)
 # per-file ISA flags: these files are only called after a runtime CPU check
 ISA_FLAGS_qm_hash_avx2   := -mavx2
 ISA_FLAGS_qm_hash_avx512 := -mavx512f -mavx512bw -mavx2
+# the NaN scan and element conversion loops of convert want the vectoriser (gcc 12 -O2 barely uses it)
+ISA_FLAGS_qc_convert     := -O3
 
 # The same library sources built with sanitizers (unit-asan, replay) and for libFuzzer (clang).
 ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/asan-obj/%.o)
@@ -148,6 +152,20 @@ $(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(ASAN_FORM
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -o $@ $< tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(LDLIBS)
 
+# Replay every importer's seeds under ASan+UBSan; fuzz each importer for IMPORT_FUZZ_SECONDS.
+fuzz-import-replay: $(IMPORT_FUZZERS:%=$(BUILD)/fuzz/replay_%)
+	@set -e; for t in $(IMPORT_FUZZERS); do echo "== replay $$t"; $(BUILD)/fuzz/replay_$$t tests/fuzz/seeds/$$t; done
+
+fuzz-import: $(IMPORT_FUZZERS:%=$(BUILD)/fuzz/fuzz_%)
+	@set -e; for t in $(IMPORT_FUZZERS); do \
+	  rm -rf $(BUILD)/fuzz/corpus-$$t && mkdir -p $(BUILD)/fuzz/corpus-$$t; \
+	  echo "== fuzz $$t for $(IMPORT_FUZZ_SECONDS) s"; \
+	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(IMPORT_FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	    -artifact_prefix=$(BUILD)/fuzz/$$t- $(BUILD)/fuzz/corpus-$$t tests/fuzz/seeds/$$t \
+	    > $(BUILD)/fuzz/$$t.log 2>&1 || { tail -40 $(BUILD)/fuzz/$$t.log; exit 1; }; \
+	  grep -E "stat::number_of_executed_units" $(BUILD)/fuzz/$$t.log; \
+	done
+
 # ---- tests -----------------------------------------------------------------------------------
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; QM_GOLDEN_DIR=tests/golden $$t; done
@@ -183,6 +201,10 @@ fuzz: $(BUILD)/fuzz/fuzz_reader $(BUILD)/tests/make_seeds
 	FUZZER=$(BUILD)/fuzz/fuzz_reader MAKE_SEEDS=$(BUILD)/tests/make_seeds \
 	  sh tests/fuzz/run_fuzz.sh $(FUZZ_SECONDS) $(BUILD)/fuzz/corpus
 
+# qmap convert against PyTorch: every architecture through every input route, hostile inputs.
+convert-test: $(BUILD)/qmap
+	$(PYTHON) tests/convert/test_convert.py --qmap $(BUILD)/qmap --workdir $(BUILD)/tests/convert
+
 crash-test: $(BUILD)/tests/crash_writer $(BUILD)/qmap
 	$(PYTHON) tests/crash/run_crash_test.py --writer $(BUILD)/tests/crash_writer --qmap $(BUILD)/qmap \
 	  --trials $(CRASH_TRIALS) --dir $(BUILD)/tests/crash
@@ -196,6 +218,9 @@ test: deps
 	$(MAKE) --no-print-directory fuzz-replay
 	$(MAKE) --no-print-directory fuzz-bounded
 	$(MAKE) --no-print-directory crash-test
+	$(MAKE) --no-print-directory convert-test
+	$(MAKE) --no-print-directory fuzz-import-replay
+	$(MAKE) --no-print-directory fuzz-import IMPORT_FUZZ_SECONDS=$(IMPORT_FUZZ_SECONDS)
 	@echo "make test: all suites passed"
 
 # ---- demo and benchmarks -----------------------------------------------------------------------
@@ -207,6 +232,7 @@ demo: deps
 
 bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(BUILD)/bench_format --dir $(BUILD)/bench
+	$(PYTHON) tests/bench/bench_convert.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench
 
 clean:
 	rm -rf $(BUILD)
