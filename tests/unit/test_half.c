@@ -62,8 +62,8 @@ static void check_pattern(uint32_t u)
 static void test_f32_to_f16_matches_hardware(void **state)
 {
     (void)state;
-    unsigned a, b, c, d;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 29))) {   /* CPUID.1:ECX.F16C[bit 29] */
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 29))) {   /* CPUID.1:ECX.F16C[bit 29] */
         print_message("no F16C on this CPU: hardware comparison skipped\n");
         skip();
     }
