@@ -22,9 +22,10 @@ TEST_FUZZ_SECONDS ?= 45
 CRASH_TRIALS      ?= 60
 IMPORT_FUZZ_SECONDS ?= 15
 
-# Debian 12 packages the build and the tests need (make deps installs what is missing).
-DEB_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libcmocka-dev libzip-dev libjansson-dev libpcre2-dev \
-                clang libclang-rt-14-dev libomp-dev python3 python3-numpy python3-xxhash python3-torch
+# Debian 12 packages: the build (make deps, for demo) and the tests besides (make deps-test).
+DEB_BUILD_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libzip-dev libjansson-dev libpcre2-dev
+DEB_TEST_PACKAGES  := $(DEB_BUILD_PACKAGES) libcmocka-dev clang libclang-rt-14-dev libomp-dev \
+                      python3 python3-numpy python3-xxhash python3-torch python3-sklearn
 
 FORMAT_SRC := $(wildcard format/*.c)
 CONVERT_SRC := $(wildcard convert/*.c)
@@ -39,7 +40,7 @@ UNIT_UTIL  := $(wildcard tests/unit/test_util.c)
 UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_ASAN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/asan/%)
 
-.PHONY: all lib deps test unit unit-asan spec-test golden-check fuzz fuzz-replay fuzz-import fuzz-import-replay \
+.PHONY: all lib deps deps-test install-packages test unit unit-asan spec-test golden-check fuzz fuzz-replay fuzz-import fuzz-import-replay \
         convert-test crash-test bench demo clean help
 .DEFAULT_GOAL := all
 
@@ -51,11 +52,17 @@ help:
 	@echo "make test       install deps, then every test: unit, sanitizers, spec reader, fuzz (bounded), crash"
 	@echo "make fuzz       run the reader fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
 	@echo "make bench      open-time and verify-throughput benchmarks"
-	@echo "make deps       apt-get install whatever of $(DEB_PACKAGES) is missing (needs root)"
+	@echo "make deps       apt-get install whatever build packages are missing (needs root); deps-test: test ones too"
 
 # ---- dependencies ----------------------------------------------------------------------------
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEB_BUILD_PACKAGES)"
+
+deps-test:
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEB_TEST_PACKAGES)"
+
+install-packages:
+	@missing=""; for p in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -121,10 +128,6 @@ $(BUILD)/tests/make_seeds: tests/fuzz/make_seeds.c $(BUILD)/libqmformat.a $(HEAD
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
 
 $(BUILD)/tests/crash_writer: tests/crash/crash_writer.c $(BUILD)/libqmformat.a $(HEADERS)
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
-
-$(BUILD)/make_sample: tests/tools/make_sample.c $(BUILD)/libqmformat.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
 
@@ -209,7 +212,7 @@ crash-test: $(BUILD)/tests/crash_writer $(BUILD)/qmap
 	$(PYTHON) tests/crash/run_crash_test.py --writer $(BUILD)/tests/crash_writer --qmap $(BUILD)/qmap \
 	  --trials $(CRASH_TRIALS) --dir $(BUILD)/tests/crash
 
-test: deps
+test: deps-test
 	$(MAKE) --no-print-directory all
 	$(MAKE) --no-print-directory unit
 	$(MAKE) --no-print-directory unit-asan
@@ -224,11 +227,13 @@ test: deps
 	@echo "make test: all suites passed"
 
 # ---- demo and benchmarks -----------------------------------------------------------------------
+# The quick start: convert the digits classifier that ships in tests/data (a torch.save file, read in C),
+# inspect and verify the container. quantize and run join here when they land.
 demo: deps
-	$(MAKE) --no-print-directory all $(BUILD)/make_sample
-	$(BUILD)/make_sample $(BUILD)/sample.qmap
-	$(BUILD)/qmap inspect $(BUILD)/sample.qmap
-	$(BUILD)/qmap verify $(BUILD)/sample.qmap
+	$(MAKE) --no-print-directory all
+	$(BUILD)/qmap convert tests/data/digits_mlp/model.pt -o $(BUILD)/digits_mlp.qmap
+	$(BUILD)/qmap inspect $(BUILD)/digits_mlp.qmap
+	$(BUILD)/qmap verify $(BUILD)/digits_mlp.qmap
 
 bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(BUILD)/bench_format --dir $(BUILD)/bench
