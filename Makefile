@@ -163,7 +163,8 @@ fuzz-import: $(IMPORT_FUZZERS:%=$(BUILD)/fuzz/fuzz_%)
 	@set -e; for t in $(IMPORT_FUZZERS); do \
 	  rm -rf $(BUILD)/fuzz/corpus-$$t && mkdir -p $(BUILD)/fuzz/corpus-$$t; \
 	  echo "== fuzz $$t for $(IMPORT_FUZZ_SECONDS) s"; \
-	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(IMPORT_FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+	  dict=""; [ -f tests/fuzz/$$t.dict ] && dict="-dict=tests/fuzz/$$t.dict"; \
+	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(IMPORT_FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 $$dict \
 	    -artifact_prefix=$(BUILD)/fuzz/$$t- $(BUILD)/fuzz/corpus-$$t tests/fuzz/seeds/$$t \
 	    > $(BUILD)/fuzz/$$t.log 2>&1 || { tail -40 $(BUILD)/fuzz/$$t.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units" $(BUILD)/fuzz/$$t.log; \

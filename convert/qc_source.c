@@ -230,14 +230,16 @@ bool qc_tensor_is_contiguous(const qc_tensor *t)
     return true;
 }
 
+/* What an empty storage loads as: a valid pointer, so callers never see NULL. Read-only, never written. */
+static const uint8_t empty_storage[1];
+
 qm_status qc_source_load(qc_source *s, uint32_t index, const uint8_t **bytes, qm_error *err)
 {
     if (index >= s->n_storages)
         return qm_fail(err, QM_ERR_INVALID_ARGUMENT, s->path, NULL, QM_NO_OFFSET, "no storage %u", index);
     const qc_storage *st = &s->storages[index];
     if (st->kind == QC_STORAGE_MAPPED) {
-        static const uint8_t empty[1];
-        *bytes = st->nbytes ? s->files[st->file].data + st->file_offset : empty;
+        *bytes = st->nbytes ? s->files[st->file].data + st->file_offset : empty_storage;
         return QM_OK;
     }
     if (!s->zip) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, s->path, st->key, QM_NO_OFFSET, "no archive open");
@@ -294,7 +296,7 @@ qm_status qc_source_load(qc_source *s, uint32_t index, const uint8_t **bytes, qm
     if (crc_err)
         return qm_fail(err, QM_ERR_BAD_SOURCE, s->path, st->key, QM_NO_OFFSET,
                        "archive entry fails its CRC-32 check");
-    *bytes = s->buf;
+    *bytes = st->nbytes ? s->buf : empty_storage;
     return QM_OK;
 }
 
