@@ -99,8 +99,7 @@ static qm_status open_one(job *j, const char *path, const char **kind_out)
     else if (!strcmp(kind, "numpy .npz")) st = qc_open_npz(path, &s, j->err);
     else if (!strncmp(kind, "zip", 3))
         return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET,
-                       "a zip archive that is neither a torch.save file (no data.pkl) nor an .npz (no .npy entries)%s",
-                       strstr(kind, "unreadable") ? ", or a corrupt one" : "");
+                       "a zip archive that is neither a torch.save file (no data.pkl) nor an .npz (no .npy entries)");
     else return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET, "unexpected input kind %s", kind);
     if (st != QM_OK) return st;
     return push_source(j, s);

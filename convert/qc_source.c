@@ -309,7 +309,7 @@ static const char *sniff_zip(const char *path)
 {
     int zerr = 0;
     zip_t *z = zip_open(path, ZIP_RDONLY, &zerr);
-    if (!z) return "zip (unreadable)";
+    if (!z) return "torch.save zip";   /* corrupt or truncated: the torch importer reports libzip's reason */
     const char *kind = NULL;
     zip_int64_t n = zip_get_num_entries(z, 0);
     for (zip_int64_t i = 0; i < n && !kind; i++) {
@@ -350,11 +350,9 @@ const char *qc_sniff(const char *path)
     if (got >= 6 && !memcmp(b, "\x93NUMPY", 6)) return "numpy .npy";
     if ((size_t)got >= sizeof legacy_torch_magic && !memcmp(b, legacy_torch_magic, sizeof legacy_torch_magic))
         return "legacy torch.save";
-    if (got >= 9) {
-        uint64_t hlen = qm_load_u64(b);
-        if (hlen >= 2 && hlen <= 100000000ull && b[8] == '{' && (uint64_t)st.st_size >= 8 + hlen)
-            return "safetensors";
-    }
+    /* safetensors: a u64 length then the JSON header's '{'. The length is not judged here, so that the
+     * importer can say what is wrong with it instead of "unknown input". */
+    if (got >= 9 && b[8] == '{') return "safetensors";
     size_t i = 0;
     while (i < (size_t)got && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t')) i++;
     if (i < (size_t)got && b[i] == '{') {
