@@ -85,7 +85,7 @@ ISA_FLAGS_qc_convert     := -O3
 # The same library sources built with sanitizers (unit-asan, replay) and for libFuzzer (clang).
 ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/asan-obj/%.o)
 FUZZ_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
-SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -Iconvert
+SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -Iconvert -Icli
 FUZZ_CFLAGS = $(CSTD) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp -Iformat -Iconvert
 
 $(BUILD)/asan-obj/%.o: %.c $(HEADERS)
@@ -205,9 +205,20 @@ fuzz: $(BUILD)/fuzz/fuzz_reader $(BUILD)/tests/make_seeds
 	FUZZER=$(BUILD)/fuzz/fuzz_reader MAKE_SEEDS=$(BUILD)/tests/make_seeds \
 	  sh tests/fuzz/run_fuzz.sh $(FUZZ_SECONDS) $(BUILD)/fuzz/corpus
 
-# qmap convert against PyTorch: every architecture through every input route, hostile inputs.
-convert-test: $(BUILD)/qmap
+# The qmap command built with ASan+UBSan (convert-test runs its whole suite, hostile inputs included, on it).
+ASAN_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/asan-obj/%.o)
+$(BUILD)/asan/qmap: $(ASAN_CLI_OBJ) $(ASAN_FORMAT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -o $@ $(ASAN_CLI_OBJ) $(ASAN_FORMAT_OBJ) $(LDLIBS)
+
+# qmap convert against PyTorch: every architecture through every input route, hostile inputs; then the
+# same suite on the sanitizer build.
+convert-test: $(BUILD)/qmap $(BUILD)/asan/qmap
 	$(PYTHON) tests/convert/test_convert.py --qmap $(BUILD)/qmap --workdir $(BUILD)/tests/convert
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(PYTHON) tests/convert/test_convert.py --qmap $(BUILD)/asan/qmap --workdir $(BUILD)/tests/convert-asan \
+	  > $(BUILD)/tests/convert-asan.log 2>&1 || { grep -v '^ok ' $(BUILD)/tests/convert-asan.log | tail -40; exit 1; }
+	@echo "convert-test under ASan+UBSan: $$(tail -1 $(BUILD)/tests/convert-asan.log)"
 
 crash-test: $(BUILD)/tests/crash_writer $(BUILD)/qmap
 	$(PYTHON) tests/crash/run_crash_test.py --writer $(BUILD)/tests/crash_writer --qmap $(BUILD)/qmap \
