@@ -28,7 +28,7 @@
 #include "qm_writer.h"
 
 
-#define CHUNK_BYTES (1u << 20)             /* conversion buffer: output written 1 MiB at a time */
+#define CHUNK_BYTES (8u << 20)             /* conversion buffer: output written 8 MiB at a time */
 #define CONFIG_MAX_BYTES (16u << 20)
 
 static double now_s(void)
@@ -353,17 +353,30 @@ static qm_status write_tensor(job *j, qm_writer *w, uint64_t ti, uint32_t dst_dt
     bool same = (dst_dtype == QM_DTYPE_F32 && t->dtype == QC_F32) || (dst_dtype == QM_DTYPE_F16 && t->dtype == QC_F16);
     if (same && view_contiguous(&v)) {
         /* zero-copy: straight from the mapping (or load buffer) into the writer, in slices for progress */
+        /* Straight from the source: a mapped file region goes file to file through the kernel
+         * (qm_writer_write_from_file), a loaded zip entry is written from its buffer. Slices keep the
+         * NaN scan and the writer's checksum reading bytes that are still in cache. */
         const uint8_t *p = base + v.offset * es;
-        uint64_t bytes = n * es, off = 0, slice = 64ull << 20;
-        ts->nonfinite = es == 4 ? count_nonfinite_f32(p, n) : count_nonfinite_f16(p, n);
+        uint64_t bytes = n * es, off = 0;
+        const qc_storage *sg = &s->storages[t->storage];
+        int fd = -1;
+        uint64_t file_off = 0;
+        if (sg->kind == QC_STORAGE_MAPPED && s->files[sg->file].owned) {
+            fd = open(s->files[sg->file].path, O_RDONLY | O_CLOEXEC);
+            file_off = sg->file_offset + v.offset * es;
+        }
         while (off < bytes) {
-            uint64_t len = bytes - off < slice ? bytes - off : slice;
-            if ((st = qm_writer_write(w, p + off, (size_t)len, j->err)) != QM_OK) return st;
+            uint64_t len = bytes - off < CHUNK_BYTES ? bytes - off : CHUNK_BYTES;
+            ts->nonfinite += es == 4 ? count_nonfinite_f32(p + off, len / 4) : count_nonfinite_f16(p + off, len / 2);
+            st = fd >= 0 ? qm_writer_write_from_file(w, p + off, (size_t)len, fd, file_off + off, j->err)
+                         : qm_writer_write(w, p + off, (size_t)len, j->err);
+            if (st != QM_OK) break;
             off += len;
             *done += len;
-            if (off < bytes) report_progress(j, ti, *done, total, t0);
+            if ((*done & ((64u << 20) - 1)) == 0) report_progress(j, ti, *done, total, t0);
         }
-        return QM_OK;
+        if (fd >= 0) close(fd);
+        return st;
     }
     /* general path: walk rows of the last view dim (odometer over the others), convert into the chunk */
     uint32_t ds = dst_dtype == QM_DTYPE_F16 ? 2 : 4;

@@ -5,6 +5,7 @@
  * hashed on the way. finish() patches the table and header in place, fsyncs, renames over the target
  * and fsyncs the directory, so the target path only ever holds a complete file.
  */
+#define _GNU_SOURCE /* copy_file_range */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -482,8 +483,37 @@ static qm_status begin_data(qm_writer *w, qm_error *err)
     return s;
 }
 
-/* Append tensor bytes (bytes == NULL: zeros), padding before each tensor and hashing as they pass. */
-static qm_status append_data(qm_writer *w, const void *bytes, uint64_t len, qm_error *err)
+/* Append n bytes that are also in file src_fd at src_off: copy_file_range lets the kernel move them
+ * page cache to page cache (measured about twice as fast as write() from a mapping on this VM class);
+ * where it cannot (another file system, an old kernel) they are written from b. */
+static qm_status emit_from_fd(qm_writer *w, qm_error *err, const uint8_t *b, uint64_t n, int src_fd, uint64_t src_off)
+{
+    qm_status s = flush(w, err);
+    if (s != QM_OK) return s;
+    uint64_t done = 0;
+    while (done < n) {
+        loff_t in = (loff_t)(src_off + done);
+        ssize_t k = copy_file_range(src_fd, &in, w->fd, NULL, (size_t)(n - done), 0);
+        if (k > 0) { done += (uint64_t)k; continue; }
+        if (k == 0)
+            return fail(w, err, QM_ERR_IO, NULL, "source file ended %llu bytes early (changed while being read?)",
+                        (unsigned long long)(n - done));
+        if (errno == EINTR) continue;
+        if (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL) {
+            if ((s = write_all(w, err, b + done, (size_t)(n - done))) != QM_OK) return s;
+            done = n;
+            break;
+        }
+        return fail(w, err, QM_ERR_IO, NULL, "copy_file_range: %s", strerror(errno));
+    }
+    w->pos += n;
+    return QM_OK;
+}
+
+/* Append tensor bytes (bytes == NULL: zeros), padding before each tensor and hashing as they pass.
+ * src_fd >= 0: the same bytes are in that file at src_off (see emit_from_fd). */
+static qm_status append_data_from(qm_writer *w, const void *bytes, uint64_t len, int src_fd, uint64_t src_off,
+                                  qm_error *err)
 {
     qm_status s = check_usable(w, err);
     if (s != QM_OK) return s;
@@ -506,7 +536,10 @@ static qm_status append_data(qm_writer *w, const void *bytes, uint64_t len, qm_e
             for (uint64_t z = 0; z < k; z += sizeof zeros)
                 XXH3_64bits_update(w->hash, zeros, (size_t)(k - z < sizeof zeros ? k - z : sizeof zeros));
         }
-        if ((s = emit(w, err, b, k)) != QM_OK) return s;
+        if (src_fd >= 0 && b) {
+            if ((s = emit_from_fd(w, err, b, k, src_fd, src_off)) != QM_OK) return s;
+            src_off += k;
+        } else if ((s = emit(w, err, b, k)) != QM_OK) return s;
         if (b) b += k;
         left -= k;
         w->cur_written += k;
@@ -519,11 +552,24 @@ static qm_status append_data(qm_writer *w, const void *bytes, uint64_t len, qm_e
     return QM_OK;
 }
 
+static qm_status append_data(qm_writer *w, const void *bytes, uint64_t len, qm_error *err)
+{
+    return append_data_from(w, bytes, len, -1, 0, err);
+}
+
 qm_status qm_writer_write(qm_writer *w, const void *bytes, size_t len, qm_error *err)
 {
     if (w && !bytes && len)
         return fail(w, err, QM_ERR_INVALID_ARGUMENT, NULL, "null data pointer (use qm_writer_write_zeros for zeros)");
     return append_data(w, bytes, len, err);
+}
+
+qm_status qm_writer_write_from_file(qm_writer *w, const void *bytes, size_t len, int fd, uint64_t offset,
+                                    qm_error *err)
+{
+    if (w && ((!bytes && len) || fd < 0))
+        return fail(w, err, QM_ERR_INVALID_ARGUMENT, NULL, "null data pointer or bad file descriptor");
+    return append_data_from(w, bytes, len, fd, offset, err);
 }
 
 qm_status qm_writer_write_zeros(qm_writer *w, uint64_t len, qm_error *err) { return append_data(w, NULL, len, err); }

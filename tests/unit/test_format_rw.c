@@ -4,7 +4,9 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -1280,6 +1282,54 @@ static void test_header_byte_flip(void **state) {
     }
 }
 
+
+/* qm_writer_write_from_file (the kernel-copy path) gives the same file, byte for byte, as
+ * qm_writer_write with the same bytes, also when a call spans two tensors and starts mid-file;
+ * a bad descriptor is refused. */
+static void test_write_from_file_same_bytes(void **state) {
+    (void)state;
+    char src[TU_PATH_MAX], a[TU_PATH_MAX], b[TU_PATH_MAX];
+    tu_path(src, "wff-source.bin");
+    tu_path(a, "wff-a.qmap");
+    tu_path(b, "wff-b.qmap");
+    size_t n = 40 + (25000 + 50010) * 4;         /* two tensors of floats, starting at offset 40 */
+    uint8_t *bytes = malloc(n);
+    tu_fill_random(bytes, n, 7);
+    tu_write_file(src, bytes, n);
+    const uint64_t d1[1] = { 25000 }, d2[1] = { 50010 };
+    for (int k = 0; k < 2; k++) {
+        qm_writer *w;
+        qm_error err;
+        assert_int_equal(qm_writer_create(k ? b : a, NULL, &w, &err), QM_OK);
+        assert_int_equal(qm_writer_add_tensor(w, "t1", QM_DTYPE_F32, 1, d1, &err), QM_OK);
+        assert_int_equal(qm_writer_add_tensor(w, "t2", QM_DTYPE_F32, 1, d2, &err), QM_OK);
+        size_t len = (25000 + 50010) * 4;
+        if (k == 0) {
+            assert_int_equal(qm_writer_write(w, bytes + 40, len, &err), QM_OK);
+        } else {
+            int fd = open(src, O_RDONLY);
+            assert_true(fd >= 0);
+            assert_int_equal(qm_writer_write_from_file(w, bytes + 40, 1000, fd, 40, &err), QM_OK);
+            assert_int_equal(qm_writer_write_from_file(w, bytes + 1040, len - 1000, fd, 1040, &err), QM_OK);
+            close(fd);
+        }
+        assert_int_equal(qm_writer_finish(w, &err), QM_OK);
+    }
+    size_t la, lb;
+    uint8_t *fa = tu_read_file(a, &la), *fb = tu_read_file(b, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(fa, fb, la);
+    free(fa);
+    free(fb);
+    qm_writer *w;
+    qm_error err;
+    assert_int_equal(qm_writer_create(a, NULL, &w, &err), QM_OK);
+    assert_int_equal(qm_writer_add_tensor(w, "t1", QM_DTYPE_F32, 1, d1, &err), QM_OK);
+    assert_int_equal(qm_writer_write_from_file(w, bytes, 16, -1, 0, &err), QM_ERR_INVALID_ARGUMENT);
+    qm_writer_abort(w);
+    free(bytes);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_align64),
@@ -1305,6 +1355,7 @@ int main(void) {
         cmocka_unit_test(test_verify_full_q8),
         cmocka_unit_test(test_verify_full_gap),
         cmocka_unit_test(test_header_byte_flip),
+        cmocka_unit_test(test_write_from_file_same_bytes),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }
