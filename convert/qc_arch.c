@@ -423,9 +423,8 @@ static qm_status add_out(ctx *c, const char *name, uint64_t r, unsigned flags)
 /* slot[rule * (layers+1) + layer]: the ref mapped there, or -1 */
 typedef struct matched { int64_t *slot; long max_layer[2]; } matched;
 
-static int64_t *slot_at(matched *m, const arch_def *a, size_t k, long layer)
+static int64_t *slot_at(matched *m, size_t k, long layer)
 {
-    (void)a;
     return &m->slot[k * (MAX_LAYERS + 1) + (size_t)layer];
 }
 
@@ -443,7 +442,7 @@ static qm_status match_all(ctx *c, const arch_def *a, matched *m)
             const rule *ru = &a->rules[k];
             long layer = 0;
             if (!match_pattern(ru->src, (ru->flags & NOPFX) ? full : bare, &layer)) continue;
-            int64_t *s = slot_at(m, a, k, layer);
+            int64_t *s = slot_at(m, k, layer);
             if (*s >= 0)
                 return qm_fail(c->err, QM_ERR_UNEXPECTED_TENSOR, ref_file(c, r), full, QM_NO_OFFSET,
                                "tensors '%s' and '%s' both map to the same weight", c->refs[*s].name, full);
@@ -464,7 +463,7 @@ static void infer(const ctx *c, const arch_def *a, matched *m, hparams *hp, cons
     if (hp->known[s]) return;
     for (size_t k = 0; k < a->n_rules; k++) {
         if (!a->rules[k].dst || strcmp(a->rules[k].dst, canon) != 0) continue;
-        int64_t r = *slot_at(m, a, k, 0);
+        int64_t r = *slot_at(m, k, 0);
         if (r < 0) return;
         const qc_tensor *t = ref_tensor(c, (uint64_t)r);
         uint64_t dims[QC_MAX_RANK] = { 0 };
@@ -492,7 +491,7 @@ static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hpa
                 if (pass == 1 && (!pl || dec)) continue;
                 if (pass == 2 && (!pl || !dec)) continue;
                 if (pass == 3 && (pl || k < first_pl)) continue;
-                int64_t r = *slot_at(m, a, k, l);
+                int64_t r = *slot_at(m, k, l);
                 char src_name[QC_NAME_MAX * 2], dst[QC_NAME_MAX];
                 expand(ru->src, l, src_name, sizeof src_name);
                 if (r < 0) {
@@ -540,7 +539,7 @@ static qm_status resolve_head(ctx *c, const arch_def *a, matched *m, bool tie_de
     }
     *tied = false;
     if (head == a->n_rules) return QM_OK;
-    int64_t rh = *slot_at(m, a, head, 0), re = embd < a->n_rules ? *slot_at(m, a, embd, 0) : -1;
+    int64_t rh = *slot_at(m, head, 0), re = embd < a->n_rules ? *slot_at(m, embd, 0) : -1;
     if (rh < 0) {
         if (!tie_default)
             return qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, "lm_head.weight", QM_NO_OFFSET,
@@ -579,7 +578,7 @@ static qm_status resolve_head(ctx *c, const arch_def *a, matched *m, bool tie_de
     }
     if (equal) {
         *tied = true;
-        *slot_at(m, a, head, 0) = -1;
+        *slot_at(m, head, 0) = -1;
         c->used[rh] = 2;
         c->plan->n_skipped++;
     }
@@ -595,7 +594,7 @@ static qm_status unexpected(ctx *c)
     return QM_OK;
 }
 
-static qm_status layer_count(ctx *c, const char *const *keys, long seen_max, const char *what, uint32_t *n)
+static qm_status layer_count(ctx *c, const char *const *keys, long seen_max, uint32_t *n)
 {
     uint64_t v;
     bool found;
@@ -609,7 +608,6 @@ static qm_status layer_count(ctx *c, const char *const *keys, long seen_max, con
     if (v > MAX_LAYERS)
         return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, keys[0], QM_NO_OFFSET, "%s = %llu is above %d",
                        keys[0], (unsigned long long)v, MAX_LAYERS);
-    (void)what;
     *n = (uint32_t)v;                      /* missing layers are reported by check_and_emit */
     return QM_OK;
 }
@@ -661,7 +659,7 @@ static qm_status plan_gpt(ctx *c, const arch_def *a, bool neo)
     infer(c, a, &m, &hp, "blk.{i}.ffn_up.weight", X_FF, 0);
     hp.v[X_3D] = 3 * hp.v[X_D];
     uint32_t n_layers;
-    if ((st = layer_count(c, neo ? KEYS("num_layers") : KEYS("n_layer", "num_hidden_layers"), m.max_layer[0], "layers", &n_layers))) goto out;
+    if ((st = layer_count(c, neo ? KEYS("num_layers") : KEYS("n_layer", "num_hidden_layers"), m.max_layer[0], &n_layers))) goto out;
     uint32_t heads;
     if ((st = need_heads(c, neo ? KEYS("num_heads") : KEYS("n_head", "num_attention_heads"), hp.v[X_D], &heads))) goto out;
     bool tied;
@@ -739,7 +737,7 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
     infer(c, a, &m, &hp, "tok_embd.weight", X_D, 1);
     infer(c, a, &m, &hp, "blk.{i}.ffn_gate.weight", X_FF, 0);
     uint32_t n_layers, heads;
-    if ((st = layer_count(c, KEYS("num_hidden_layers"), m.max_layer[0], "layers", &n_layers))) goto out;
+    if ((st = layer_count(c, KEYS("num_hidden_layers"), m.max_layer[0], &n_layers))) goto out;
     if ((st = need_heads(c, KEYS("num_attention_heads"), 0, &heads))) goto out;
     uint64_t head_dim, kv;
     bool found;
@@ -775,7 +773,7 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
     for (size_t k = 0; k < a->n_rules; k++)
         if (strstr(a->rules[k].src, "_proj.bias"))
             for (uint32_t l = 0; l < n_layers; l++) {
-                if (*slot_at(&m, a, k, l) >= 0) with_bias++;
+                if (*slot_at(&m, k, l) >= 0) with_bias++;
                 else without++;
             }
     if (with_bias && without) {
@@ -823,8 +821,8 @@ static qm_status plan_seq2seq(ctx *c, const arch_def *a)
     infer(c, a, &m, &hp, "enc.{i}.ffn_up.weight", X_FF, 0);
     hp.v[X_3D] = 3 * hp.v[X_D];
     uint32_t n_enc, n_dec, heads;
-    if ((st = layer_count(c, KEYS("num_encoder_layers"), m.max_layer[0], "encoder layers", &n_enc)) ||
-        (st = layer_count(c, KEYS("num_decoder_layers"), m.max_layer[1], "decoder layers", &n_dec)) ||
+    if ((st = layer_count(c, KEYS("num_encoder_layers"), m.max_layer[0], &n_enc)) ||
+        (st = layer_count(c, KEYS("num_decoder_layers"), m.max_layer[1], &n_dec)) ||
         (st = need_heads(c, KEYS("nhead", "num_heads"), hp.v[X_D], &heads)))
         goto out;
     if ((st = check_and_emit(c, a, &m, &hp, n_enc, n_dec)) || (st = unexpected(c))) goto out;
