@@ -161,7 +161,7 @@ int cmd_convert(int argc, char **argv)
         printf("  from     %s, %llu file%s, %s\n", s.kinds, (unsigned long long)s.n_inputs_files,
                s.n_inputs_files == 1 ? "" : "s", cli_human_bytes(s.in_bytes, in_b, sizeof in_b));
         printf("  config   %s\n", s.config[0] ? s.config : "(none: hyperparameters from the tensor shapes)");
-        printf("  tokenizer %s\n", s.tokenizer[0] ? s.tokenizer : "(none found)");
+        printf("  tokenizer %s\n", s.tokenizer[0] ? s.tokenizer : o.no_tokenizer ? "(not stored: --no-tokenizer)" : "(none found)");
         if (s.n_skipped) printf("  skipped  %llu buffer(s) the model does not need\n", (unsigned long long)s.n_skipped);
         if (s.n_nonfinite) printf("  warning  %llu NaN/Inf values copied (see above)\n", (unsigned long long)s.n_nonfinite);
         printf("  time     %.2f s (write %.2f s, %.0f MB/s)\n", s.seconds_total, s.seconds_write,
