@@ -244,7 +244,10 @@ static qm_status open_archive(qc_source *s, const uint8_t *data, uint64_t len, q
     zip_t *z = zip_open_from_source(zs, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
     if (!z) {
         qm_status st = qm_fail(err, QM_ERR_BAD_SOURCE, s->path, NULL, QM_NO_OFFSET,
-                               "not a zip archive / corrupt zip: %s", zip_error_strerror(&ze));
+                               "not a zip archive / corrupt zip: %s%s", zip_error_strerror(&ze),
+                               zip_error_code_zip(&ze) == ZIP_ER_NOZIP
+                                   ? " (no end-of-central-directory record: the file is truncated or not a zip)"
+                                   : "");
         zip_error_fini(&ze);
         return st;
     }
