@@ -48,10 +48,13 @@ all: $(BUILD)/qmap
 
 help:
 	@echo "make            build $(BUILD)/qmap"
-	@echo "make demo       install deps, build, write a sample container, inspect and verify it"
-	@echo "make test       install deps, then every test: unit, sanitizers, spec reader, fuzz (bounded), crash"
+	@echo "make demo       install deps, build, convert the shipped digits MLP, inspect and verify it"
+	@echo "make test       install deps, then every test: unit, sanitizers, spec reader, fuzz (bounded), crash,"
+	@echo "                convert against PyTorch (also under ASan), importer fuzzing (bounded)"
 	@echo "make fuzz       run the reader fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
-	@echo "make bench      open-time and verify-throughput benchmarks"
+	@echo "make fuzz-import   fuzz every importer for IMPORT_FUZZ_SECONDS each (default $(IMPORT_FUZZ_SECONDS))"
+	@echo "make convert-test  qmap convert against PyTorch only"
+	@echo "make bench      open-time, verify-throughput and convert-throughput benchmarks"
 	@echo "make deps       apt-get install whatever build packages are missing (needs root); deps-test: test ones too"
 
 # ---- dependencies ----------------------------------------------------------------------------
