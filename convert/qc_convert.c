@@ -146,20 +146,8 @@ static void companion_dir(const char *input, char *out, size_t size)
 
 static qm_status read_text(job *j, const char *path, char **out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return qm_fail(j->err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot open the config");
-    char *buf = malloc(CONFIG_MAX_BYTES + 1);
-    size_t n = buf ? fread(buf, 1, CONFIG_MAX_BYTES + 1, f) : 0;
-    fclose(f);
-    if (!buf) return qm_fail(j->err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory");
-    if (n > CONFIG_MAX_BYTES) {
-        free(buf);
-        return qm_fail(j->err, QM_ERR_BAD_CONFIG, path, NULL, QM_NO_OFFSET, "config is larger than %u bytes",
-                       CONFIG_MAX_BYTES);
-    }
-    buf[n] = 0;
-    *out = buf;
-    return QM_OK;
+    size_t len;
+    return qc_read_small_file(path, CONFIG_MAX_BYTES, "config files", out, &len, j->err);
 }
 
 static qm_status find_config(job *j)

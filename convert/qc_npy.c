@@ -330,16 +330,6 @@ static qm_status parse_npy(qc_source *s, uint32_t fi, qm_error *err)
     return st;
 }
 
-static qm_status finish(qc_source *s, qm_status st, qc_source **out)
-{
-    if (st != QM_OK) {
-        qc_source_free(s);
-        return st;
-    }
-    *out = s;
-    return QM_OK;
-}
-
 qm_status qc_open_npy(const char *path, qc_source **out, qm_error *err)
 {
     *out = NULL;
@@ -348,7 +338,7 @@ qm_status qc_open_npy(const char *path, qc_source **out, qm_error *err)
     uint32_t fi;
     qm_status st = qc_source_map_file(s, path, &fi, err);
     if (st == QM_OK) st = parse_npy(s, fi, err);
-    return finish(s, st, out);
+    return qc_source_hand_over(s, st, out);
 }
 
 qm_status qc_open_npy_buffer(const void *data, size_t len, const char *name, qc_source **out, qm_error *err)
@@ -359,7 +349,7 @@ qm_status qc_open_npy_buffer(const void *data, size_t len, const char *name, qc_
     uint32_t fi;
     qm_status st = qc_source_add_buffer(s, name ? name : "", data, len, &fi, err);
     if (st == QM_OK) st = parse_npy(s, fi, err);
-    return finish(s, st, out);
+    return qc_source_hand_over(s, st, out);
 }
 
 /* ---- .npz ---- */
@@ -506,7 +496,7 @@ qm_status qc_open_npz(const char *path, qc_source **out, qm_error *err)
     /* the archive is read from the mapping, so the file and buffer variants share one code path */
     qm_status st = qc_source_map_file(s, path, &fi, err);
     if (st == QM_OK) st = parse_npz(s, fi, err);
-    return finish(s, st, out);
+    return qc_source_hand_over(s, st, out);
 }
 
 qm_status qc_open_npz_buffer(const void *data, size_t len, const char *name, qc_source **out, qm_error *err)
@@ -517,5 +507,5 @@ qm_status qc_open_npz_buffer(const void *data, size_t len, const char *name, qc_
     uint32_t fi;
     qm_status st = qc_source_add_buffer(s, name ? name : "", data, len, &fi, err);
     if (st == QM_OK) st = parse_npz(s, fi, err);
-    return finish(s, st, out);
+    return qc_source_hand_over(s, st, out);
 }

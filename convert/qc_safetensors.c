@@ -233,16 +233,6 @@ out:
     return st;
 }
 
-static qm_status finish(qc_source *s, qm_status st, qc_source **out)
-{
-    if (st != QM_OK) {
-        qc_source_free(s);
-        return st;
-    }
-    *out = s;
-    return QM_OK;
-}
-
 qm_status qc_open_safetensors(const char *path, qc_source **out, qm_error *err)
 {
     *out = NULL;
@@ -251,7 +241,7 @@ qm_status qc_open_safetensors(const char *path, qc_source **out, qm_error *err)
     uint32_t fi;
     qm_status st = qc_source_map_file(s, path, &fi, err);
     if (st == QM_OK) st = parse(s, fi, err);
-    return finish(s, st, out);
+    return qc_source_hand_over(s, st, out);
 }
 
 qm_status qc_open_safetensors_buffer(const void *data, size_t len, const char *name, qc_source **out,
@@ -263,5 +253,5 @@ qm_status qc_open_safetensors_buffer(const void *data, size_t len, const char *n
     uint32_t fi;
     qm_status st = qc_source_add_buffer(s, name ? name : "", data, len, &fi, err);
     if (st == QM_OK) st = parse(s, fi, err);
-    return finish(s, st, out);
+    return qc_source_hand_over(s, st, out);
 }

@@ -68,6 +68,62 @@ void qc_source_free(qc_source *s)
     free(s);
 }
 
+qm_status qc_source_hand_over(qc_source *s, qm_status st, qc_source **out)
+{
+    if (st != QM_OK) {
+        qc_source_free(s);
+        return st;
+    }
+    *out = s;
+    return QM_OK;
+}
+
+qm_status qc_read_small_file(const char *path, uint64_t max_bytes, const char *what, char **out, size_t *len,
+                             qm_error *err)
+{
+    *out = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot stat: %s", strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET, "not a regular file");
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        close(fd);
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, NULL, QM_NO_OFFSET,
+                       "file is %llu bytes, above the %llu-byte cap for %s",
+                       (unsigned long long)st.st_size, (unsigned long long)max_bytes, what);
+    }
+    size_t size = (size_t)st.st_size;
+    char *buf = malloc(size + 1);
+    if (!buf) { close(fd); return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory"); }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : 0;
+            free(buf);
+            close(fd);
+            return qm_fail(err, QM_ERR_IO, path, NULL, got, "read failed: %s",
+                           e ? strerror(e) : "file shrank while being read");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[size] = '\0';
+    *out = buf;
+    *len = size;
+    return QM_OK;
+}
+
 /* Grow an array of `elem` bytes so index `n` fits; capacity doubles when n is a power of two. */
 static bool grow(void **arr, uint64_t n, size_t elem)
 {

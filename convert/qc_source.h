@@ -87,6 +87,15 @@ typedef struct qc_source {
     uint8_t *buf; uint64_t buf_cap;  /* load buffer for zip storages */
 } qc_source;
 
+/* Importers end with this: on success *out = s, on failure s is freed. Returns st. */
+qm_status qc_source_hand_over(qc_source *s, qm_status st, qc_source **out);
+
+/* Read a whole small file (config, tokenizer, manifest-sized) into a NUL-terminated malloc'd buffer.
+ * Files above max_bytes are refused before reading (QM_ERR_UNSUPPORTED, naming `what`), non-regular
+ * files are QM_ERR_BAD_SOURCE, read failures QM_ERR_IO. */
+qm_status qc_read_small_file(const char *path, uint64_t max_bytes, const char *what, char **out, size_t *len,
+                             qm_error *err);
+
 /* An empty source (kind and path set) or NULL on allocation failure. */
 qc_source *qc_source_new(const char *kind, const char *path);
 void qc_source_free(qc_source *s);   /* NULL allowed */

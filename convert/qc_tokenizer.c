@@ -6,6 +6,7 @@
  * cover 0..n-1 exactly and resolves the special token ids by the precedence rule of spec/TOKENIZER.md.
  */
 #include "qc_tokenizer.h"
+#include "qc_source.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -119,50 +120,9 @@ static bool is_regular_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Whole file into a NUL-terminated buffer; files above the cap are refused before reading. */
 static qm_status read_whole(const char *path, char **out, size_t *len, qm_error *err)
 {
-    *out = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot stat: %s", strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET, "not a regular file");
-    }
-    if ((uint64_t)st.st_size > QC_TOKENIZER_MAX_FILE) {
-        close(fd);
-        return qm_fail(err, QM_ERR_UNSUPPORTED, path, NULL, QM_NO_OFFSET,
-                       "file is %llu bytes, above the %llu-byte cap for tokenizer files",
-                       (unsigned long long)st.st_size, (unsigned long long)QC_TOKENIZER_MAX_FILE);
-    }
-    size_t size = (size_t)st.st_size;
-    char *buf = malloc(size + 1);
-    if (!buf) { close(fd); return nomem(err, path); }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : 0;
-            free(buf);
-            close(fd);
-            return qm_fail(err, QM_ERR_IO, path, NULL, got, "read failed: %s",
-                           e ? strerror(e) : "file shrank while being read");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    buf[size] = '\0';
-    *out = buf;
-    *len = size;
-    return QM_OK;
+    return qc_read_small_file(path, QC_TOKENIZER_MAX_FILE, "tokenizer files", out, len, err);
 }
 
 /* Duplicate object keys are refused: a vocabulary with two entries for one string is ambiguous. */

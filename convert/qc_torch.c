@@ -294,16 +294,6 @@ static qm_status open_archive(qc_source *s, const uint8_t *data, uint64_t len, q
     return st;
 }
 
-static qm_status finish(qc_source *s, qm_status st, qc_source **out)
-{
-    if (st) {
-        qc_source_free(s);
-        return st;
-    }
-    *out = s;
-    return QM_OK;
-}
-
 qm_status qc_open_torch_zip(const char *path, qc_source **out, qm_error *err)
 {
     *out = NULL;
@@ -312,7 +302,7 @@ qm_status qc_open_torch_zip(const char *path, qc_source **out, qm_error *err)
     uint32_t fi = 0;
     qm_status st = qc_source_map_file(s, path, &fi, err);
     if (!st) st = open_archive(s, s->files[fi].data, s->files[fi].size, err);
-    return finish(s, st, out);
+    return qc_source_hand_over(s, st, out);
 }
 
 qm_status qc_open_torch_zip_buffer(const void *data, size_t len, const char *name, qc_source **out,
@@ -324,5 +314,5 @@ qm_status qc_open_torch_zip_buffer(const void *data, size_t len, const char *nam
     if (!s) return qm_fail(err, QM_ERR_NOMEM, name, NULL, QM_NO_OFFSET, "out of memory");
     qm_status st = qc_source_add_buffer(s, name, data, len, NULL, err);
     if (!st) st = open_archive(s, data, len, err);
-    return finish(s, st, out);
+    return qc_source_hand_over(s, st, out);
 }
