@@ -33,6 +33,9 @@ static void help(FILE *fp)
             "  --dtype f32|f16     element type of the matrices (default f32; with f16, 1-D tensors stay f32)\n"
             "  --tokenizer PATH    tokenizer file or directory (default: look beside the input)\n"
             "  --no-tokenizer      do not store a tokenizer\n"
+            "  --src-tokenizer PATH, --tgt-tokenizer PATH\n"
+            "                      seq2seq: the source and target vocabularies (stored as tokenizer.src.*\n"
+            "                      and tokenizer.tgt.*)\n"
             "  --strict            NaN/Inf in a weight is an error (default: a warning)\n"
             "  -q, --quiet         no progress line and no summary\n"
             "  --json              print the summary (or the error) as JSON\n"
@@ -87,6 +90,8 @@ int cmd_convert(int argc, char **argv)
         else if (!strcmp(a, "--arch") && has_val) o.arch = argv[++i];
         else if (!strcmp(a, "--tokenizer") && has_val) o.tokenizer_path = argv[++i];
         else if (!strcmp(a, "--no-tokenizer")) o.no_tokenizer = true;
+        else if (!strcmp(a, "--src-tokenizer") && has_val) o.src_tokenizer_path = argv[++i];
+        else if (!strcmp(a, "--tgt-tokenizer") && has_val) o.tgt_tokenizer_path = argv[++i];
         else if (!strcmp(a, "--strict")) o.strict = true;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) u.quiet = true;
         else if (!strcmp(a, "--json")) u.json = true;

@@ -45,7 +45,7 @@ typedef struct job {
     qc_source **srcs; uint32_t n_srcs;
     qc_index *index;
     char *config_json; char config_name[4400];
-    qc_tokenizer *tok;
+    qc_tokenizer *tok, *src_tok, *tgt_tok;
     qc_plan plan;
     uint8_t *chunk;
 } job;
@@ -173,20 +173,28 @@ static qm_status find_config(job *j)
     return QM_OK;
 }
 
+/* A tokenizer named on the command line: a file, or a directory to search. */
+static qm_status load_tokenizer(job *j, const char *path, qc_tokenizer **tok)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        qm_status st = qc_tokenizer_find(path, tok, j->err);
+        if (st == QM_OK && !*tok)
+            st = qm_fail(j->err, QM_ERR_NOT_FOUND, path, NULL, QM_NO_OFFSET,
+                         "no tokenizer.json, vocab.json + merges.txt or vocab.txt in this directory");
+        return st;
+    }
+    return qc_tokenizer_load(path, tok, j->err);
+}
+
 static qm_status find_tokenizer(job *j)
 {
+    qm_status st;
+    if (j->o->src_tokenizer_path && (st = load_tokenizer(j, j->o->src_tokenizer_path, &j->src_tok))) return st;
+    if (j->o->tgt_tokenizer_path && (st = load_tokenizer(j, j->o->tgt_tokenizer_path, &j->tgt_tok))) return st;
     if (j->o->no_tokenizer) return QM_OK;
-    if (j->o->tokenizer_path) {
-        struct stat sb;
-        if (stat(j->o->tokenizer_path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-            qm_status st = qc_tokenizer_find(j->o->tokenizer_path, &j->tok, j->err);
-            if (st == QM_OK && !j->tok)
-                st = qm_fail(j->err, QM_ERR_NOT_FOUND, j->o->tokenizer_path, NULL, QM_NO_OFFSET,
-                             "no tokenizer.json, vocab.json + merges.txt or vocab.txt in this directory");
-            return st;
-        }
-        return qc_tokenizer_load(j->o->tokenizer_path, &j->tok, j->err);
-    }
+    if (j->o->tokenizer_path) return load_tokenizer(j, j->o->tokenizer_path, &j->tok);
+    if (j->src_tok || j->tgt_tok) return QM_OK;   /* a translation model's vocabularies were given */
     char dir[4096];
     companion_dir(j->index ? j->index->path : j->o->inputs[0], dir, sizeof dir);
     return qc_tokenizer_find(dir, &j->tok, j->err);
@@ -425,6 +433,8 @@ static qm_status write_container(job *j)
         (st = qm_writer_meta_string(w, "general.config_json", j->config_json, strlen(j->config_json), j->err)))
         goto fail;
     if (j->tok && (st = qc_tokenizer_write_meta(j->tok, w, "tokenizer.", j->err))) goto fail;
+    if (j->src_tok && (st = qc_tokenizer_write_meta(j->src_tok, w, "tokenizer.src.", j->err))) goto fail;
+    if (j->tgt_tok && (st = qc_tokenizer_write_meta(j->tgt_tok, w, "tokenizer.tgt.", j->err))) goto fail;
     uint64_t total = 0;
     for (uint64_t i = 0; i < j->plan.n_out; i++) {
         const qc_out *o = &j->plan.out[i];
@@ -494,6 +504,12 @@ qm_status qc_convert(const qc_convert_opts *opts, qc_convert_summary *summary, q
     if (j.tok)
         snprintf(summary->tokenizer, sizeof summary->tokenizer, "%s, %llu tokens (%s)", qc_tokenizer_kind(j.tok),
                  (unsigned long long)qc_tokenizer_vocab_size(j.tok), qc_tokenizer_source(j.tok));
+    else if (j.src_tok || j.tgt_tok)
+        snprintf(summary->tokenizer, sizeof summary->tokenizer, "source %s, %llu tokens; target %s, %llu tokens",
+                 j.src_tok ? qc_tokenizer_kind(j.src_tok) : "none",
+                 (unsigned long long)(j.src_tok ? qc_tokenizer_vocab_size(j.src_tok) : 0),
+                 j.tgt_tok ? qc_tokenizer_kind(j.tgt_tok) : "none",
+                 (unsigned long long)(j.tgt_tok ? qc_tokenizer_vocab_size(j.tgt_tok) : 0));
     summary->n_tensors = j.plan.n_out;
     summary->n_skipped = j.plan.n_skipped;
     summary->tied_output = j.plan.tied_output;
@@ -503,6 +519,8 @@ out:
     free(j.chunk);
     qc_plan_free(&j.plan);
     qc_tokenizer_free(j.tok);
+    qc_tokenizer_free(j.src_tok);
+    qc_tokenizer_free(j.tgt_tok);
     for (uint32_t i = 0; i < j.n_srcs; i++) qc_source_free(j.srcs[i]);
     free(j.srcs);
     qc_index_free(j.index);

@@ -26,6 +26,8 @@ typedef struct qc_convert_opts {
     const char *config_path;             /* NULL: config.json beside the first input, else the manifest's */
     const char *arch;                    /* NULL: from the manifest, the config or the tensor names */
     const char *tokenizer_path;          /* NULL: look beside the first input */
+    const char *src_tokenizer_path;      /* seq2seq: source-language tokenizer (tokenizer.src.*), or NULL */
+    const char *tgt_tokenizer_path;      /* seq2seq: target-language tokenizer (tokenizer.tgt.*), or NULL */
     bool no_tokenizer;                   /* do not look for one */
     uint32_t dtype;                      /* QM_DTYPE_F32 (default if 0) or QM_DTYPE_F16 (rank >= 2 only) */
     bool strict;                         /* NaN/Inf in a weight is an error, not a warning */

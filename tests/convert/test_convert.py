@@ -367,6 +367,40 @@ class Suite:
             savers.export(sd, os.path.join(d, "dump"), config=cfg)
             self.convert_and_check(group, "llama", sd, cfg, [os.path.join(d, "dump")], [])
 
+    def seq2seq_vocabularies(self):
+        """A translation model carries two vocabularies: --src-tokenizer / --tgt-tokenizer store them as
+        tokenizer.src.* and tokenizer.tgt.*, token for token."""
+        group = "seq2seq/vocabularies"
+        if not self.ck.want(group):
+            return
+        model, cfg = self.model("seq2seq")
+        d = fresh_dir(os.path.join(self.work, "special", "seq2seq_vocab"))
+        srcs, opts = savers.save_torch(model, cfg, d)
+        vocabs = {}
+        for side, n in (("src", cfg["src_vocab_size"]), ("tgt", cfg["tgt_vocab_size"])):
+            words = ["<pad>", "<s>", "</s>", "<unk>"] + ["%s_w%d" % (side, i) for i in range(n - 4)]
+            path = os.path.join(d, "%s_vocab.txt" % side)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("\n".join(words) + "\n")
+            vocabs[side] = (path, words)
+        out = os.path.join(d, "out.qmap")
+        rc, so, se = self.conv.run(srcs, out, *(opts + ["--src-tokenizer", vocabs["src"][0],
+                                                        "--tgt-tokenizer", vocabs["tgt"][0]]))
+        if not self.ck.check(group, "convert with two vocabularies exits 0", rc == 0, short(se)):
+            return
+        qf = open_container(self.ck, group, out)
+        if qf is None:
+            return
+        md = qf.metadata
+        for side, (path, words) in vocabs.items():
+            self.ck.check(group, "tokenizer.%s.tokens equal %s (%d)" % (side, os.path.basename(path), len(words)),
+                          md.get("tokenizer.%s.tokens" % side) == words and
+                          md.get("tokenizer.%s.kind" % side) == "wordlevel",
+                          "kind %r" % md.get("tokenizer.%s.kind" % side))
+        self.ck.check(group, "no plain tokenizer.* keys beside the two vocabularies",
+                      not any(k.startswith("tokenizer.") and not k.startswith(("tokenizer.src.", "tokenizer.tgt."))
+                              for k in md), "")
+
     def f16_rounding(self):
         """--dtype f16 on values chosen to exercise rounding: exact ties between neighbouring f16 values
         (normal and subnormal), values that underflow to +-0, -0.0, and the largest finite f16 and values
@@ -728,6 +762,7 @@ def main():
     suite = Suite(args)
     suite.run_routes()
     suite.run_special()
+    suite.seq2seq_vocabularies()
     suite.f16_rounding()
     suite.cross_route()
     check_cli_output(suite)
