@@ -13,7 +13,7 @@ CSTD     := -std=c11 -D_DEFAULT_SOURCE
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2
 OPT      ?= -O2 -g
 CFLAGS   ?= $(OPT)
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp -Iformat -Iconvert -Icli
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp -Iformat -Iconvert -Iquantize -Icli
 LDLIBS   := -lzip -ljansson -lpcre2-8 -lz -lxxhash -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # make fuzz runs FUZZ_SECONDS; make test runs a bounded TEST_FUZZ_SECONDS
@@ -29,11 +29,13 @@ DEB_TEST_PACKAGES  := $(DEB_BUILD_PACKAGES) libcmocka-dev clang libclang-rt-14-d
 
 FORMAT_SRC := $(wildcard format/*.c)
 CONVERT_SRC := $(wildcard convert/*.c)
+QUANTIZE_SRC := $(wildcard quantize/*.c)
 CLI_SRC    := $(wildcard cli/*.c)
 FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/obj/%.o)
 CONVERT_OBJ := $(CONVERT_SRC:%.c=$(BUILD)/obj/%.o)
+QUANTIZE_OBJ := $(QUANTIZE_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS    := $(wildcard format/*.h convert/*.h cli/*.h)
+HEADERS    := $(wildcard format/*.h convert/*.h quantize/*.h cli/*.h)
 
 UNIT_SRC   := $(filter-out tests/unit/test_util.c,$(wildcard tests/unit/test_*.c))
 UNIT_UTIL  := $(wildcard tests/unit/test_util.c)
@@ -84,12 +86,13 @@ ISA_FLAGS_qm_hash_avx2   := -mavx2
 ISA_FLAGS_qm_hash_avx512 := -mavx512f -mavx512bw -mavx2
 # the NaN scan and element conversion loops of convert want the vectoriser (gcc 12 -O2 barely uses it)
 ISA_FLAGS_qc_convert     := -O3
+ISA_FLAGS_qq_quantize    := -O3
 
 # The same library sources built with sanitizers (unit-asan, replay) and for libFuzzer (clang).
-ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/asan-obj/%.o)
-FUZZ_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
-SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -Iconvert -Icli
-FUZZ_CFLAGS = $(CSTD) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp -Iformat -Iconvert
+ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(QUANTIZE_SRC:%.c=$(BUILD)/asan-obj/%.o)
+FUZZ_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(QUANTIZE_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
+SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -Iconvert -Iquantize -Icli
+FUZZ_CFLAGS = $(CSTD) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp -Iformat -Iconvert -Iquantize
 
 $(BUILD)/asan-obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -105,9 +108,12 @@ $(BUILD)/libqmformat.a: $(FORMAT_OBJ)
 $(BUILD)/libqmconvert.a: $(CONVERT_OBJ)
 	ar rcs $@ $^
 
-lib: $(BUILD)/libqmformat.a $(BUILD)/libqmconvert.a
+$(BUILD)/libqmquantize.a: $(QUANTIZE_OBJ)
+	ar rcs $@ $^
 
-LIBS := $(BUILD)/libqmconvert.a $(BUILD)/libqmformat.a
+lib: $(BUILD)/libqmformat.a $(BUILD)/libqmconvert.a $(BUILD)/libqmquantize.a
+
+LIBS := $(BUILD)/libqmquantize.a $(BUILD)/libqmconvert.a $(BUILD)/libqmformat.a
 
 $(BUILD)/qmap: $(CLI_OBJ) $(LIBS)
 	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(LIBS) $(LDLIBS)

@@ -12,6 +12,7 @@ static const struct {
 } commands[] = {
     { "convert", cmd_convert, "PyTorch checkpoint (torch.save, safetensors, npz, raw dump) -> .qmap" },
     { "inspect", cmd_inspect, "print a container's header, metadata and tensor table (--json for scripts)" },
+    { "quantize", cmd_quantize, "weight matrices to Q8_ROW (int8, per-row scales) or F16" },
     { "verify", cmd_verify, "check every tensor checksum; exit 1 if any tensor is damaged" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -29,7 +30,7 @@ static void usage(FILE *fp)
     fprintf(fp,
             "\n"
             "Run 'qmap <command> --help' for a command's options.\n"
-            "Not yet implemented (open issues): quantize, run, bench.\n"
+            "Not yet implemented (open issues): run, bench.\n"
             "\n"
             "options:\n"
             "  -h, --help     this text\n"

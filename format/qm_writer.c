@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "qm_bytes.h"
+#include "qm_reader.h"
 #include "qm_writer.h"
 
 #define WBUF_SIZE (1u << 20)
@@ -332,6 +333,18 @@ qm_status qm_writer_meta_string(qm_writer *w, const char *key, const char *s, si
     if ((st = meta_begin(w, err, key, QM_META_STRING, 8 + len)) != QM_OK) return st;
     put_u64(w, len);
     put_bytes(w, s, len);
+    return QM_OK;
+}
+
+qm_status qm_writer_meta_copy(qm_writer *w, const qm_meta *m, qm_error *err)
+{
+    if (w && (!m || !m->key || (m->value_size && !m->value)))
+        return fail(w, err, QM_ERR_INVALID_ARGUMENT, "metadata", "null metadata entry");
+    if (m && m->value_size > SIZE_MAX / 2) return fail(w, err, QM_ERR_NOMEM, "metadata", "value too large");
+    /* the reader validated the entry (spec 7), so its encoded value is copied as it is */
+    qm_status s = meta_begin(w, err, m ? m->key : NULL, m ? m->type : 0, m ? (size_t)m->value_size : 0);
+    if (s != QM_OK) return s;
+    put_bytes(w, m->value, (size_t)m->value_size);
     return QM_OK;
 }
 

@@ -55,6 +55,11 @@ qm_status qm_writer_meta_array(qm_writer *w, const char *key, uint32_t elem_type
 qm_status qm_writer_meta_string_array(qm_writer *w, const char *key, const char *const *strs,
                                       const size_t *lens, uint64_t count, qm_error *err);
 
+/* Copy metadata entry `m` of an open qm_file (qm_meta_at / qm_find_meta) verbatim: same key, type and
+ * encoded value. The entry was validated when its file was opened. */
+struct qm_meta;
+qm_status qm_writer_meta_copy(qm_writer *w, const struct qm_meta *m, qm_error *err);
+
 /* Declare the next tensor. Its byte size follows from dtype and dims (qm_tensor_nbytes). */
 qm_status qm_writer_add_tensor(qm_writer *w, const char *name, uint32_t dtype, uint32_t rank,
                                const uint64_t *dims, qm_error *err);

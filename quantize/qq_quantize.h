@@ -1,0 +1,65 @@
+/* qq_quantize.h — `qmap quantize` as a library call: an F32 (or F16) container to one whose weight
+ * matrices are Q8_ROW (spec/FORMAT.md 6.1) or F16, everything else carried over.
+ *
+ * Which tensors: rank ≥ 2, name ending in ".weight", not "pos_embd.weight", and matching none of the
+ * `keep` globs (spec/ARCHITECTURES.md §1). The rest are copied byte for byte. The input is mapped and the
+ * output written tensor by tensor through the atomic writer: memory is O(largest tensor). Rows are
+ * quantized in parallel (OpenMP); the output is byte-identical for any thread count.
+ *
+ * Nothing is printed. Ownership: the report's arrays and strings are owned by the report and released
+ * by qq_report_free(). On failure no output file is left and *err says which tensor and why.
+ */
+#ifndef QQ_QUANTIZE_H
+#define QQ_QUANTIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qm_error.h"
+
+typedef enum qq_scheme { QQ_Q8_ROW = 1, QQ_F16 = 2 } qq_scheme;
+
+typedef struct qq_progress { uint64_t tensor, n_tensors, bytes_done, bytes_total; double seconds; } qq_progress;
+
+typedef struct qq_opts {
+    const char *input, *output;
+    qq_scheme scheme;
+    const char *const *keep; size_t n_keep;    /* fnmatch globs on whole tensor names */
+    int threads;                               /* 0: OpenMP's default */
+    void (*on_progress)(void *user, const qq_progress *p);   /* may be NULL */
+    void *user;
+} qq_opts;
+
+typedef enum qq_action { QQ_QUANTIZED = 1, QQ_KEPT = 2, QQ_COPIED = 3 } qq_action;
+
+typedef struct qq_tensor_report {
+    char *name;                    /* owned */
+    qq_action action;
+    uint32_t dtype_in, dtype_out;  /* qm_dtype */
+    uint32_t rank; uint64_t dims[4];
+    uint64_t bytes_in, bytes_out;
+    uint64_t rows;
+    double rel_rms_error;          /* ||w - ŵ|| / ||w|| (0 when w = 0); quantized tensors only */
+    double max_abs_error;
+    uint64_t outlier_rows;         /* Q8_ROW: rows whose max|w| > 8 × the row's RMS */
+    double sum_sq_err, sum_sq_w;   /* the sums behind rel_rms_error (for totals) */
+} qq_tensor_report;
+
+typedef struct qq_report {
+    qq_tensor_report *tensors; uint64_t n_tensors;
+    uint64_t bytes_in, bytes_out, n_quantized, n_copied;
+    double rel_rms_error;          /* over all quantized tensors together */
+    int threads;
+    double seconds;
+} qq_report;
+
+/* report may be NULL. On failure the report holds what was done before the failure (or nothing). */
+qm_status qq_quantize(const qq_opts *opts, qq_report *report, qm_error *err);
+void qq_report_free(qq_report *r);
+
+/* One row of the Q8_ROW rule (spec 6.1): q[0..cols), its scale and its row sum. Returns false (and
+ * writes nothing meaningful) if a value is NaN or infinite. Portable C; the reference the tests check. */
+bool qq_q8row_quantize_row(const float *w, uint64_t cols, int8_t *q, float *scale, int32_t *row_sum);
+
+#endif /* QQ_QUANTIZE_H */
