@@ -87,6 +87,9 @@ ISA_FLAGS_qm_hash_avx512 := -mavx512f -mavx512bw -mavx2
 # the NaN scan and element conversion loops of convert want the vectoriser (gcc 12 -O2 barely uses it)
 ISA_FLAGS_qc_convert     := -O3
 ISA_FLAGS_qq_quantize    := -O3
+ISA_FLAGS_qq_kernels_ref := -O3
+ISA_FLAGS_qq_kernels_avx2 := -O3 -mavx2
+ISA_FLAGS_qq_kernels_avx512 := -O3 -mavx512f -mavx512bw -mavx2
 
 # The same library sources built with sanitizers (unit-asan, replay) and for libFuzzer (clang).
 ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(QUANTIZE_SRC:%.c=$(BUILD)/asan-obj/%.o)

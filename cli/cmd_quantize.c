@@ -70,6 +70,7 @@ static void report_json(FILE *fp, const char *in, const char *out, qq_scheme sch
     json_cstring(&j, "output", out);
     json_cstring(&j, "scheme", scheme == QQ_Q8_ROW ? "q8_row" : "f16");
     json_u64(&j, "threads", (uint64_t)r->threads);
+    json_cstring(&j, "kernels", r->kernels ? r->kernels : "");
     json_f64(&j, "seconds", r->seconds);
     json_begin_array(&j, "tensors");
     for (uint64_t i = 0; i < r->n_tensors; i++) {
@@ -132,10 +133,10 @@ static void report_table(const char *out, qq_scheme scheme, const qq_report *r)
     }
     char bi[16], bo[16];
     printf("%s: %llu tensors quantized to %s, %llu copied; %s -> %s (%.2fx smaller); relative RMS error %.3e; "
-           "%.2f s, %d threads\n", out, (unsigned long long)r->n_quantized, scheme == QQ_Q8_ROW ? "Q8_ROW" : "F16",
+           "%.2f s, %d threads, %s kernels\n", out, (unsigned long long)r->n_quantized, scheme == QQ_Q8_ROW ? "Q8_ROW" : "F16",
            (unsigned long long)r->n_copied, cli_human_bytes(r->bytes_in, bi, sizeof bi),
            cli_human_bytes(r->bytes_out, bo, sizeof bo), r->bytes_out ? (double)r->bytes_in / r->bytes_out : 0.0,
-           r->rel_rms_error, r->seconds, r->threads);
+           r->rel_rms_error, r->seconds, r->threads, r->kernels ? r->kernels : "?");
 }
 
 int cmd_quantize(int argc, char **argv)

@@ -6,7 +6,6 @@
 #include "qq_quantize.h"
 
 #include <fcntl.h>
-#include <float.h>
 #include <fnmatch.h>
 #include <math.h>
 #include <omp.h>
@@ -20,6 +19,7 @@
 #include "qm_half.h"
 #include "qm_reader.h"
 #include "qm_writer.h"
+#include "qq_kernels.h"
 
 #define QQ_SCHEME_VERSION 1u
 
@@ -28,71 +28,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* ---- row kernels ---- */
-
-/* The row kernels are plain C that the compiler vectorises; gcc builds them three times (AVX-512, AVX2,
- * baseline SSE2) and picks one at load time from cpuid (target_clones). Every operation in them is an
- * exactly rounded IEEE one (division, add, max, compare; -std=c11 keeps gcc from contracting into FMAs),
- * so all variants give the same bytes; measured on a 1.43 GB container with 2 threads: see README. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define QQ_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define QQ_CLONES
-#endif
-
-/* Reductions run in QQ_LANES independent lanes combined in a fixed order: the compiler keeps each lane in
- * a vector register (a single running max or sum is a serial chain it may not reorder), and the result
- * does not depend on the vector width. */
-#define QQ_LANES 16
-
-QQ_CLONES bool qq_q8row_quantize_row(const float *w, uint64_t cols, int8_t *q, float *scale, int32_t *row_sum)
-{
-    float lane_max[QQ_LANES] = { 0 };
-    int lane_ok[QQ_LANES];
-    for (int l = 0; l < QQ_LANES; l++) lane_ok[l] = 1;
-    uint64_t j = 0;
-    for (; j + QQ_LANES <= cols; j += QQ_LANES)
-        for (int l = 0; l < QQ_LANES; l++) {
-            float a = fabsf(w[j + l]);
-            lane_ok[l] &= a <= FLT_MAX;  /* false for NaN and ±Inf */
-            lane_max[l] = a > lane_max[l] ? a : lane_max[l];
-        }
-    for (; j < cols; j++) {
-        float a = fabsf(w[j]);
-        lane_ok[0] &= a <= FLT_MAX;
-        lane_max[0] = a > lane_max[0] ? a : lane_max[0];
-    }
-    float amax = 0.0f;                   /* max is exact: the order of combination does not matter */
-    int finite = 1;
-    for (int l = 0; l < QQ_LANES; l++) {
-        finite &= lane_ok[l];
-        amax = lane_max[l] > amax ? lane_max[l] : amax;
-    }
-    if (!finite) return false;
-    float s = amax / 127.0f;             /* spec 6.1 step 2: a binary32 division */
-    *scale = s;
-    if (s == 0.0f) {                     /* amax is 0, or so small that amax/127 underflows */
-        *scale = 0.0f;
-        memset(q, 0, (size_t)cols);
-        *row_sum = 0;
-        return true;
-    }
-    int32_t sum = 0;
-    for (j = 0; j < cols; j++) {
-        float x = w[j] / s;              /* step 3: a binary32 division, not a reciprocal multiply */
-        /* round half to even: adding and subtracting 1.5·2^23 leaves x rounded to an integer in the
-         * current (nearest-even) mode; exact for |x| < 2^22, and |x| ≤ 127·(1 + a few ulps) here */
-        float r = (x + 12582912.0f) - 12582912.0f;
-        r = r > 127.0f ? 127.0f : r;
-        r = r < -127.0f ? -127.0f : r;
-        int32_t v = (int32_t)r;
-        q[j] = (int8_t)v;
-        sum += v;
-    }
-    *row_sum = sum;
-    return true;
 }
 
 /* ---- planning ---- */
@@ -150,39 +85,6 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
 
 /* ---- per-tensor work ---- */
 
-typedef struct row_stats { double sq_err, sq_w, max_err; uint8_t outlier, bad; } row_stats;
-
-/* Per-row error statistics of w against its reconstruction (double sums; one row, one thread).
- * back == NULL: the reconstruction is q[j] * scale (Q8_ROW), computed in f32. */
-QQ_CLONES static void row_stats_of(const float *w, const float *back, const int8_t *q, float scale, uint64_t cols,
-                                   row_stats *rs, bool outliers)
-{
-    double lse[QQ_LANES] = { 0 }, lsw[QQ_LANES] = { 0 }, lme[QQ_LANES] = { 0 }, lmax[QQ_LANES] = { 0 };
-    uint64_t j = 0;
-    for (; j < cols; j += QQ_LANES) {
-        int n = cols - j < QQ_LANES ? (int)(cols - j) : QQ_LANES;
-        for (int l = 0; l < n; l++) {
-            float b = back ? back[j + l] : (float)q[j + l] * scale;
-            double d = (double)w[j + l] - (double)b, x = (double)w[j + l];
-            lse[l] += d * d;
-            lsw[l] += x * x;
-            lme[l] = fabs(d) > lme[l] ? fabs(d) : lme[l];
-            lmax[l] = fabs(x) > lmax[l] ? fabs(x) : lmax[l];
-        }
-    }
-    double se = 0, sw = 0, me = 0, amax = 0;
-    for (int l = 0; l < QQ_LANES; l++) {
-        se += lse[l];
-        sw += lsw[l];
-        me = lme[l] > me ? lme[l] : me;
-        amax = lmax[l] > amax ? lmax[l] : amax;
-    }
-    rs->sq_err = se;
-    rs->sq_w = sw;
-    rs->max_err = me;
-    rs->outlier = outliers && sw > 0 && amax > 8.0 * sqrt(sw / (double)cols);
-}
-
 typedef struct work {
     const qq_opts *o;
     const qm_file *f;
@@ -190,7 +92,8 @@ typedef struct work {
     int threads;
     uint8_t *out; uint64_t out_cap;          /* output buffer of the current tensor */
     float *scratch; uint64_t scratch_cap;    /* per thread: 2 rows of f32 (widened input, reconstruction) */
-    row_stats *rows; uint64_t rows_cap;
+    qq_row_stats *rows; uint64_t rows_cap;
+    const qq_kernels *kern;
 } work;
 
 static qm_status ensure(void **p, uint64_t *cap, uint64_t need, const char *what, qm_error *err)
@@ -213,7 +116,7 @@ static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *
     qm_status st;
     if ((st = ensure((void **)&k->out, &k->out_cap, p->bytes_out ? p->bytes_out : 1, "output", err)) ||
         (st = ensure((void **)&k->scratch, &k->scratch_cap, (uint64_t)k->threads * 2 * cols * sizeof(float), "scratch", err)) ||
-        (st = ensure((void **)&k->rows, &k->rows_cap, rows * sizeof(row_stats), "row statistics", err)))
+        (st = ensure((void **)&k->rows, &k->rows_cap, rows * sizeof(qq_row_stats), "row statistics", err)))
         return st;
     qm_q8row_layout lay = { 0 };
     if (p->dtype_out == QM_DTYPE_Q8_ROW) {
@@ -225,7 +128,8 @@ static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *
     bool from_f16 = t->dtype == QM_DTYPE_F16;
     bool q8 = p->dtype_out == QM_DTYPE_Q8_ROW;
     uint8_t *out = k->out;
-    row_stats *rs = k->rows;
+    qq_row_stats *rs = k->rows;
+    const qq_kernels *kern = k->kern;
     float *scratch = k->scratch;
 #pragma omp parallel for num_threads(k->threads) schedule(static)
     for (uint64_t r = 0; r < rows; r++) {
@@ -247,10 +151,11 @@ static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *
             int8_t *q = (int8_t *)(out + r * lay.row_stride);
             float scale;
             int32_t sum;
-            if (!qq_q8row_quantize_row(w, cols, q, &scale, &sum)) { rs[r].bad = 1; continue; }
+            if (!kern->q8row(w, cols, q, &scale, &sum)) { rs[r].bad = 1; continue; }
             memcpy(out + lay.scales_offset + 4 * r, &scale, 4);
             memcpy(out + lay.sums_offset + 4 * r, &sum, 4);
-            row_stats_of(w, NULL, q, scale, cols, &rs[r], true);
+            kern->stats(w, NULL, q, scale, cols, true, &rs[r]);
+            rs[r].bad = 0;
         } else {
             for (uint64_t j = 0; j < cols; j++) {
                 float v = w[j];
@@ -261,7 +166,8 @@ static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *
                 back[j] = qm_f16_to_f32(h);
             }
             if (rs[r].bad) continue;
-            row_stats_of(w, back, NULL, 0.0f, cols, &rs[r], false);
+            kern->stats(w, back, NULL, 0.0f, cols, false, &rs[r]);
+            rs[r].bad = 0;
         }
     }
     double se = 0, sw = 0, me = 0;
@@ -337,6 +243,8 @@ qm_status qq_quantize(const qq_opts *o, qq_report *report, qm_error *err)
     k.f = f;
     k.alignment = qm_file_header(f)->alignment;
     k.threads = o->threads > 0 ? o->threads : omp_get_max_threads();
+    k.kern = qq_kernels_get();
+    rep->kernels = k.kern->name;
     rep->threads = k.threads;
     if ((fd = open(o->input, O_RDONLY | O_CLOEXEC)) < 0) {
         st = qm_fail(err, QM_ERR_IO, o->input, NULL, QM_NO_OFFSET, "cannot reopen the input");

@@ -51,15 +51,12 @@ typedef struct qq_report {
     uint64_t bytes_in, bytes_out, n_quantized, n_copied;
     double rel_rms_error;          /* over all quantized tensors together */
     int threads;
+    const char *kernels;           /* static: the kernel variant used ("avx512", …) */
     double seconds;
 } qq_report;
 
 /* report may be NULL. On failure the report holds what was done before the failure (or nothing). */
 qm_status qq_quantize(const qq_opts *opts, qq_report *report, qm_error *err);
 void qq_report_free(qq_report *r);
-
-/* One row of the Q8_ROW rule (spec 6.1): q[0..cols), its scale and its row sum. Returns false (and
- * writes nothing meaningful) if a value is NaN or infinite. Portable C; the reference the tests check. */
-bool qq_q8row_quantize_row(const float *w, uint64_t cols, int8_t *q, float *scale, int32_t *row_sum);
 
 #endif /* QQ_QUANTIZE_H */

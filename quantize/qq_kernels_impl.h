@@ -1,0 +1,94 @@
+/* qq_kernels_impl.h — the body of the quantize row kernels, included once per variant file with
+ * QQ_VARIANT set (ref, avx2, avx512). Not a header of its own: see qq_kernels.h for the contract. */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "qq_kernels.h"
+
+#define QQ_CAT2(a, b) a##b
+#define QQ_CAT(a, b) QQ_CAT2(a, b)
+#define QQ_NAME(n) QQ_CAT(n, QQ_VARIANT)
+
+/* Reductions run in QQ_LANES independent lanes combined in a fixed order: the compiler keeps each lane
+ * in a vector register (a single running max or sum is a serial chain it may not reorder), and the
+ * result does not depend on the vector width. */
+#define QQ_LANES 16
+
+static bool QQ_NAME(q8row_)(const float *w, uint64_t cols, int8_t *q, float *scale, int32_t *row_sum)
+{
+    float lane_max[QQ_LANES] = { 0 };
+    int lane_ok[QQ_LANES];
+    for (int l = 0; l < QQ_LANES; l++) lane_ok[l] = 1;
+    uint64_t j = 0;
+    for (; j + QQ_LANES <= cols; j += QQ_LANES)
+        for (int l = 0; l < QQ_LANES; l++) {
+            float a = fabsf(w[j + l]);
+            lane_ok[l] &= a <= FLT_MAX;  /* false for NaN and ±Inf */
+            lane_max[l] = a > lane_max[l] ? a : lane_max[l];
+        }
+    for (; j < cols; j++) {
+        float a = fabsf(w[j]);
+        lane_ok[0] &= a <= FLT_MAX;
+        lane_max[0] = a > lane_max[0] ? a : lane_max[0];
+    }
+    float amax = 0.0f;                   /* max is exact: the order of combination does not matter */
+    int finite = 1;
+    for (int l = 0; l < QQ_LANES; l++) {
+        finite &= lane_ok[l];
+        amax = lane_max[l] > amax ? lane_max[l] : amax;
+    }
+    if (!finite) return false;
+    float s = amax / 127.0f;             /* spec 6.1 step 2: a binary32 division */
+    if (s == 0.0f) {                     /* amax is 0, or so small that amax/127 underflows: +0, all q 0 */
+        *scale = 0.0f;
+        memset(q, 0, (size_t)cols);
+        *row_sum = 0;
+        return true;
+    }
+    *scale = s;
+    int32_t sum = 0;
+    for (j = 0; j < cols; j++) {
+        float x = w[j] / s;              /* step 3: a binary32 division, not a reciprocal multiply */
+        /* round half to even: adding and subtracting 1.5·2^23 leaves x rounded to an integer in the
+         * current (nearest-even) mode; exact for |x| < 2^22, and |x| ≤ 127·(1 + a few ulps) here */
+        float r = (x + 12582912.0f) - 12582912.0f;
+        r = r > 127.0f ? 127.0f : r;
+        r = r < -127.0f ? -127.0f : r;
+        int32_t v = (int32_t)r;
+        q[j] = (int8_t)v;
+        sum += v;
+    }
+    *row_sum = sum;
+    return true;
+}
+
+static void QQ_NAME(stats_)(const float *w, const float *back, const int8_t *q, float scale, uint64_t cols,
+                            bool outliers, qq_row_stats *out)
+{
+    double lse[QQ_LANES] = { 0 }, lsw[QQ_LANES] = { 0 }, lme[QQ_LANES] = { 0 }, lmax[QQ_LANES] = { 0 };
+    for (uint64_t j = 0; j < cols; j += QQ_LANES) {
+        int n = cols - j < QQ_LANES ? (int)(cols - j) : QQ_LANES;
+        for (int l = 0; l < n; l++) {
+            float b = back ? back[j + l] : (float)q[j + l] * scale;
+            double d = (double)w[j + l] - (double)b, x = (double)w[j + l];
+            lse[l] += d * d;
+            lsw[l] += x * x;
+            lme[l] = fabs(d) > lme[l] ? fabs(d) : lme[l];
+            lmax[l] = fabs(x) > lmax[l] ? fabs(x) : lmax[l];
+        }
+    }
+    double se = 0, sw = 0, me = 0, amax = 0;
+    for (int l = 0; l < QQ_LANES; l++) {
+        se += lse[l];
+        sw += lsw[l];
+        me = lme[l] > me ? lme[l] : me;
+        amax = lmax[l] > amax ? lmax[l] : amax;
+    }
+    out->sq_err = se;
+    out->sq_w = sw;
+    out->max_err = me;
+    out->outlier = outliers && sw > 0 && amax > 8.0 * sqrt(sw / (double)cols);
+}
+
+const qq_kernels QQ_NAME(qq_kernels_) = { QQ_VARIANT_NAME, QQ_NAME(q8row_), QQ_NAME(stats_) };
