@@ -43,7 +43,7 @@ UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_ASAN  := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/asan/%)
 
 .PHONY: all lib deps deps-test install-packages test unit unit-asan spec-test golden-check fuzz fuzz-replay fuzz-import fuzz-import-replay \
-        convert-test crash-test bench demo clean help
+        convert-test quantize-test crash-test bench demo clean help
 .DEFAULT_GOAL := all
 
 all: $(BUILD)/qmap
@@ -56,6 +56,7 @@ help:
 	@echo "make fuzz       run the reader fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
 	@echo "make fuzz-import   fuzz every importer for IMPORT_FUZZ_SECONDS each (default $(IMPORT_FUZZ_SECONDS))"
 	@echo "make convert-test  qmap convert against PyTorch only"
+	@echo "make quantize-test qmap quantize against a numpy reference only"
 	@echo "make bench      open-time, verify-throughput and convert-throughput benchmarks"
 	@echo "make deps       apt-get install whatever build packages are missing (needs root); deps-test: test ones too"
 
@@ -232,6 +233,17 @@ convert-test: $(BUILD)/qmap $(BUILD)/asan/qmap
 	  > $(BUILD)/tests/convert-asan.log 2>&1 || { grep -v '^ok ' $(BUILD)/tests/convert-asan.log | tail -40; exit 1; }
 	@echo "convert-test under ASan+UBSan: $$(tail -1 $(BUILD)/tests/convert-asan.log)"
 
+# qmap quantize against a numpy reference written from spec 6.1: bytes, bounds, determinism, report,
+# refusals, end to end; then the same suite on the sanitizer build.
+quantize-test: $(BUILD)/qmap $(BUILD)/asan/qmap
+	$(PYTHON) tests/quantize/test_quantize.py --qmap $(BUILD)/qmap --workdir $(BUILD)/tests/quantize > $(BUILD)/tests/quantize.log 2>&1 \
+	  || { grep -v '^ok ' $(BUILD)/tests/quantize.log | tail -40; exit 1; }
+	@echo "quantize-test: $$(tail -1 $(BUILD)/tests/quantize.log)"
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(PYTHON) tests/quantize/test_quantize.py --qmap $(BUILD)/asan/qmap --workdir $(BUILD)/tests/quantize-asan \
+	  > $(BUILD)/tests/quantize-asan.log 2>&1 || { grep -v '^ok ' $(BUILD)/tests/quantize-asan.log | tail -40; exit 1; }
+	@echo "quantize-test under ASan+UBSan: $$(tail -1 $(BUILD)/tests/quantize-asan.log)"
+
 crash-test: $(BUILD)/tests/crash_writer $(BUILD)/qmap
 	$(PYTHON) tests/crash/run_crash_test.py --writer $(BUILD)/tests/crash_writer --qmap $(BUILD)/qmap \
 	  --trials $(CRASH_TRIALS) --dir $(BUILD)/tests/crash
@@ -246,6 +258,7 @@ test: deps-test
 	$(MAKE) --no-print-directory fuzz-bounded
 	$(MAKE) --no-print-directory crash-test
 	$(MAKE) --no-print-directory convert-test
+	$(MAKE) --no-print-directory quantize-test
 	$(MAKE) --no-print-directory fuzz-import-replay
 	$(MAKE) --no-print-directory fuzz-import IMPORT_FUZZ_SECONDS=$(IMPORT_FUZZ_SECONDS)
 	@echo "make test: all suites passed"
@@ -262,6 +275,7 @@ demo: deps
 bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(BUILD)/bench_format --dir $(BUILD)/bench
 	$(PYTHON) tests/bench/bench_convert.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench
+	$(PYTHON) tests/bench/bench_quantize.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench
 
 clean:
 	rm -rf $(BUILD)

@@ -201,6 +201,7 @@ static qm_status write_metadata(const qq_opts *o, const qm_file *f, qm_writer *w
     qm_status st = QM_OK;
     for (uint64_t i = 0; i < qm_meta_count(f) && st == QM_OK; i++) {
         const qm_meta *m = qm_meta_at(f, i);
+        if (!strncmp(m->key, "quantize.", 9)) continue;   /* an F16 input's own record: replaced below */
         if (!strcmp(m->key, "general.file_type")) {
             st = qm_writer_meta_string(w, m->key, ft, strlen(ft), err);
             had_ft = true;

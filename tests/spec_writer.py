@@ -146,9 +146,9 @@ def quantize_q8row(w):
     scales = np.zeros(rows, dtype=np.float32)
     for r in range(rows):
         amax = np.max(np.abs(w[r])).astype(np.float32)
-        if amax == 0:
-            continue
         scale = np.float32(amax) / np.float32(127)  # binary32 division
+        if scale == 0:  # amax is 0, or so small that amax/127 underflows: scale +0, every q 0 (spec 6.1)
+            continue
         scales[r] = scale
         x = np.divide(w[r], scale, dtype=np.float32)  # binary32 division
         q[r] = np.clip(np.rint(x), -127, 127).astype(np.int8)  # rint: ties to even
