@@ -234,11 +234,14 @@ convert-test: $(BUILD)/qmap $(BUILD)/asan/qmap
 	@echo "convert-test under ASan+UBSan: $$(tail -1 $(BUILD)/tests/convert-asan.log)"
 
 # qmap quantize against a numpy reference written from spec 6.1: bytes, bounds, determinism, report,
-# refusals, end to end; then the same suite on the sanitizer build.
+# refusals, end to end; then the same suite with the portable kernels forced, and on the sanitizer build.
 quantize-test: $(BUILD)/qmap $(BUILD)/asan/qmap
 	$(PYTHON) tests/quantize/test_quantize.py --qmap $(BUILD)/qmap --workdir $(BUILD)/tests/quantize > $(BUILD)/tests/quantize.log 2>&1 \
 	  || { grep -v '^ok ' $(BUILD)/tests/quantize.log | tail -40; exit 1; }
 	@echo "quantize-test: $$(tail -1 $(BUILD)/tests/quantize.log)"
+	QMAP_CPU=generic $(PYTHON) tests/quantize/test_quantize.py --qmap $(BUILD)/qmap --workdir $(BUILD)/tests/quantize-generic \
+	  > $(BUILD)/tests/quantize-generic.log 2>&1 || { grep -v '^ok ' $(BUILD)/tests/quantize-generic.log | tail -40; exit 1; }
+	@echo "quantize-test with the generic kernels (QMAP_CPU=generic): $$(tail -1 $(BUILD)/tests/quantize-generic.log)"
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(PYTHON) tests/quantize/test_quantize.py --qmap $(BUILD)/asan/qmap --workdir $(BUILD)/tests/quantize-asan \
 	  > $(BUILD)/tests/quantize-asan.log 2>&1 || { grep -v '^ok ' $(BUILD)/tests/quantize-asan.log | tail -40; exit 1; }
