@@ -50,7 +50,7 @@ all: $(BUILD)/qmap
 
 help:
 	@echo "make            build $(BUILD)/qmap"
-	@echo "make demo       install deps, build, convert the shipped digits MLP, inspect and verify it"
+	@echo "make demo       install deps, build, convert and quantize the shipped digits MLP, inspect, verify"
 	@echo "make test       install deps, then every test: unit, sanitizers, spec reader, fuzz (bounded), crash,"
 	@echo "                convert against PyTorch (also under ASan), importer fuzzing (bounded)"
 	@echo "make fuzz       run the reader fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
@@ -268,12 +268,13 @@ test: deps-test
 
 # ---- demo and benchmarks -----------------------------------------------------------------------
 # The quick start: convert the digits classifier that ships in tests/data (a torch.save file, read in C),
-# inspect and verify the container. quantize and run join here when they land.
+# quantize it to int8, inspect and verify the result. run joins here when it lands.
 demo: deps
 	$(MAKE) --no-print-directory all
 	$(BUILD)/qmap convert tests/data/digits_mlp/model.pt -o $(BUILD)/digits_mlp.qmap
-	$(BUILD)/qmap inspect $(BUILD)/digits_mlp.qmap
-	$(BUILD)/qmap verify $(BUILD)/digits_mlp.qmap
+	$(BUILD)/qmap quantize --q8 $(BUILD)/digits_mlp.qmap -o $(BUILD)/digits_mlp-q8.qmap
+	$(BUILD)/qmap inspect $(BUILD)/digits_mlp-q8.qmap
+	$(BUILD)/qmap verify --full $(BUILD)/digits_mlp-q8.qmap
 
 bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(BUILD)/bench_format --dir $(BUILD)/bench
