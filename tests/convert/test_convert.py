@@ -25,7 +25,6 @@ failure. -k FILTER runs only the groups whose name contains FILTER (e.g. -k llam
 import argparse
 import json
 import os
-import shutil
 import struct
 import subprocess
 import sys
@@ -45,6 +44,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import savers              # noqa: E402
+import checks              # noqa: E402  (tests/checks.py)
 import spec_reader         # noqa: E402
 from expected import (ARCH_OF, expected_metadata, expected_mlp_metadata, expected_tensors,  # noqa: E402
                       values_equal)
@@ -56,32 +56,8 @@ TIMEOUT = 120
 # ------------------------------------------------------------------------------------------- harness
 
 
-class Checks:
-    """Counts and prints checks. A group is a test case; -k selects groups by substring."""
-
-    def __init__(self, filt):
-        self.filt = filt
-        self.passed = 0
-        self.failed = []
-
-    def want(self, group):
-        return not self.filt or self.filt in group
-
-    def check(self, group, what, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print("ok   %s: %s" % (group, what))
-        else:
-            self.failed.append("%s: %s" % (group, what))
-            print("FAIL %s: %s%s" % (group, what, (" -- " + detail) if detail else ""))
-        sys.stdout.flush()
-        return ok
-
-
-def fresh_dir(path):
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
+Checks = checks.Checks
+fresh_dir = checks.fresh_dir
 
 
 def xxh3_file(path):

@@ -37,7 +37,6 @@ import fnmatch
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -52,6 +51,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
 import reference as ref    # noqa: E402  (tests/quantize/reference.py)
+import checks              # noqa: E402  (tests/checks.py)
 import spec_reader         # noqa: E402
 import spec_writer as sw   # noqa: E402
 
@@ -65,33 +65,13 @@ SCHEMES = {"q8": ("--q8", "q8_row", "Q8_ROW"), "f16": ("--f16", "f16", "F16")}
 # ------------------------------------------------------------------------------------------- harness
 
 
-class Checks:
-    """Counts and prints checks. A group is a test case; -k selects groups by substring."""
-
-    def __init__(self, filt):
-        self.filt = filt
-        self.passed = 0
-        self.failed = []
-
+class Checks(checks.Checks):
     def want(self, group):
         """A case runs when FILTER is in its group name or in "verify/<group>" (its verification checks)."""
-        return not self.filt or self.filt in group or self.filt in "verify/" + group
-
-    def check(self, group, what, ok, detail=""):
-        if ok:
-            self.passed += 1
-            print("ok   %s: %s" % (group, what))
-        else:
-            self.failed.append("%s: %s" % (group, what))
-            print("FAIL %s: %s%s" % (group, what, (": " + detail) if detail else ""))
-        sys.stdout.flush()
-        return bool(ok)
+        return super().want(group, "verify/" + group)
 
 
-def fresh_dir(path):
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    return path
+fresh_dir = checks.fresh_dir
 
 
 def short(s, n=300):

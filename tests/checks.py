@@ -1,0 +1,37 @@
+"""checks.py — the small harness the Python suites share (tests/convert, tests/quantize).
+
+A suite calls `check(group, what, ok, detail)` once per assertion: it prints "ok   group: what" or
+"FAIL group: what: detail", counts, and returns ok. A group is one test case; `-k FILTER` on the command
+line runs only the groups whose name contains FILTER (`want`).
+"""
+import os
+import shutil
+import sys
+
+
+class Checks:
+    def __init__(self, filt):
+        self.filt = filt
+        self.passed = 0
+        self.failed = []
+
+    def want(self, group, *aliases):
+        """True when no filter is set or the filter occurs in `group` or one of its aliases."""
+        return not self.filt or any(self.filt in name for name in (group,) + aliases)
+
+    def check(self, group, what, ok, detail=""):
+        if ok:
+            self.passed += 1
+            print("ok   %s: %s" % (group, what))
+        else:
+            self.failed.append("%s: %s" % (group, what))
+            print("FAIL %s: %s%s" % (group, what, (": " + detail) if detail else ""))
+        sys.stdout.flush()
+        return bool(ok)
+
+
+def fresh_dir(path):
+    """An empty directory at `path` (removed first if it exists)."""
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    return path
