@@ -28,6 +28,9 @@ typedef struct qq_kernels {
     const char *name;   /* "generic", "avx2", "avx512" */
     /* Spec/FORMAT.md 6.1 for one row: q[0..cols), its scale and row sum. false if a value is NaN/Inf. */
     bool (*q8row)(const float *w, uint64_t cols, int8_t *q, float *scale, int32_t *row_sum);
+    /* IEEE binary32 -> binary16 of one row, round to nearest even (as qm_f32_to_f16), and back[j] = the
+     * half's value. Returns 0, or 1 if a value is NaN/Inf, 2 if a finite value rounds beyond ±65504. */
+    int (*f16row)(const float *w, uint64_t cols, uint16_t *h, float *back);
     /* Statistics of w against ŵ: ŵ = back[j], or q[j] × scale in f32 when back is NULL. */
     void (*stats)(const float *w, const float *back, const int8_t *q, float scale, uint64_t cols, bool outliers,
                   qq_row_stats *out);

@@ -157,15 +157,8 @@ static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *
             kern->stats(w, NULL, q, scale, cols, true, &rs[r]);
             rs[r].bad = 0;
         } else {
-            for (uint64_t j = 0; j < cols; j++) {
-                float v = w[j];
-                if (!isfinite(v)) { rs[r].bad = 1; break; }
-                if (!qm_f32_fits_f16(v)) { rs[r].bad = 2; break; }
-                uint16_t h = qm_f32_to_f16(v);
-                memcpy(out + 2 * (r * cols + j), &h, 2);
-                back[j] = qm_f16_to_f32(h);
-            }
-            if (rs[r].bad) continue;
+            int bad = kern->f16row(w, cols, (uint16_t *)(void *)(out + 2 * r * cols), back);
+            if (bad) { rs[r].bad = (uint8_t)bad; continue; }
             kern->stats(w, back, NULL, 0.0f, cols, false, &rs[r]);
             rs[r].bad = 0;
         }

@@ -2,7 +2,8 @@
  * same bytes as a plain transcription of spec/FORMAT.md 6.1 written here (one loop per step, no lanes),
  * and the same statistics as each other, bit for bit, for row lengths around every vector width and for
  * the edge cases of the rule: zero rows, one outlier, ±FLT_MAX, subnormal rows whose scale underflows,
- * exact rounding ties, NaN and ±Inf. Variants the CPU lacks are skipped, and say so. */
+ * exact rounding ties, NaN and ±Inf; and the F16 row conversion against format/qm_half.c on a sweep of
+ * the 2^32 float patterns. Variants the CPU lacks are skipped, and say so. */
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "qm_half.h"
 #include "qq_kernels.h"
 
 /* Spec 6.1, literally: binary32 max, binary32 division by 127, per-element binary32 division, rint
@@ -147,6 +149,63 @@ static void test_stats_meaning(void **state)
     assert_int_equal(st.outlier, 1);
 }
 
+
+/* f16row against format/qm_half.c (itself held equal to the CPU's F16C in test_half): every 97th of the
+ * 2^32 float patterns, in rows of 61 (odd, so the lane tails run too), plus the range edges. */
+static void check_f16(const qq_kernels *k)
+{
+    enum { COLS = 61 };
+    float w[COLS], back[COLS];
+    uint16_t h[COLS];
+    uint64_t pattern = 0;
+    while (pattern < (1ull << 32)) {
+        for (int j = 0; j < COLS; j++, pattern += 97) {
+            uint32_t u = (uint32_t)pattern;
+            memcpy(&w[j], &u, 4);
+        }
+        int want = 0;
+        for (int j = 0; j < COLS; j++) {
+            if (!isfinite(w[j])) { want = 1; break; }
+            if (!qm_f32_fits_f16(w[j])) want = 2;
+        }
+        int got = k->f16row(w, COLS, h, back);
+        assert_int_equal(got, want);
+        if (got) continue;
+        for (int j = 0; j < COLS; j++) {
+            uint16_t ref = qm_f32_to_f16(w[j]);
+            if (h[j] != ref) fail_msg("%s: f32 %a -> %04x, reference %04x", k->name, (double)w[j], h[j], ref);
+            float b = qm_f16_to_f32(ref);
+            assert_memory_equal(&back[j], &b, 4);
+        }
+    }
+    static const float edges[] = { 65504.0f, 65519.99f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 0x1p-14f, 0x1.ffcp-15f,
+                                   -0.0f, 0.0f, 1.0f + 0x1p-11f, 1.0f + 0x3p-11f, -65504.0f };
+    float e[12];
+    memcpy(e, edges, sizeof e);
+    assert_int_equal(k->f16row(e, 12, h, back), 0);
+    for (int j = 0; j < 12; j++) assert_int_equal(h[j], qm_f32_to_f16(e[j]));
+    e[3] = 65520.0f;
+    assert_int_equal(k->f16row(e, 12, h, back), 2);
+    e[5] = NAN;
+    assert_int_equal(k->f16row(e, 12, h, back), 1);
+}
+
+static void test_f16_generic(void **state) { (void)state; check_f16(&qq_kernels_ref); }
+static void test_f16_avx2(void **state)
+{
+    (void)state;
+    const qq_kernels *k = qq_kernels_for(QM_CPU_AVX2);
+    if (!k) { print_message("no avx2 on this CPU: variant skipped\n"); skip(); }
+    check_f16(k);
+}
+static void test_f16_avx512(void **state)
+{
+    (void)state;
+    const qq_kernels *k = qq_kernels_for(QM_CPU_AVX512);
+    if (!k) { print_message("no avx512 on this CPU: variant skipped\n"); skip(); }
+    check_f16(k);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +213,9 @@ int main(void)
         cmocka_unit_test(test_avx2),
         cmocka_unit_test(test_avx512),
         cmocka_unit_test(test_stats_meaning),
+        cmocka_unit_test(test_f16_generic),
+        cmocka_unit_test(test_f16_avx2),
+        cmocka_unit_test(test_f16_avx512),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
