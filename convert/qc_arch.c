@@ -29,8 +29,7 @@ static const char *const sym_name[X_COUNT] = {
 
 typedef struct hparams {
     uint64_t v[X_COUNT];                  /* resolved values of the shape symbols */
-    bool known[X_COUNT];                  /* from the config (or derived from config values) */
-    uint32_t n_layers, n_dec_layers, n_heads, n_kv_heads, head_dim;
+    bool known[X_COUNT];                  /* resolved: from the config, or read off an anchor tensor */
 } hparams;
 
 /* ---- rules ---- */

@@ -128,8 +128,10 @@ bool qc_tensor_is_contiguous(const qc_tensor *t);
 qm_status qc_source_load(qc_source *s, uint32_t index, const uint8_t **bytes, qm_error *err);
 
 /* Sniff the kind of input at `path` from its bytes (a directory counts as a raw dump if it holds
- * manifest.json). Returns a static name as in qc_source.kind, "safetensors index" / "torch index" for a
- * sharded-checkpoint index JSON, "legacy torch.save" for a pre-1.6 pickle file, or NULL if unknown. */
+ * manifest.json). Returns a static name as in qc_source.kind ("torch.save zip" also for a zip libzip
+ * cannot open, so that importer reports why), "legacy torch.save" for a pre-1.6 pickle file, "json" for
+ * a JSON object (a shard index; the caller parses it), "zip (neither torch.save nor .npz)", or NULL if
+ * the kind is unknown. The safetensors length is not judged here, so its importer can say what is wrong. */
 const char *qc_sniff(const char *path);
 
 /* ---- importers (each validates everything before use; on failure *out is NULL) ---- */
