@@ -224,15 +224,25 @@ static qm_status write_provenance(job *j, qm_writer *w)
     if (j->index) n++;
     const char **names = calloc(n, sizeof *names);
     uint64_t *sizes = calloc(n, sizeof *sizes), *hashes = calloc(n, sizeof *hashes);
+    bool *mapped = calloc(n, sizeof *mapped);
     qm_status st = QM_OK;
-    if (!names || !sizes || !hashes) { st = qm_fail(j->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory"); goto out; }
+    if (!names || !sizes || !hashes || !mapped) { st = qm_fail(j->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory"); goto out; }
     uint64_t k = 0;
     if (j->index) names[k++] = j->index->path;
     for (uint32_t i = 0; i < j->n_srcs; i++) {
         if (!j->srcs[i]->n_files) { names[k++] = j->srcs[i]->path; continue; }
-        for (uint32_t f = 0; f < j->srcs[i]->n_files; f++) names[k++] = j->srcs[i]->files[f].path;
+        for (uint32_t f = 0; f < j->srcs[i]->n_files; f++) {
+            /* already mapped by the importer: hash that mapping (which also faults in the pages the
+             * conversion reads next) rather than mapping the file a second time */
+            const qc_file *qf = &j->srcs[i]->files[f];
+            sizes[k] = qf->size;
+            hashes[k] = qm_checksum(qf->size ? (const void *)qf->data : "", (size_t)qf->size);
+            mapped[k] = true;
+            names[k++] = qf->path;
+        }
     }
-    for (uint64_t i = 0; i < n && st == QM_OK; i++) st = hash_file(j, names[i], &sizes[i], &hashes[i]);
+    for (uint64_t i = 0; i < n && st == QM_OK; i++)
+        if (!mapped[i]) st = hash_file(j, names[i], &sizes[i], &hashes[i]);
     for (uint64_t i = 0; i < n; i++) j->sum->in_bytes += sizes[i];
     j->sum->n_inputs_files = n;
     char conv[64];
@@ -254,6 +264,7 @@ out:
     free(names);
     free(sizes);
     free(hashes);
+    free(mapped);
     return st;
 }
 
