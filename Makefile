@@ -13,7 +13,7 @@ CSTD     := -std=c11 -D_DEFAULT_SOURCE
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2
 OPT      ?= -O2 -g
 CFLAGS   ?= $(OPT)
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp -Iformat -Iconvert -Iquantize -Icli
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp -Iformat -Iconvert -Iquantize -Iruntime -Icli
 LDLIBS   := -lzip -ljansson -lpcre2-8 -lz -lxxhash -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # make fuzz runs FUZZ_SECONDS; make test runs a bounded TEST_FUZZ_SECONDS
@@ -30,12 +30,14 @@ DEB_TEST_PACKAGES  := $(DEB_BUILD_PACKAGES) libcmocka-dev clang libclang-rt-14-d
 FORMAT_SRC := $(wildcard format/*.c)
 CONVERT_SRC := $(wildcard convert/*.c)
 QUANTIZE_SRC := $(wildcard quantize/*.c)
+RUNTIME_SRC := $(wildcard runtime/*.c)
 CLI_SRC    := $(wildcard cli/*.c)
 FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/obj/%.o)
 CONVERT_OBJ := $(CONVERT_SRC:%.c=$(BUILD)/obj/%.o)
 QUANTIZE_OBJ := $(QUANTIZE_SRC:%.c=$(BUILD)/obj/%.o)
+RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS    := $(wildcard format/*.h convert/*.h quantize/*.h cli/*.h)
+HEADERS    := $(wildcard format/*.h convert/*.h quantize/*.h runtime/*.h cli/*.h)
 
 UNIT_SRC   := $(filter-out tests/unit/test_util.c,$(wildcard tests/unit/test_*.c))
 UNIT_UTIL  := $(wildcard tests/unit/test_util.c)
@@ -91,11 +93,16 @@ ISA_FLAGS_qq_quantize    := -O3
 ISA_FLAGS_qq_kernels_ref := -O3
 ISA_FLAGS_qq_kernels_avx2 := -O3 -mavx2
 ISA_FLAGS_qq_kernels_avx512 := -O3 -mavx512f -mavx512bw -mavx2
+ISA_FLAGS_qr_matmul      := -O3
+ISA_FLAGS_qr_kernels_ref := -O3
+ISA_FLAGS_qr_kernels_avx2 := -O3 -mavx2 -mfma -mf16c
+ISA_FLAGS_qr_kernels_avx512 := -O3 -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx2 -mfma -mf16c
 
 # The same library sources built with sanitizers (unit-asan, replay) and for libFuzzer (clang).
-ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(QUANTIZE_SRC:%.c=$(BUILD)/asan-obj/%.o)
+ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(QUANTIZE_SRC:%.c=$(BUILD)/asan-obj/%.o) \
+                   $(RUNTIME_SRC:%.c=$(BUILD)/asan-obj/%.o)
 FUZZ_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(QUANTIZE_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
-SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -Iconvert -Iquantize -Icli
+SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -Iconvert -Iquantize -Iruntime -Icli
 FUZZ_CFLAGS = $(CSTD) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp -Iformat -Iconvert -Iquantize
 
 $(BUILD)/asan-obj/%.o: %.c $(HEADERS)
@@ -115,9 +122,12 @@ $(BUILD)/libqmconvert.a: $(CONVERT_OBJ)
 $(BUILD)/libqmquantize.a: $(QUANTIZE_OBJ)
 	ar rcs $@ $^
 
-lib: $(BUILD)/libqmformat.a $(BUILD)/libqmconvert.a $(BUILD)/libqmquantize.a
+$(BUILD)/libqmruntime.a: $(RUNTIME_OBJ)
+	ar rcs $@ $^
 
-LIBS := $(BUILD)/libqmquantize.a $(BUILD)/libqmconvert.a $(BUILD)/libqmformat.a
+lib: $(BUILD)/libqmformat.a $(BUILD)/libqmconvert.a $(BUILD)/libqmquantize.a $(BUILD)/libqmruntime.a
+
+LIBS := $(BUILD)/libqmruntime.a $(BUILD)/libqmquantize.a $(BUILD)/libqmconvert.a $(BUILD)/libqmformat.a
 
 $(BUILD)/qmap: $(CLI_OBJ) $(LIBS)
 	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(LIBS) $(LDLIBS)
@@ -184,8 +194,12 @@ fuzz-import: $(IMPORT_FUZZERS:%=$(BUILD)/fuzz/fuzz_%)
 	done
 
 # ---- tests -----------------------------------------------------------------------------------
+# The whole unit suite once per kernel variant this CPU has (QMAP_CPU caps every per-ISA choice).
+CPU_LEVELS = generic $(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo avx2) \
+             $(shell grep -qw avx512_vnni /proc/cpuinfo 2>/dev/null && grep -qw avx512bw /proc/cpuinfo && echo avx512)
 unit: $(UNIT_BIN)
-	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; QM_GOLDEN_DIR=tests/golden $$t; done
+	@set -e; for lvl in $(CPU_LEVELS); do for t in $(UNIT_BIN); do echo "== $$t (QMAP_CPU=$$lvl)"; \
+	  QMAP_CPU=$$lvl QM_GOLDEN_DIR=tests/golden $$t; done; done
 
 unit-asan: $(UNIT_ASAN)
 	@set -e; for t in $(UNIT_ASAN); do echo "== $$t (ASan+UBSan)"; \

@@ -1,0 +1,55 @@
+/* qr_kernels.h — the inner kernels behind qr_matmul, one table per instruction set (internal).
+ *
+ * A variant computes one block of Y = X·Wᵀ: m rows of X against nr rows of W, every X row against every
+ * W row, walking register tiles inside the block. qr_matmul.c chooses the blocks (cache tiling and the
+ * split between threads); the variant only has to be fast on a block whose W part sits in L2.
+ *
+ * Variants: qr_kernels_ref.c (portable C, the reference every other variant is tested against),
+ * qr_kernels_avx2.c (AVX2 + FMA + F16C), qr_kernels_avx512.c (AVX-512 F/BW/VL + VNNI), each compiled
+ * with its own flags and only called after qr_kernels_for() checked the CPU.
+ */
+#ifndef QR_KERNELS_H
+#define QR_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qm_cpu.h"
+#include "qr_matmul.h"
+
+/* One block. Pointers are already offset to the block's first X row, W row and Y element. */
+typedef struct qr_block {
+    const void *x;            /* float rows, or the int8 rows quantize_x wrote */
+    size_t x_stride;          /* bytes between X rows */
+    const float *x_scales;    /* int8 X: one scale per X row */
+    const void *w;            /* W rows as in qr_matrix */
+    size_t w_stride;          /* bytes between W rows */
+    const float *w_scales;    /* Q8_ROW: one per W row */
+    const int32_t *w_sums;    /* Q8_ROW: one per W row */
+    size_t m, nr;             /* X rows, W rows in the block (>= 1) */
+    size_t k;                 /* values per row: cols; for int8 X, cols rounded up to 64 */
+    float *y;                 /* Y[i][r] at y[i·y_stride + r] */
+    size_t y_stride;          /* floats */
+    int decode;               /* the whole product has one X row (then m = 1): a variant may use another
+                               * float summation order, the same in every block, to stream W faster */
+} qr_block;
+
+typedef void qr_block_fn(const qr_block *b);
+
+struct qr_kernels {
+    const char *name;
+    qm_cpu_level level;
+    qr_block_fn *f32;         /* F32 W, float X */
+    qr_block_fn *f16;         /* F16 W, float X */
+    qr_block_fn *q8_f32;      /* Q8_ROW W widened in registers, float X */
+    qr_block_fn *q8_int8;     /* Q8_ROW W, X from quantize_x */
+    /* Quantize one X row of `cols` floats into kpad (multiple of 64, >= cols) bytes of this variant's
+     * int8 encoding (signed, or signed + 128 for VNNI's unsigned operand; the padding encodes 0) and
+     * return its scale (0 for an all-zero row, NaN if the row holds NaN or Inf). The int8 values are
+     * the same in every variant (qr_quantize_x.h). */
+    float (*quantize_x)(const float *x, size_t cols, size_t kpad, uint8_t *out);
+};
+
+extern const qr_kernels qr_kernels_ref, qr_kernels_avx2, qr_kernels_avx512;
+
+#endif /* QR_KERNELS_H */

@@ -1,0 +1,101 @@
+/* qr_matmul.h — Y = X·Wᵀ over weights read in place (F32, F16, Q8_ROW), one kernel variant per ISA.
+ *
+ * W is a rows × cols matrix viewed where it lies — normally inside a mapped container — and is never
+ * converted into a copy: F16 halves and Q8_ROW int8 values are widened or multiplied in registers.
+ * X is n × cols float32 (n = 1 is the matrix-vector product of one decode step), Y is n × rows.
+ *
+ * Ownership: the caller owns every buffer. A call allocates nothing; the only scratch it needs (the int8
+ * copy of X for Q8_ROW) lives in the caller's `work` buffer of qr_matmul_work_size() bytes, so a model
+ * sizes it once for its largest batch. W, X and Y must not overlap Y.
+ *
+ * Errors come back as a qm_status: QM_ERR_INVALID_ARGUMENT for a bad view, stride, dtype or a work buffer
+ * that is too small (nothing is written to Y then). There is no global state; a qr_kernels table is
+ * immutable, so any number of threads may call these functions at once on their own buffers.
+ *
+ * Threads: opts->threads OpenMP threads split the rows of W (each thread streams its own part of W and
+ * reuses every weight it loads across all n rows of X); problems too small to pay for a parallel region
+ * run on the calling thread.
+ */
+#ifndef QR_MATMUL_H
+#define QR_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qm_cpu.h"
+#include "qm_error.h"
+#include "qm_format.h"
+#include "qm_reader.h"
+
+/* A weight matrix where it lies. Row r of W starts at data + r·row_stride (bytes).
+ * F32: row_stride >= 4·cols, data and row_stride multiples of 4. F16: row_stride >= 2·cols, data and
+ * row_stride even. (Any view of a container tensor is: tensor data starts on the file's alignment.)
+ * Q8_ROW (spec/FORMAT.md 6.1): row_stride = align_up(cols, 64), the padding bytes of each row are zero,
+ * values are in [-127, 127]; scales[r] and row_sums[r] as the spec defines them. A -128, non-zero
+ * padding or a wrong row sum (a file that breaks the spec) gives wrong numbers, never a fault. */
+typedef struct qr_matrix {
+    qm_dtype dtype;          /* QM_DTYPE_F32, QM_DTYPE_F16 or QM_DTYPE_Q8_ROW */
+    size_t rows, cols;       /* both >= 1 */
+    const void *data;
+    size_t row_stride;
+    const float *scales;     /* Q8_ROW only: rows values */
+    const int32_t *row_sums; /* Q8_ROW only: rows values */
+} qr_matrix;
+
+/* View tensor `t` of the open file `f` as a matrix: cols = last dim, rows = product of the others
+ * (rank 1 is one row). QM_ERR_TYPE_MISMATCH if its dtype is not F32/F16/Q8_ROW (message names the tensor). */
+qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix *out, qm_error *err);
+
+/* How a Q8_ROW product treats X.
+ * QR_ACT_INT8: each row of X is quantized on the fly to int8 with one scale (amax/127, round to nearest
+ *   even, as spec 6.1 does for weights) and the dot products run on integers (AVX-512 VNNI vpdpbusd,
+ *   AVX2 maddubs). The default: several times faster in GEMM; adds X's rounding error (README).
+ * QR_ACT_F32: int8 weights are widened to float in registers and multiplied with X as given: only
+ *   the weights' own quantization error remains. Also used whenever cols > QR_INT8_MAX_COLS.
+ * Ignored for F32/F16 weights. */
+typedef enum qr_act {
+    QR_ACT_INT8 = 0,
+    QR_ACT_F32 = 1,
+} qr_act;
+
+/* Above this row length an int32 dot of int8 values could overflow; QR_ACT_F32 is used instead. */
+#define QR_INT8_MAX_COLS ((size_t)1 << 17)
+
+typedef struct qr_matmul_opts {
+    int threads;             /* OpenMP threads; 0 = omp_get_max_threads() */
+    qr_act act;              /* Q8_ROW only */
+} qr_matmul_opts;
+
+/* One kernel variant: a table of functions for one instruction set (opaque; see qr_kernels.h). */
+typedef struct qr_kernels qr_kernels;
+
+/* The widest variant this CPU runs, capped by QMAP_CPU (format/qm_cpu.h). Never NULL. */
+const qr_kernels *qr_kernels_get(void);
+/* The variant of `level`, or NULL if this build or this CPU lacks it (tests and benchmarks). The AVX-512
+ * variant needs AVX-512 F+BW+VL+VNNI; the AVX2 variant AVX2+FMA+F16C. */
+const qr_kernels *qr_kernels_for(qm_cpu_level level);
+/* "generic", "avx2", "avx512-vnni". */
+const char *qr_kernels_name(const qr_kernels *k);
+
+/* Bytes of work buffer qr_matmul needs for n rows of X against w (0 when it needs none). */
+size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *opts);
+
+/* Y[i][r] = Σ_c X[i][c]·W[r][c] for i < n, r < w->rows. X row i starts at x + i·ldx floats (ldx >= cols),
+ * Y row i at y + i·ldy floats (ldy >= rows). `k` = NULL means qr_kernels_get(); opts = NULL means
+ * { 0 threads, QR_ACT_INT8 }. n = 0 is allowed and does nothing.
+ * Accuracy (tests/unit/test_matmul.c holds it): F32/F16 and Q8_ROW with QR_ACT_F32 are within
+ * (cols+2)·2⁻²⁴·Σ_c|W[r][c]·X[i][c]| of the exact product of the stored weights (any summation order
+ * has this bound). Q8_ROW with QR_ACT_INT8 equals ((float)d·s_i)·scale_r exactly, d the integer dot
+ * of the int8 rows and s_i = max|X[i]|/127; against the exact product with X as given that is within
+ * (s_i/2)·Σ_c|W[r][c]| + 2⁻²²·|Y[i][r]|.
+ * Determinism: the result does not depend on the thread count, the kernel variant (QR_ACT_INT8) or
+ * how X is split into calls, except that a float product with n = 1 (decode) may be summed in another
+ * order than the rows of a product with n > 1, so the last bits can differ between the two. */
+qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const float *x, size_t ldx, float *y,
+                    size_t ldy, void *work, size_t work_size, const qr_matmul_opts *opts);
+
+/* y = W·x: qr_matmul with n = 1. */
+qm_status qr_matvec(const qr_kernels *k, const qr_matrix *w, const float *x, float *y, void *work, size_t work_size,
+                    const qr_matmul_opts *opts);
+
+#endif /* QR_MATMUL_H */

@@ -1,0 +1,59 @@
+/* qr_quantize_x.h — the one rule that turns a row of X into int8, included by every kernel variant so
+ * each compiles it with its own vector width. Every step is exact IEEE arithmetic (max, compare,
+ * division, the round-to-nearest-even of adding and subtracting 1.5·2²³) and max is order-independent,
+ * so every variant writes the same bytes and returns the same scale.
+ *
+ * Rule (as spec/FORMAT.md 6.1 for weight rows): s = max|x| / 127; q = round_half_even(x / s), which lies
+ * in [-127, 127] by construction; s = 0 and q = 0 for a row whose max|x| is below 2⁻¹⁰⁰ (zero, or so
+ * small that s would lose precision to underflow); s = NaN (so every output of the row is NaN, as the
+ * float product would be) if the row holds NaN or Inf. `flip` is XORed into each byte:
+ * 0x80 turns q into q + 128, the unsigned operand of vpdpbusd.
+ */
+#ifndef QR_QUANTIZE_X_H
+#define QR_QUANTIZE_X_H
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define QR_QX_LANES 16
+
+static inline float qr_quantize_x_row(const float *x, size_t cols, size_t kpad, uint8_t *out, uint8_t flip)
+{
+    float lane_max[QR_QX_LANES] = {0};
+    int lane_bad[QR_QX_LANES] = {0};
+    size_t c = 0;
+    for (; c + QR_QX_LANES <= cols; c += QR_QX_LANES)
+        for (int l = 0; l < QR_QX_LANES; l++) {
+            float a = fabsf(x[c + l]);
+            lane_bad[l] |= !(a <= FLT_MAX);
+            lane_max[l] = a > lane_max[l] ? a : lane_max[l];
+        }
+    for (; c < cols; c++) {
+        float a = fabsf(x[c]);
+        lane_bad[0] |= !(a <= FLT_MAX);
+        lane_max[0] = a > lane_max[0] ? a : lane_max[0];
+    }
+    float amax = 0.0f;
+    int bad = 0;
+    for (int l = 0; l < QR_QX_LANES; l++) {
+        amax = lane_max[l] > amax ? lane_max[l] : amax;
+        bad |= lane_bad[l];
+    }
+    memset(out, flip, kpad);
+    if (bad) return NAN;
+    if (amax < 0x1p-100f) return 0.0f;
+    const float s = amax / 127.0f;
+    const float magic = 12582912.0f; /* 1.5·2²³: adding it rounds |v| < 2²² to an integer, ties to even */
+    for (c = 0; c < cols; c++) {
+        float v = x[c] / s;
+        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v; /* already so; keeps the cast defined */
+        float r = (v + magic) - magic;
+        out[c] = (uint8_t)((uint8_t)(int8_t)(int32_t)r ^ flip);
+    }
+    return s;
+}
+
+#endif /* QR_QUANTIZE_X_H */
