@@ -294,6 +294,7 @@ bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(BUILD)/bench_format --dir $(BUILD)/bench
 	$(PYTHON) tests/bench/bench_convert.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench
 	$(PYTHON) tests/bench/bench_quantize.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench
+	$(BUILD)/qmap bench kernels --dir $(BUILD)/bench
 
 clean:
 	rm -rf $(BUILD)

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "qr_matmul.h"
 #include "qm_reader.h"
 
 static const struct {
@@ -10,6 +11,7 @@ static const struct {
     int (*run)(int, char **);
     const char *summary;
 } commands[] = {
+    { "bench", cmd_bench, "measure the matmul kernels against memory bandwidth and instruction peak" },
     { "convert", cmd_convert, "PyTorch checkpoint (torch.save, safetensors, npz, raw dump) -> .qmap" },
     { "inspect", cmd_inspect, "print a container's header, metadata and tensor table (--json for scripts)" },
     { "quantize", cmd_quantize, "weight matrices to Q8_ROW (int8, per-row scales) or F16" },
@@ -30,7 +32,7 @@ static void usage(FILE *fp)
     fprintf(fp,
             "\n"
             "Run 'qmap <command> --help' for a command's options.\n"
-            "Not yet implemented (open issues): run, bench.\n"
+            "Not yet implemented (open issues): run.\n"
             "\n"
             "options:\n"
             "  -h, --help     this text\n"
@@ -62,8 +64,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { usage(stdout); return 0; }
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("qmap %s (container format %d.%d, checksum kernel %s)\n", QMAP_VERSION, QM_MAJOR_VERSION,
-               QM_MINOR_VERSION, qm_checksum_impl());
+        printf("qmap %s (container format %d.%d, checksum kernel %s, matmul kernels %s)\n", QMAP_VERSION,
+               QM_MAJOR_VERSION, QM_MINOR_VERSION, qm_checksum_impl(), qr_kernels_name(qr_kernels_get()));
         return 0;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
