@@ -16,9 +16,22 @@
 #include "qr_kernels.h"
 #include "qr_quantize_x.h"
 
+#ifndef RM
 #define RM 4 /* X rows per register tile */
+#endif
+#ifndef RN
 #define RN 4 /* W rows per register tile */
+#endif
 #define INLINE static inline __attribute__((always_inline))
+
+/* acc += Σ₄ a(u8)·b(s8) per 32-bit lane, in place. gcc 12 compiles _mm512_dpbusd_epi32 in a register tile
+ * with a register copy of the accumulator around most instructions (measured: 4 × 4 tile, 16 vpdpbusd and
+ * about 20 vmovdqa per step); the asm ties the accumulator to its register. */
+INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i b)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
+    return acc;
+}
 
 /* Sum of the 16 lanes, wrapping: GCC's _mm512_reduce_add_epi32 adds in signed vector arithmetic, whose
  * overflow is undefined, while these sums are meant to wrap (see tile_int8). The add intrinsics used
@@ -30,6 +43,19 @@ INLINE uint32_t reduce_add_u32(__m512i v)
     q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4e));
     q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1));
     return (uint32_t)_mm_cvtsi128_si32(q);
+}
+
+/* The four lane sums of v0..v3 in one vector, wrapping: a transpose-and-add tree (8 additions for four
+ * sums, against 4 × 4 for four separate reductions). */
+INLINE __m128i reduce4_u32(__m512i v0, __m512i v1, __m512i v2, __m512i v3)
+{
+    /* per 128-bit lane: [v0₀+v0₂, v1₀+v1₂, v0₁+v0₃, v1₁+v1₃] and the same for v2, v3 */
+    __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+    __m512i b = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+    /* per 128-bit lane: [Σv0, Σv1, Σv2, Σv3] of that lane */
+    __m512i c = _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+    __m256i h = _mm256_add_epi32(_mm512_castsi512_si256(c), _mm512_extracti64x4_epi64(c, 1));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
 /* ---- float products: W widened to 16 floats per step ------------------------------------------- */
@@ -64,44 +90,44 @@ INLINE void tile_float(const qr_block *b, size_t i, size_t j, const int rm, cons
     __m512 acc[RM][RN];
     const float *xr[RM];
     const void *wr[RN];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int a = 0; a < rm; a++) {
         xr[a] = (const float *)(const void *)((const uint8_t *)b->x + (i + a) * b->x_stride);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int q = 0; q < rn; q++) acc[a][q] = _mm512_setzero_ps();
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int q = 0; q < rn; q++) wr[q] = (const uint8_t *)b->w + (j + q) * b->w_stride;
 
     const size_t k = b->k;
     size_t c = 0;
     for (; c + 16 <= k; c += 16) {
         __m512 xv[RM];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int a = 0; a < rm; a++) xv[a] = _mm512_loadu_ps(xr[a] + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int q = 0; q < rn; q++) {
             __m512 wv = load_w(wr[q], c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int a = 0; a < rm; a++) acc[a][q] = _mm512_fmadd_ps(xv[a], wv, acc[a][q]);
         }
     }
     if (c < k) {
         const __mmask16 m = (__mmask16)((1u << (k - c)) - 1u);
         __m512 xv[RM];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int a = 0; a < rm; a++) xv[a] = _mm512_maskz_loadu_ps(m, xr[a] + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int q = 0; q < rn; q++) {
             __m512 wv = load_w_tail(wr[q], c, m);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int a = 0; a < rm; a++) acc[a][q] = _mm512_fmadd_ps(xv[a], wv, acc[a][q]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int a = 0; a < rm; a++) {
         float *yr = b->y + (i + a) * b->y_stride + j;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int q = 0; q < rn; q++) {
             float s = _mm512_reduce_add_ps(acc[a][q]);
             yr[q] = scaled ? s * b->w_scales[j + q] : s;
@@ -116,34 +142,41 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
     __m512i acc[RM][RN];
     const uint8_t *xr[RM];
     const uint8_t *wr[RN];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int a = 0; a < rm; a++) {
         xr[a] = (const uint8_t *)b->x + (i + a) * b->x_stride;
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int q = 0; q < rn; q++) acc[a][q] = _mm512_setzero_si512();
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int q = 0; q < rn; q++) wr[q] = (const uint8_t *)b->w + (j + q) * b->w_stride;
 
     const size_t k = b->k; /* a multiple of 64: both operands are padded */
     for (size_t c = 0; c < k; c += 64) {
         __m512i xv[RM];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int a = 0; a < rm; a++) xv[a] = _mm512_loadu_si512((const void *)(xr[a] + c));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int q = 0; q < rn; q++) {
             __m512i wv = _mm512_loadu_si512((const void *)(wr[q] + c));
-#pragma GCC unroll 4
-            for (int a = 0; a < rm; a++) acc[a][q] = _mm512_dpbusd_epi32(acc[a][q], xv[a], wv);
+#pragma GCC unroll 8
+            for (int a = 0; a < rm; a++) acc[a][q] = dpbusd(acc[a][q], xv[a], wv);
         }
     }
     /* Σ (q_x + 128)·q_w − 128·Σ q_w = Σ q_x·q_w. The sums may wrap in 32 bits; the result fits, so the
      * wrapped arithmetic (unsigned in C) gives it exactly. */
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int a = 0; a < rm; a++) {
         float *yr = b->y + (i + a) * b->y_stride + j;
         const float sx = b->x_scales[i + a];
-#pragma GCC unroll 4
+        if (rn == 4) { /* the same operations four outputs at a time */
+            __m128i d = _mm_sub_epi32(reduce4_u32(acc[a][0], acc[a][1], acc[a][2], acc[a][3]),
+                                      _mm_slli_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b->w_sums + j)), 7));
+            __m128 v = _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(d), _mm_set1_ps(sx)), _mm_loadu_ps(b->w_scales + j));
+            _mm_storeu_ps(yr, v);
+            continue;
+        }
+#pragma GCC unroll 8
         for (int q = 0; q < rn; q++) {
             uint32_t u = reduce_add_u32(acc[a][q]) - 128u * (uint32_t)b->w_sums[j + q];
             yr[q] = ((float)(int32_t)u * sx) * b->w_scales[j + q];
@@ -189,27 +222,34 @@ INLINE uint32_t row_int8(const uint8_t *x, const uint8_t *w, size_t k)
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
     size_t c = 0;
     for (; c + 256 <= k; c += 256) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int p = 0; p < 4; p++) _mm_prefetch((const char *)w + c + QR_PREFETCH_BYTES + 64 * p, _MM_HINT_T0);
-        a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512(x + c), _mm512_loadu_si512(w + c));
-        a1 = _mm512_dpbusd_epi32(a1, _mm512_loadu_si512(x + c + 64), _mm512_loadu_si512(w + c + 64));
-        a2 = _mm512_dpbusd_epi32(a2, _mm512_loadu_si512(x + c + 128), _mm512_loadu_si512(w + c + 128));
-        a3 = _mm512_dpbusd_epi32(a3, _mm512_loadu_si512(x + c + 192), _mm512_loadu_si512(w + c + 192));
+        a0 = dpbusd(a0, _mm512_loadu_si512(x + c), _mm512_loadu_si512(w + c));
+        a1 = dpbusd(a1, _mm512_loadu_si512(x + c + 64), _mm512_loadu_si512(w + c + 64));
+        a2 = dpbusd(a2, _mm512_loadu_si512(x + c + 128), _mm512_loadu_si512(w + c + 128));
+        a3 = dpbusd(a3, _mm512_loadu_si512(x + c + 192), _mm512_loadu_si512(w + c + 192));
     }
-    for (; c < k; c += 64) a0 = _mm512_dpbusd_epi32(a0, _mm512_loadu_si512(x + c), _mm512_loadu_si512(w + c));
+    for (; c < k; c += 64) a0 = dpbusd(a0, _mm512_loadu_si512(x + c), _mm512_loadu_si512(w + c));
     return reduce_add_u32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
 }
 
 /* ---- blocks: register tiles over the block, X tiles outer so each X tile stays in L1 ----------- */
 
-#define TILE_SWITCH(CALL)                                                                                         \
-    switch ((rm - 1) * RN + (rn - 1)) {                                                                           \
-    case 0: CALL(1, 1); break;  case 1: CALL(1, 2); break;  case 2: CALL(1, 3); break;  case 3: CALL(1, 4); break;  \
-    case 4: CALL(2, 1); break;  case 5: CALL(2, 2); break;  case 6: CALL(2, 3); break;  case 7: CALL(2, 4); break;  \
-    case 8: CALL(3, 1); break;  case 9: CALL(3, 2); break;  case 10: CALL(3, 3); break; case 11: CALL(3, 4); break; \
-    case 12: CALL(4, 1); break; case 13: CALL(4, 2); break; case 14: CALL(4, 3); break; default: CALL(4, 4); break; \
-    }
-_Static_assert(RM == 4 && RN == 4, "TILE_SWITCH lists the 4 x 4 tile shapes");
+/* Full RM × RN tiles, then the edges: leftover W rows as RM × 1 tiles, leftover X rows as 1 × RN and
+ * 1 × 1 tiles. Four shapes in all, each compiled with constant bounds so its accumulators stay in
+ * registers. (An output's result does not depend on the tile shape it falls in.) */
+#define FOR_TILES(b, CALL)                                                                                        \
+    do {                                                                                                          \
+        const size_t m_full_ = (b)->m / RM * RM, n_full_ = (b)->nr / RN * RN;                                     \
+        for (size_t i = 0; i < m_full_; i += RM) {                                                                \
+            for (size_t j = 0; j < n_full_; j += RN) CALL(RM, RN);                                               \
+            for (size_t j = n_full_; j < (b)->nr; j++) CALL(RM, 1);                                              \
+        }                                                                                                         \
+        for (size_t i = m_full_; i < (b)->m; i++) {                                                               \
+            for (size_t j = 0; j < n_full_; j += RN) CALL(1, RN);                                                \
+            for (size_t j = n_full_; j < (b)->nr; j++) CALL(1, 1);                                               \
+        }                                                                                                         \
+    } while (0)
 
 INLINE void block_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled, const int w_size)
 {
@@ -222,13 +262,7 @@ INLINE void block_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *lo
         return;
     }
 #define CALL_FLOAT(a_, b_) tile_float(b, i, j, a_, b_, load_w, load_w_tail, scaled)
-    for (size_t i = 0; i < b->m; i += RM) {
-        const int rm = b->m - i < RM ? (int)(b->m - i) : RM;
-        for (size_t j = 0; j < b->nr; j += RN) {
-            const int rn = b->nr - j < RN ? (int)(b->nr - j) : RN;
-            TILE_SWITCH(CALL_FLOAT)
-        }
-    }
+    FOR_TILES(b, CALL_FLOAT);
 #undef CALL_FLOAT
 }
 
@@ -247,13 +281,7 @@ static void block_q8_int8(const qr_block *b)
         }
         return;
     }
-    for (size_t i = 0; i < b->m; i += RM) {
-        const int rm = b->m - i < RM ? (int)(b->m - i) : RM;
-        for (size_t j = 0; j < b->nr; j += RN) {
-            const int rn = b->nr - j < RN ? (int)(b->nr - j) : RN;
-            TILE_SWITCH(CALL_INT8)
-        }
-    }
+    FOR_TILES(b, CALL_INT8);
 #undef CALL_INT8
 }
 
