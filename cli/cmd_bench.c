@@ -817,7 +817,7 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
     size_t work_size = 0;
     for (int act = 0; act < 2; act++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->threads[ti], (qr_act)act };
+            qr_matmul_opts o = { c->threads[ti], act ? QR_ACT_F32 : QR_ACT_INT8 };
             size_t s = qr_matmul_work_size(&t.view, 1, &o);
             if (s > work_size) work_size = s;
         }
@@ -988,7 +988,7 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
     size_t work_size = 0;
     for (int act = 0; act < 2; act++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->threads[ti], (qr_act)act };
+            qr_matmul_opts o = { c->threads[ti], act ? QR_ACT_F32 : QR_ACT_INT8 };
             size_t s = qr_matmul_work_size(&t.view, n, &o);
             if (s > work_size) work_size = s;
         }

@@ -86,16 +86,22 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
 
 /* ---- the product ---------------------------------------------------------------------------- */
 
-static const qr_matmul_opts default_opts = {0, QR_ACT_INT8};
+static const qr_matmul_opts default_opts = {0, QR_ACT_AUTO};
 
 static size_t pad64(size_t cols)
 {
     return (cols + 63) & ~(size_t)63;
 }
 
-static bool uses_int8(const qr_matrix *w, const qr_matmul_opts *opts)
+/* QR_ACT_AUTO picks by what bounds the product (measured by qmap bench kernels, runtime/README.md): one
+ * row of X reads every weight once, so memory bandwidth sets the pace and widening the int8 weights to
+ * float (about 50 GB/s per thread from cache here, above one thread's ~41 GB/s of bandwidth) costs
+ * nothing while keeping X exact; with more rows each weight is reused from cache, and VNNI's 4x the
+ * multiply-adds per instruction pays. */
+static bool uses_int8(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
 {
-    return w->dtype == QM_DTYPE_Q8_ROW && opts->act == QR_ACT_INT8 && w->cols <= QR_INT8_MAX_COLS;
+    bool int8 = opts->act == QR_ACT_INT8 || (opts->act == QR_ACT_AUTO && n > 1);
+    return w->dtype == QM_DTYPE_Q8_ROW && int8 && w->cols <= QR_INT8_MAX_COLS;
 }
 
 /* The int8 copy of X: n rows of pad64(cols) bytes, then n float scales, 64-byte aligned in `work`. */
@@ -107,7 +113,7 @@ static size_t int8_rows_bytes(size_t n, size_t cols)
 size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
 {
     if (!opts) opts = &default_opts;
-    if (!w || n == 0 || !uses_int8(w, opts)) return 0;
+    if (!w || n == 0 || !uses_int8(w, n, opts)) return 0;
     return 64 + int8_rows_bytes(n, w->cols) + n * sizeof(float);
 }
 
@@ -191,11 +197,12 @@ qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const flo
 {
     if (!k) k = qr_kernels_get();
     if (!opts) opts = &default_opts;
-    if (!valid_matrix(w) || (opts->act != QR_ACT_INT8 && opts->act != QR_ACT_F32)) return QM_ERR_INVALID_ARGUMENT;
+    if (!valid_matrix(w) || (opts->act != QR_ACT_AUTO && opts->act != QR_ACT_INT8 && opts->act != QR_ACT_F32))
+        return QM_ERR_INVALID_ARGUMENT;
     if (n == 0) return QM_OK;
     if (!x || !y || ldx < w->cols || ldy < w->rows) return QM_ERR_INVALID_ARGUMENT;
 
-    const bool int8 = uses_int8(w, opts);
+    const bool int8 = uses_int8(w, n, opts);
     job jb = {.w = w, .y = y, .ldy = ldy, .k = w->cols, .decode = n == 1};
     uint8_t *xq = NULL;
     float *xs = NULL;

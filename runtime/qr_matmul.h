@@ -49,13 +49,16 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
 /* How a Q8_ROW product treats X.
  * QR_ACT_INT8: each row of X is quantized on the fly to int8 with one scale (amax/127, round to nearest
  *   even, as spec 6.1 does for weights) and the dot products run on integers (AVX-512 VNNI vpdpbusd,
- *   AVX2 maddubs). The default: several times faster in GEMM; adds X's rounding error (README).
+ *   AVX2 maddubs): 2-3x faster in GEMM, but adds X's rounding error (runtime/README.md has both).
  * QR_ACT_F32: int8 weights are widened to float in registers and multiplied with X as given: only
  *   the weights' own quantization error remains. Also used whenever cols > QR_INT8_MAX_COLS.
+ * QR_ACT_AUTO (the default): QR_ACT_F32 when n = 1, where the product is bound by memory bandwidth and
+ *   widening keeps up with it; QR_ACT_INT8 when n > 1, where it is bound by arithmetic.
  * Ignored for F32/F16 weights. */
 typedef enum qr_act {
-    QR_ACT_INT8 = 0,
-    QR_ACT_F32 = 1,
+    QR_ACT_AUTO = 0,
+    QR_ACT_INT8 = 1,
+    QR_ACT_F32 = 2,
 } qr_act;
 
 /* Above this row length an int32 dot of int8 values could overflow; QR_ACT_F32 is used instead. */
@@ -63,7 +66,7 @@ typedef enum qr_act {
 
 typedef struct qr_matmul_opts {
     int threads;             /* OpenMP threads; 0 = omp_get_max_threads() */
-    qr_act act;              /* Q8_ROW only */
+    qr_act act;              /* Q8_ROW only; QR_ACT_AUTO = 0 */
 } qr_matmul_opts;
 
 /* One kernel variant: a table of functions for one instruction set (opaque; see qr_kernels.h). */
@@ -77,20 +80,22 @@ const qr_kernels *qr_kernels_for(qm_cpu_level level);
 /* "generic", "avx2", "avx512-vnni". */
 const char *qr_kernels_name(const qr_kernels *k);
 
-/* Bytes of work buffer qr_matmul needs for n rows of X against w (0 when it needs none). */
+/* Bytes of work buffer qr_matmul needs for n rows of X against w with these opts (0 when it needs none:
+ * F32, F16, QR_ACT_F32, and QR_ACT_AUTO with n = 1). */
 size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *opts);
 
 /* Y[i][r] = Σ_c X[i][c]·W[r][c] for i < n, r < w->rows. X row i starts at x + i·ldx floats (ldx >= cols),
  * Y row i at y + i·ldy floats (ldy >= rows). `k` = NULL means qr_kernels_get(); opts = NULL means
- * { 0 threads, QR_ACT_INT8 }. n = 0 is allowed and does nothing.
+ * { 0 threads, QR_ACT_AUTO }. n = 0 is allowed and does nothing.
  * Accuracy (tests/unit/test_matmul.c holds it): F32/F16 and Q8_ROW with QR_ACT_F32 are within
  * (cols+2)·2⁻²⁴·Σ_c|W[r][c]·X[i][c]| of the exact product of the stored weights (any summation order
  * has this bound). Q8_ROW with QR_ACT_INT8 equals ((float)d·s_i)·scale_r exactly, d the integer dot
  * of the int8 rows and s_i = max|X[i]|/127; against the exact product with X as given that is within
  * (s_i/2)·Σ_c|W[r][c]| + 2⁻²²·|Y[i][r]|.
- * Determinism: the result does not depend on the thread count, the kernel variant (QR_ACT_INT8) or
- * how X is split into calls, except that a float product with n = 1 (decode) may be summed in another
- * order than the rows of a product with n > 1, so the last bits can differ between the two. */
+ * Determinism: the result does not depend on the thread count or on how X is split into calls, except
+ * that a float product with n = 1 (decode) may be summed in another order than the rows of a product
+ * with n > 1, so the last bits can differ between the two. Int8 products are also the same bits in
+ * every kernel variant. */
 qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const float *x, size_t ldx, float *y,
                     size_t ldy, void *work, size_t work_size, const qr_matmul_opts *opts);
 

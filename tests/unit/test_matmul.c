@@ -16,6 +16,7 @@
  *   - Views of tensors in a real mapped container (qr_matrix_from_tensor), refusal of I32/BF16.
  *   - Determinism: threads 1/2/3/default and n split in pieces give the same bits; so does matvec vs a
  *     row of matmul for int8 (float decode may sum in another order: held to the bound instead).
+ *   - QR_ACT_AUTO is QR_ACT_F32 for n = 1 and QR_ACT_INT8 for n > 1, bit for bit.
  *   - Argument errors leave Y untouched; work sizes; variant names; qr_kernels_get() honours QMAP_CPU.
  * Variants the CPU lacks are skipped and say so. PRNG: splitmix64 (tu_rng) with fixed seeds. */
 #include "test_util.h"
@@ -1047,7 +1048,7 @@ static void test_threads(void **state)
 }
 
 /* Row i of a qr_matmul equals qr_matvec of X row i; n split in pieces equals n at once; opts = NULL
- * equals {0, QR_ACT_INT8}; k = NULL equals k = qr_kernels_get(). All bit for bit, except that a float
+ * equals {0, QR_ACT_AUTO} (INT8 for n > 1); k = NULL equals k = qr_kernels_get(). All bit for bit, except that a float
  * product with a single X row (decode) may sum in another order (qr_matmul.h): there matvec is held to
  * the reference bound instead, and the pieces are at least 2 rows. */
 static void test_split(void **state)
@@ -1100,7 +1101,23 @@ static void test_split(void **state)
                     ybuf_check_untouched(ctx, &parts, false);
                     cmp_bits(ctx, "n at once and n in pieces", full.y, ldy, parts.y, ldy, n, rows);
                     free(parts.alloc);
-                    /* opts NULL = {0 threads, QR_ACT_INT8} */
+                    /* QR_ACT_AUTO: the INT8 bits for n > 1, the F32 bits (and no work buffer) for n = 1 */
+                    if (dts[d] == QM_DTYPE_Q8_ROW && act == QR_ACT_INT8) {
+                        qr_matmul_opts oa = {1, QR_ACT_AUTO}, of = {1, QR_ACT_F32};
+                        ybuf ya = ybuf_new(n, rows, ldy);
+                        qm_status st = qr_matmul(vs[vi].k, &w.m, n, x.x, x.ldx, ya.y, ldy, workn, wsn, &oa);
+                        if (st != QM_OK) fail_msg("%s: qr_matmul(QR_ACT_AUTO): %s", ctx, qm_status_name(st));
+                        cmp_bits(ctx, "QR_ACT_INT8 and QR_ACT_AUTO, n > 1", full.y, ldy, ya.y, ldy, n, rows);
+                        free(ya.alloc);
+                        float *ya1 = malloc(rows * sizeof *ya1), *yf1 = malloc(rows * sizeof *yf1);
+                        assert_int_equal(qr_matmul_work_size(&w.m, 1, &oa), 0);
+                        assert_int_equal(qr_matvec(vs[vi].k, &w.m, x.x, ya1, NULL, 0, &oa), QM_OK);
+                        assert_int_equal(qr_matvec(vs[vi].k, &w.m, x.x, yf1, NULL, 0, &of), QM_OK);
+                        cmp_bits(ctx, "QR_ACT_F32 and QR_ACT_AUTO, n = 1", yf1, rows, ya1, rows, 1, rows);
+                        free(ya1);
+                        free(yf1);
+                    }
+                    /* opts NULL = {0 threads, QR_ACT_AUTO}, which is INT8 for n > 1 */
                     if (act == QR_ACT_INT8) {
                         ybuf yn = ybuf_new(n, rows, ldy);
                         qm_status st = qr_matmul(vs[vi].k, &w.m, n, x.x, x.ldx, yn.y, ldy, workn, wsn, NULL);
@@ -1188,6 +1205,8 @@ static void test_errors(void **state)
                 snprintf(lab, sizeof lab, "dtype %u", bad_dtypes[k]);
                 BAD(c.w = &bad, lab);
             }
+            const qr_matmul_opts bad_act = {1, (qr_act)3};
+            BAD(c.opts = &bad_act, "act not a qr_act value");
             bad = w.m; bad.rows = 0; BAD(c.w = &bad, "rows 0");
             bad = w.m; bad.cols = 0; BAD(c.w = &bad, "cols 0");
             bad = w.m; bad.data = NULL; BAD(c.w = &bad, "data NULL");
@@ -1254,7 +1273,9 @@ static void test_work_size(void **state)
             size_t si = qr_matmul_work_size(&w.m, ns[k], &oi), sf = qr_matmul_work_size(&w.m, ns[k], &of);
             size_t sn = qr_matmul_work_size(&w.m, ns[k], NULL);
             if (dt == QM_DTYPE_Q8_ROW) {
-                if (si == 0 || sn == 0) fail_msg("Q8_ROW QR_ACT_INT8 n=%zu: work size %zu (opts NULL: %zu)", ns[k], si, sn);
+                /* opts NULL is QR_ACT_AUTO: float activations (no work) for n = 1, int8 for n > 1 */
+                if (si == 0 || (sn == 0) != (ns[k] == 1))
+                    fail_msg("Q8_ROW n=%zu: work size %zu for QR_ACT_INT8, %zu for opts NULL (AUTO)", ns[k], si, sn);
                 /* room at least for the int8 copy of X */
                 if (si < ns[k] * 65) fail_msg("Q8_ROW QR_ACT_INT8 n=%zu: work size %zu < n·cols", ns[k], si);
                 assert_int_equal(sf, 0);
