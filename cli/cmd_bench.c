@@ -4,7 +4,8 @@
  *   1. memory read bandwidth (streaming vector loads over ≥ 1 GiB): the limit of matvec;
  *   2. instruction peak (independent vpdpbusd / FMA chains): the limit of GEMM;
  *   3. matvec over ≥ 1 GiB of weights, from anonymous memory and from the mapped container, same bytes,
- *      each run timed back to back with a streaming read (1's loop), ratios taken per run;
+ *      each run timed back to back with a streaming read (1's loop), ratios taken per run; then the
+ *      first pass through a freshly opened mapping, with and without madvise;
  *   4. GEMM at n = 512 on model-sized Q8_ROW / F16 / F32 matrices, each run timed beside 2's peak loop,
  *      ratios per run; and the generic (portable C) kernels once for scale.
  * Sections 1 and 2 alone describe the machine; the ratios come from the paired measurements, because
@@ -60,7 +61,9 @@ static void help(FILE *fp)
             "  3. matvec over 1 GiB of weights, a stack of 4096x4096 matrices as in a model (Q8_ROW with\n"
             "     int8 and f32 activations, F16, F32): GB/s of weight bytes read and the fraction of (1)\n"
             "     timed beside each run, from anonymous memory and from the same bytes mapped from a .qmap\n"
-            "     file written in DIR (deleted afterwards), with the mapped/anonymous throughput ratio\n"
+            "     file written in DIR (deleted afterwards), with the mapped/anonymous throughput ratio;\n"
+            "     then the first pass through a freshly opened mapping, as is and after madvise\n"
+            "     (MADV_WILLNEED, MADV_POPULATE_READ)\n"
             "  4. GEMM with n = 512 rows of X on Q8_ROW 4096x4096, 11008x4096, 4096x11008 (both activation\n"
             "     modes) and F16/F32 4096x4096: GOP/s and the fraction of (2) timed beside each run; and\n"
             "     the generic kernels once\n"
@@ -941,6 +944,92 @@ static int bench_matvec(const bench_cfg *c, const qr_kernels *k, const baseline 
     return rc;
 }
 
+/* ---- 3b. the first pass through a freshly opened mapping ------------------------------------------ */
+/* Section 3 reads a mapping whose page tables are already filled. A model that has just opened its file
+ * pays one page fault per 4 KiB page on its first pass (the file's pages are in the page cache here, so
+ * this is the mapping's cost, not the disk's). Each run opens the container again and times the first
+ * matvec pass over it: as is, after madvise(MADV_WILLNEED), and after madvise(MADV_POPULATE_READ), which
+ * fills the page tables up front (its own time is reported too). */
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+
+static int bench_first_pass(const bench_cfg *c, const qr_kernels *k, json_out *j)
+{
+    bench_tensor t;
+    mapped m = { 0 };
+    float *x = NULL, *y = NULL;
+    double *pass = NULL, *prep = NULL;
+    int rc = -1;
+    size_t rows = 262144 / c->mv_scale;
+    if (tensor_make(&t, QM_DTYPE_Q8_ROW, rows, 4096, 0x51ed270b27e14f2dull) != 0) return -1;
+    if (mapped_make(c->dir, &t, &m) != 0) goto out;
+    x = random_floats(4096, 7);
+    y = calloc(rows, sizeof *y);
+    pass = malloc((size_t)c->runs * sizeof *pass);
+    prep = malloc((size_t)c->runs * sizeof *prep);
+    if (!x || !y || !pass || !prep) { set_error("out of memory"); goto out; }
+    static const char *const modes[3] = { "as opened", "MADV_WILLNEED", "MADV_POPULATE_READ" };
+    if (!c->json)
+        printf("\n3b. first matvec pass through a freshly opened mapping (Q8_ROW %zux4096, float X; page "
+               "cache warm): GB/s of the pass,\n    and the time of the madvise call itself\n", rows);
+    else json_begin_array(j, "first_pass");
+    for (int ti = 0; ti < c->n_threads; ti++) {
+        qr_matmul_opts o = { c->threads[ti], QR_ACT_F32 };
+        for (int mode = 0; mode < 3; mode++) {
+            for (int r = 0; r < c->runs; r++) {
+                qm_close(m.f);
+                m.f = NULL;
+                qm_error err;
+                if (qm_open(g_tmp_path, &m.f, &err) != QM_OK ||
+                    qr_matrix_from_tensor(m.f, qm_find_tensor(m.f, "w"), &m.view, &err) != QM_OK) {
+                    set_error("%s", err.message);
+                    goto out;
+                }
+                void *base_addr = (void *)qm_file_bytes(m.f);
+                size_t len = (size_t)qm_file_header(m.f)->file_size;
+                double t0 = now_s();
+                if (mode > 0 && madvise(base_addr, len, mode == 1 ? MADV_WILLNEED : MADV_POPULATE_READ) != 0) {
+                    set_error("madvise(%s): %s", modes[mode], strerror(errno));
+                    goto out;
+                }
+                prep[r] = now_s() - t0;
+                double s;
+                if (time_matvec(k, &m.view, x, y, NULL, 0, &o, &s) != 0) goto out;
+                pass[r] = (double)t.read_bytes / s / 1e9;
+            }
+            stats sp = stats_of(pass, c->runs), sq = stats_of(prep, c->runs);
+            if (!c->json) {
+                printf("   threads %-2d %-20s first pass ", c->threads[ti], modes[mode]);
+                print_stats(&sp, "GB/s");
+                if (mode > 0) printf("   madvise %.1f ms [%.1f-%.1f]", sq.median * 1e3, sq.min * 1e3, sq.max * 1e3);
+                printf("\n");
+            } else {
+                json_begin_object(j, NULL);
+                json_u64(j, "threads", (uint64_t)c->threads[ti]);
+                json_cstring(j, "advice", modes[mode]);
+                json_begin_object(j, "first_pass");
+                json_stats(j, &sp, "GB/s");
+                json_end_object(j);
+                json_begin_object(j, "madvise_seconds");
+                json_stats(j, &sq, "s");
+                json_end_object(j);
+                json_end_object(j);
+            }
+        }
+    }
+    if (c->json) json_end_array(j);
+    rc = 0;
+out:
+    free(prep);
+    free(pass);
+    free(y);
+    free(x);
+    mapped_free(&m);
+    tensor_free(&t);
+    return rc;
+}
+
 /* ---- 4. GEMM -------------------------------------------------------------------------------------- */
 
 static int time_gemm(const qr_kernels *k, const qr_matrix *w, size_t n, const float *x, float *y, void *work,
@@ -1301,7 +1390,7 @@ static int run_kernels(const bench_cfg *c, json_out *j)
     baseline base = { 0 };
     int rc = -1;
     if (bench_bandwidth(c, &cpu, bw, &base, j) == 0 && bench_peak(c, &cpu, vnni, fma, &base, j) == 0 &&
-        (c->only && !c->only_matvec ? 1 : bench_matvec(c, k, &base, j) == 0) &&
+        (c->only && !c->only_matvec ? 1 : bench_matvec(c, k, &base, j) == 0 && bench_first_pass(c, k, j) == 0) &&
         (c->only && !c->only_gemm ? 1 : bench_gemm(c, k, &base, j) == 0) &&
         (c->only && !c->only_accuracy ? 1 : bench_accuracy(c, k, j) == 0))
         rc = 0;
