@@ -166,13 +166,21 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
     }
 }
 
-/* One X row (decode): each W row read start to end on its own, so a thread reads one stream (see
- * qr_kernels_avx512.c), with four accumulators to cover the instruction latency. */
-INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_w, load_w_tail_fn *load_w_tail)
+/* One X row (decode): each W row read start to end on its own, so a thread reads one stream, with four
+ * accumulators to cover the instruction latency and, for F16 and Q8_ROW, a software prefetch
+ * QR_PREFETCH_BYTES ahead (see qr_kernels_avx512.c for the measurements). */
+#define QR_PREFETCH_BYTES 4096
+
+INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_w, load_w_tail_fn *load_w_tail,
+                       const int w_size)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     size_t c = 0;
     for (; c + 32 <= k; c += 32) {
+        if (w_size == 2) /* 64 bytes of F16 per step; Q8_ROW's 32 bytes get one prefetch every other step */
+            _mm_prefetch((const char *)w + c * 2 + QR_PREFETCH_BYTES, _MM_HINT_T0);
+        else if (w_size == 1 && c % 64 == 0)
+            _mm_prefetch((const char *)w + c + QR_PREFETCH_BYTES, _MM_HINT_T0);
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + c), load_w(w, c), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 8), load_w(w, c + 8), a1);
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 16), load_w(w, c + 16), a2);
@@ -198,6 +206,7 @@ INLINE int32_t row_int8(const int8_t *x, const int8_t *w, size_t k)
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i a0 = _mm256_setzero_si256(), a1 = a0;
     for (size_t c = 0; c < k; c += 64) { /* k is a multiple of 64 */
+        _mm_prefetch((const char *)w + c + QR_PREFETCH_BYTES, _MM_HINT_T0);
         a0 = _mm256_add_epi32(a0, dot32_i8(x + c, w + c, ones));
         a1 = _mm256_add_epi32(a1, dot32_i8(x + c + 32, w + c + 32, ones));
     }
@@ -211,11 +220,12 @@ INLINE int32_t row_int8(const int8_t *x, const int8_t *w, size_t k)
     }
 _Static_assert(RM == 2 && RN == 4, "TILE_SWITCH lists the 2 x 4 tile shapes");
 
-INLINE void block_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled)
+INLINE void block_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled, const int w_size)
 {
     if (b->decode) {
         for (size_t r = 0; r < b->nr; r++) {
-            float s = row_float((const float *)b->x, (const uint8_t *)b->w + r * b->w_stride, b->k, load_w, load_w_tail);
+            float s = row_float((const float *)b->x, (const uint8_t *)b->w + r * b->w_stride, b->k, load_w, load_w_tail,
+                                w_size);
             b->y[r] = scaled ? s * b->w_scales[r] : s;
         }
         return;
@@ -231,9 +241,9 @@ INLINE void block_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *lo
 #undef CALL_FLOAT
 }
 
-static void block_f32(const qr_block *b) { block_float(b, w_f32, w_f32_tail, 0); }
-static void block_f16(const qr_block *b) { block_float(b, w_f16, w_f16_tail, 0); }
-static void block_q8_f32(const qr_block *b) { block_float(b, w_q8, w_q8_tail, 1); }
+static void block_f32(const qr_block *b) { block_float(b, w_f32, w_f32_tail, 0, 4); }
+static void block_f16(const qr_block *b) { block_float(b, w_f16, w_f16_tail, 0, 2); }
+static void block_q8_f32(const qr_block *b) { block_float(b, w_q8, w_q8_tail, 1, 1); }
 
 static void block_q8_int8(const qr_block *b)
 {
