@@ -4,6 +4,7 @@
 
 #include <omp.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "qr_kernels.h"
@@ -104,7 +105,8 @@ static bool uses_int8(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
     return w->dtype == QM_DTYPE_Q8_ROW && int8 && w->cols <= QR_INT8_MAX_COLS;
 }
 
-/* The int8 copy of X: n rows of pad64(cols) bytes, then n float scales, 64-byte aligned in `work`. */
+/* The int8 copy of X: n rows of pad64(cols) bytes, then n float scales, 64-byte aligned in `work`
+ * (qr_matmul_work_size checked that this fits in a size_t). */
 static size_t int8_rows_bytes(size_t n, size_t cols)
 {
     return n * pad64(cols);
@@ -114,7 +116,10 @@ size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *o
 {
     if (!opts) opts = &default_opts;
     if (!w || n == 0 || !uses_int8(w, n, opts)) return 0;
-    return 64 + int8_rows_bytes(n, w->cols) + n * sizeof(float);
+    /* cols <= QR_INT8_MAX_COLS here, so only n can make this overflow: then no buffer can be big enough */
+    const size_t per_row = pad64(w->cols) + sizeof(float);
+    if (n > (SIZE_MAX - 64) / per_row) return SIZE_MAX;
+    return 64 + n * per_row;
 }
 
 /* Element-aligned views only: kernels read floats and halves as such (the generic one with plain C
@@ -131,7 +136,8 @@ static bool valid_matrix(const qr_matrix *w)
     case QM_DTYPE_F32: return w->row_stride / 4 >= w->cols && w->row_stride % 4 == 0 && aligned(w->data, 4);
     case QM_DTYPE_F16: return w->row_stride / 2 >= w->cols && w->row_stride % 2 == 0 && aligned(w->data, 2);
     case QM_DTYPE_Q8_ROW:
-        return w->row_stride == pad64(w->cols) && w->scales && w->row_sums && aligned(w->scales, 4) &&
+        return w->cols <= SIZE_MAX - 63 && w->row_stride == pad64(w->cols) && w->scales && w->row_sums &&
+               aligned(w->scales, 4) &&
                aligned(w->row_sums, 4);
     default: return false;
     }
@@ -208,7 +214,7 @@ qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const flo
     float *xs = NULL;
     if (int8) {
         size_t need = qr_matmul_work_size(w, n, opts);
-        if (!work || work_size < need) return QM_ERR_INVALID_ARGUMENT;
+        if (!work || work_size < need || need == SIZE_MAX) return QM_ERR_INVALID_ARGUMENT;
         uintptr_t p = ((uintptr_t)work + 63) & ~(uintptr_t)63;
         xq = (uint8_t *)p;
         xs = (float *)(void *)(xq + int8_rows_bytes(n, w->cols));

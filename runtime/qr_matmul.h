@@ -81,7 +81,8 @@ const qr_kernels *qr_kernels_for(qm_cpu_level level);
 const char *qr_kernels_name(const qr_kernels *k);
 
 /* Bytes of work buffer qr_matmul needs for n rows of X against w with these opts (0 when it needs none:
- * F32, F16, QR_ACT_F32, and QR_ACT_AUTO with n = 1). */
+ * F32, F16, QR_ACT_F32, and QR_ACT_AUTO with n = 1; SIZE_MAX if the size overflows, which qr_matmul then
+ * refuses). */
 size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *opts);
 
 /* Y[i][r] = Σ_c X[i][c]·W[r][c] for i < n, r < w->rows. X row i starts at x + i·ldx floats (ldx >= cols),

@@ -1279,6 +1279,8 @@ static void test_work_size(void **state)
                 /* room at least for the int8 copy of X */
                 if (si < ns[k] * 65) fail_msg("Q8_ROW QR_ACT_INT8 n=%zu: work size %zu < n·cols", ns[k], si);
                 assert_int_equal(sf, 0);
+                /* a size that overflows is SIZE_MAX, never a wrapped small number */
+                assert_true(qr_matmul_work_size(&w.m, SIZE_MAX / 8, &oi) == SIZE_MAX);
             } else {
                 if (si || sf || sn) fail_msg("%s n=%zu: work size %zu/%zu/%zu, expected 0", dtype_name(dt), ns[k], si, sf, sn);
             }
