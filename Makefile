@@ -53,13 +53,13 @@ all: $(BUILD)/qmap
 help:
 	@echo "make            build $(BUILD)/qmap"
 	@echo "make demo       install deps, build, convert and quantize the shipped digits MLP, inspect, verify"
-	@echo "make test       install deps, then every test: unit, sanitizers, spec reader, fuzz (bounded), crash,"
-	@echo "                convert against PyTorch (also under ASan), importer fuzzing (bounded)"
+	@echo "make test       install deps, then every test: unit (once per CPU level), sanitizers, spec reader, fuzz (bounded), crash,"
+	@echo "                convert against PyTorch (also under ASan), quantize against numpy, importer fuzzing (bounded)"
 	@echo "make fuzz       run the reader fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
 	@echo "make fuzz-import   fuzz every importer for IMPORT_FUZZ_SECONDS each (default $(IMPORT_FUZZ_SECONDS))"
 	@echo "make convert-test  qmap convert against PyTorch only"
 	@echo "make quantize-test qmap quantize against a numpy reference only"
-	@echo "make bench      open-time, verify-throughput and convert-throughput benchmarks"
+	@echo "make bench      open-time, verify, convert and quantize throughput, and qmap bench kernels (matmul)"
 	@echo "make deps       apt-get install whatever build packages are missing (needs root); deps-test: test ones too"
 
 # ---- dependencies ----------------------------------------------------------------------------
