@@ -312,11 +312,6 @@ static double time_read(read_fn *fn, const uint8_t *buf, size_t len, int threads
     return s;
 }
 
-typedef struct bw_result {
-    int threads;
-    stats gbps;
-} bw_result;
-
 /* The streaming read, kept for the whole run: sections 3 and 4 time their baseline again beside every
  * run of a kernel (the host's bandwidth and clock drift by 2x over minutes here, so a ratio is only
  * meaningful between measurements taken moments apart). */
@@ -338,7 +333,7 @@ static double bandwidth_once(const baseline *b, int threads)
     return (double)bytes / s / 1e9;
 }
 
-static int bench_bandwidth(const bench_cfg *c, const cpu_flags *cpu, bw_result *out, baseline *base, json_out *j)
+static int bench_bandwidth(const bench_cfg *c, const cpu_flags *cpu, baseline *base, json_out *j)
 {
     read_fn *fn = read_c;
     const char *loads = "scalar (C)";
@@ -375,17 +370,16 @@ static int bench_bandwidth(const bench_cfg *c, const cpu_flags *cpu, bw_result *
             double s = time_read(fn, buf, len, t, &bytes);
             rates[r] = (double)bytes / s / 1e9;
         }
-        out[ti].threads = t;
-        out[ti].gbps = stats_of(rates, c->runs);
+        stats gbps = stats_of(rates, c->runs);
         if (!c->json) {
             printf("   threads %-3d  ", t);
-            print_stats(&out[ti].gbps, "GB/s");
+            print_stats(&gbps, "GB/s");
             printf("\n");
         } else {
             json_begin_object(j, NULL);
             json_u64(j, "threads", (uint64_t)t);
             json_u64(j, "bytes", bytes);
-            json_stats(j, &out[ti].gbps, "GB/s");
+            json_stats(j, &gbps, "GB/s");
             json_end_object(j);
         }
     }
@@ -488,12 +482,6 @@ typedef struct peak_kind {
     double ops_per_trip;     /* operations per loop trip per thread (2 per multiply-add) */
 } peak_kind;
 
-typedef struct peak_result {
-    int threads;
-    bool have;
-    stats rate;
-} peak_result;
-
 /* All threads run the loop at once; the region is timed from outside. Returns seconds. */
 static double time_peak(peak_fn *fn, uint64_t iters, int threads, int *ran)
 {
@@ -521,9 +509,7 @@ static double peak_once(const baseline *b, bool vnni, int threads)
     return (vnni ? b->vnni_ops : b->fma_ops) * (double)b->peak_iters * ran / s / 1e9;
 }
 
-/* vnni[ti], fma[ti]: per thread count of the configuration. */
-static int bench_peak(const bench_cfg *c, const cpu_flags *cpu, peak_result *vnni, peak_result *fma, baseline *base,
-                      json_out *j)
+static int bench_peak(const bench_cfg *c, const cpu_flags *cpu, baseline *base, json_out *j)
 {
     peak_kind kinds[2] = {
         { "vnni_int8", "vpdpbusd zmm (int8)", "GOP/s", NULL, 2.0 * 64 * PEAK_ACC_ZMM },
@@ -555,22 +541,21 @@ static int bench_peak(const bench_cfg *c, const cpu_flags *cpu, peak_result *vnn
                "a multiply-add counts as 2 operations\n");
     else json_begin_array(j, "peak");
     for (int k = 0; k < 2; k++) {
-        peak_result *res = k == 0 ? vnni : fma;
         for (int ti = 0; ti < c->n_threads; ti++) {
             int t = c->threads[ti], ran = t;
-            res[ti].threads = t;
-            res[ti].have = kinds[k].fn != NULL;
-            if (res[ti].have) {
+            const bool have = kinds[k].fn != NULL;
+            stats rate = { 0 };
+            if (have) {
                 time_peak(kinds[k].fn, c->peak_iters, t, &ran); /* warm-up */
                 for (int r = 0; r < c->runs; r++) {
                     double s = time_peak(kinds[k].fn, c->peak_iters, t, &ran);
                     rates[r] = kinds[k].ops_per_trip * (double)c->peak_iters * ran / s / 1e9;
                 }
-                res[ti].rate = stats_of(rates, c->runs);
+                rate = stats_of(rates, c->runs);
             }
             if (!c->json) {
                 printf("   %-22s threads %-3d  ", kinds[k].label, t);
-                if (res[ti].have) print_stats(&res[ti].rate, kinds[k].unit);
+                if (have) print_stats(&rate, kinds[k].unit);
                 else printf("     n/a (the CPU lacks %s)", k == 0 ? "AVX-512 VNNI" : "FMA");
                 printf("\n");
             } else {
@@ -579,10 +564,10 @@ static int bench_peak(const bench_cfg *c, const cpu_flags *cpu, peak_result *vnn
                 if (kinds[k].fn) json_cstring(j, "instruction", kinds[k].label);
                 else json_null(j, "instruction");
                 json_u64(j, "threads", (uint64_t)t);
-                if (res[ti].have) {
+                if (have) {
                     json_u64(j, "instructions_per_thread",
                              c->peak_iters * (uint64_t)(k == 0 || cpu->avx512f ? PEAK_ACC_ZMM : PEAK_ACC_YMM));
-                    json_stats(j, &res[ti].rate, kinds[k].unit);
+                    json_stats(j, &rate, kinds[k].unit);
                 } else {
                     json_null(j, "median");
                     json_cstring(j, "unit", kinds[k].unit);
@@ -1385,11 +1370,9 @@ static int run_kernels(const bench_cfg *c, json_out *j)
         for (int i = 0; i < c->n_threads; i++) json_u64(j, NULL, (uint64_t)c->threads[i]);
         json_end_array(j);
     }
-    bw_result bw[MAX_THREAD_COUNTS];
-    peak_result vnni[MAX_THREAD_COUNTS], fma[MAX_THREAD_COUNTS];
     baseline base = { 0 };
     int rc = -1;
-    if (bench_bandwidth(c, &cpu, bw, &base, j) == 0 && bench_peak(c, &cpu, vnni, fma, &base, j) == 0 &&
+    if (bench_bandwidth(c, &cpu, &base, j) == 0 && bench_peak(c, &cpu, &base, j) == 0 &&
         (c->only && !c->only_matvec ? 1 : bench_matvec(c, k, &base, j) == 0 && bench_first_pass(c, k, j) == 0) &&
         (c->only && !c->only_gemm ? 1 : bench_gemm(c, k, &base, j) == 0) &&
         (c->only && !c->only_accuracy ? 1 : bench_accuracy(c, k, j) == 0))
