@@ -746,7 +746,7 @@ static void mapped_free(mapped *m)
 
 static const char *act_name(const qr_matrix *w, qr_act act)
 {
-    return w->dtype != QM_DTYPE_Q8_ROW ? "-" : act == QR_ACT_INT8 ? "int8" : "f32";
+    return w->dtype != QM_DTYPE_Q8_ROW ? "-" : act == QR_ACT_INT8 ? "int8" : act == QR_ACT_INT8X2 ? "i8x2" : "f32";
 }
 
 /* W is a stack of MATVEC_LAYER_ROWS x cols matrices, one after another as a model's layers lie in a
@@ -1059,19 +1059,22 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
     peaks = malloc((size_t)c->runs * sizeof *peaks);
     ratios = malloc((size_t)c->runs * sizeof *ratios);
     if (!x || !y || !rates || !peaks || !ratios) { set_error("out of memory"); goto out; }
+    /* Q8_ROW: int8 X, float X, two-term int8 X (whose GOP/s count the product's operations, not the
+     * twice as many it executes) */
+    static const qr_act acts[3] = { QR_ACT_INT8, QR_ACT_F32, QR_ACT_INT8X2 };
+    const int n_act = gc->dtype == QM_DTYPE_Q8_ROW ? 3 : 1;
     size_t work_size = 0;
-    for (int act = 0; act < 2; act++)
+    for (int ai = 0; ai < n_act; ai++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->threads[ti], act ? QR_ACT_F32 : QR_ACT_INT8 };
+            qr_matmul_opts o = { c->threads[ti], acts[ai] };
             size_t s = qr_matmul_work_size(&t.view, n, &o);
             if (s > work_size) work_size = s;
         }
     if (work_size && !(work = aligned_alloc(64, (work_size + 63) / 64 * 64))) { set_error("out of memory"); goto out; }
     double ops = 2.0 * (double)n * (double)gc->rows * (double)gc->cols;
-    int n_act = gc->dtype == QM_DTYPE_Q8_ROW ? 2 : 1;
     for (int ai = 0; ai < n_act; ai++) {
-        qr_act act = gc->dtype == QM_DTYPE_Q8_ROW && ai == 0 ? QR_ACT_INT8 : QR_ACT_F32;
-        bool int8 = gc->dtype == QM_DTYPE_Q8_ROW && act == QR_ACT_INT8;
+        qr_act act = gc->dtype == QM_DTYPE_Q8_ROW ? acts[ai] : QR_ACT_F32;
+        bool int8 = gc->dtype == QM_DTYPE_Q8_ROW && act != QR_ACT_F32;
         for (int ti = 0; ti < c->n_threads; ti++) {
             qr_matmul_opts o = { c->threads[ti], act };
             double s;
@@ -1250,8 +1253,8 @@ static int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j)
     }
     const qr_matrix mh = { QM_DTYPE_F16, rows, cols, wh, 2 * cols, NULL, NULL };
     const qr_matrix mq = { QM_DTYPE_Q8_ROW, rows, cols, wq, rs, sc, sums };
-    const qr_matmul_opts o_int8 = { 0, QR_ACT_INT8 }, o_f32 = { 0, QR_ACT_F32 };
-    size_t ws = qr_matmul_work_size(&mq, n, &o_int8);
+    const qr_matmul_opts o_int8 = { 0, QR_ACT_INT8 }, o_f32 = { 0, QR_ACT_F32 }, o_x2 = { 0, QR_ACT_INT8X2 };
+    size_t ws = qr_matmul_work_size(&mq, n, &o_x2); /* the largest of the three */
     if (!(work = malloc(ws))) { set_error("out of memory"); goto out; }
     static const char *const kinds[3] = { "uniform", "gaussian", "gaussian+outliers" };
     if (!c->json)
@@ -1275,15 +1278,16 @@ static int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j)
                 ref[i * rows + r] = a;
                 norm += a * a;
             }
-        struct { const char *name; const qr_matrix *m; const qr_matmul_opts *o; } paths[3] = {
-            { "F16 weights", &mh, &o_f32 }, { "Q8_ROW, act f32", &mq, &o_f32 }, { "Q8_ROW, act int8", &mq, &o_int8 },
+        struct { const char *name, *key; const qr_matrix *m; const qr_matmul_opts *o; } paths[4] = {
+            { "F16 weights", "f16", &mh, &o_f32 }, { "Q8_ROW, act f32", "q8_act_f32", &mq, &o_f32 },
+            { "Q8_ROW, act int8", "q8_act_int8", &mq, &o_int8 }, { "act int8x2", "q8_act_int8x2", &mq, &o_x2 },
         };
         if (!c->json) printf("   X %-18s", kinds[kind]);
         else {
             json_begin_object(j, NULL);
             json_cstring(j, "x", kinds[kind]);
         }
-        for (int p = 0; p < 3; p++) {
+        for (int p = 0; p < 4; p++) {
             if (qr_matmul(k, paths[p].m, n, x, cols, y, rows, work, ws, paths[p].o) != QM_OK) {
                 set_error("accuracy: qr_matmul failed");
                 goto out;
@@ -1292,7 +1296,7 @@ static int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j)
             for (size_t i = 0; i < n * rows; i++) e += ((double)y[i] - ref[i]) * ((double)y[i] - ref[i]);
             double rel = sqrt(e / norm);
             if (!c->json) printf("  %s %.2e", paths[p].name, rel);
-            else json_f64(j, p == 0 ? "f16" : p == 1 ? "q8_act_f32" : "q8_act_int8", rel);
+            else json_f64(j, paths[p].key, rel);
         }
         if (!c->json) printf("\n");
         else json_end_object(j);

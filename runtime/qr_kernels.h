@@ -48,6 +48,9 @@ struct qr_kernels {
      * return its scale (0 for an all-zero row, NaN if the row holds NaN or Inf). The int8 values are
      * the same in every variant (qr_quantize_x.h). */
     float (*quantize_x)(const float *x, size_t cols, size_t kpad, uint8_t *out);
+    /* The same rule applied to the residual x − s1·q1 of a row quantize_x turned into (q1, s1): the
+     * second int8 term of QR_ACT_INT8X2. */
+    float (*quantize_x_residual)(const float *x, const uint8_t *q1, float s1, size_t cols, size_t kpad, uint8_t *out);
 };
 
 extern const qr_kernels qr_kernels_ref, qr_kernels_avx2, qr_kernels_avx512;

@@ -270,6 +270,11 @@ static float quantize_x_signed(const float *x, size_t cols, size_t kpad, uint8_t
     return qr_quantize_x_row(x, cols, kpad, out, 0);
 }
 
+static float quantize_x_residual_signed(const float *x, const uint8_t *q1, float s1, size_t cols, size_t kpad, uint8_t *out)
+{
+    return qr_quantize_x_residual_row(x, q1, s1, cols, kpad, out, 0);
+}
+
 const qr_kernels qr_kernels_avx2 = {
     .name = "avx2",
     .level = QM_CPU_AVX2,
@@ -278,4 +283,5 @@ const qr_kernels qr_kernels_avx2 = {
     .q8_f32 = block_q8_f32,
     .q8_int8 = block_q8_int8,
     .quantize_x = quantize_x_signed,
+    .quantize_x_residual = quantize_x_residual_signed,
 };

@@ -293,6 +293,11 @@ static float quantize_x_unsigned(const float *x, size_t cols, size_t kpad, uint8
     return qr_quantize_x_row(x, cols, kpad, out, 0x80);
 }
 
+static float quantize_x_residual_unsigned(const float *x, const uint8_t *q1, float s1, size_t cols, size_t kpad, uint8_t *out)
+{
+    return qr_quantize_x_residual_row(x, q1, s1, cols, kpad, out, 0x80);
+}
+
 const qr_kernels qr_kernels_avx512 = {
     .name = "avx512-vnni",
     .level = QM_CPU_AVX512,
@@ -301,4 +306,5 @@ const qr_kernels qr_kernels_avx512 = {
     .q8_f32 = block_q8_f32,
     .q8_int8 = block_q8_int8,
     .quantize_x = quantize_x_unsigned,
+    .quantize_x_residual = quantize_x_residual_unsigned,
 };

@@ -114,6 +114,11 @@ static float quantize_x_signed(const float *x, size_t cols, size_t kpad, uint8_t
     return qr_quantize_x_row(x, cols, kpad, out, 0);
 }
 
+static float quantize_x_residual_signed(const float *x, const uint8_t *q1, float s1, size_t cols, size_t kpad, uint8_t *out)
+{
+    return qr_quantize_x_residual_row(x, q1, s1, cols, kpad, out, 0);
+}
+
 const qr_kernels qr_kernels_ref = {
     .name = "generic",
     .level = QM_CPU_GENERIC,
@@ -122,4 +127,5 @@ const qr_kernels qr_kernels_ref = {
     .q8_f32 = block_q8_f32,
     .q8_int8 = block_q8_int8,
     .quantize_x = quantize_x_signed,
+    .quantize_x_residual = quantize_x_residual_signed,
 };

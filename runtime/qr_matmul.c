@@ -94,32 +94,72 @@ static size_t pad64(size_t cols)
     return (cols + 63) & ~(size_t)63;
 }
 
-/* QR_ACT_AUTO picks by what bounds the product (measured by qmap bench kernels, runtime/README.md): one
- * row of X reads every weight once, so memory bandwidth sets the pace and widening the int8 weights to
- * float (about 50 GB/s per thread from cache here, above one thread's ~41 GB/s of bandwidth) costs
- * nothing while keeping X exact; with more rows each weight is reused from cache, and VNNI's 4x the
- * multiply-adds per instruction pays. */
-static bool uses_int8(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
+/* QR_ACT_AUTO keeps float-X accuracy and picks the faster way to get it (measured by qmap bench kernels,
+ * runtime/README.md). One row of X reads every weight once, so memory bandwidth sets the pace, and
+ * widening the int8 weights to float (about 50 GB/s per thread from cache here, above one thread's
+ * ~41 GB/s of bandwidth) costs nothing. With more rows each weight is reused from cache and arithmetic
+ * sets the pace: two int8 terms through VNNI (4x the multiply-adds per instruction of an FMA) beat
+ * widening by 1.2-1.8x with the same error. */
+/* How many int8 terms X is split into: 0 (float X), 1 (QR_ACT_INT8) or 2 (QR_ACT_INT8X2). */
+static int int8_terms(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
 {
-    bool int8 = opts->act == QR_ACT_INT8 || (opts->act == QR_ACT_AUTO && n > 1);
-    return w->dtype == QM_DTYPE_Q8_ROW && int8 && w->cols <= QR_INT8_MAX_COLS;
+    if (w->dtype != QM_DTYPE_Q8_ROW || w->cols > QR_INT8_MAX_COLS) return 0;
+    if (opts->act == QR_ACT_INT8) return 1;
+    return opts->act == QR_ACT_INT8X2 || (opts->act == QR_ACT_AUTO && n > 1) ? 2 : 0;
 }
 
-/* The int8 copy of X: n rows of pad64(cols) bytes, then n float scales, 64-byte aligned in `work`
- * (qr_matmul_work_size checked that this fits in a size_t). */
-static size_t int8_rows_bytes(size_t n, size_t cols)
+static int thread_count(const qr_matmul_opts *opts)
 {
-    return n * pad64(cols);
+    int threads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+    return threads < 1 ? 1 : threads;
+}
+
+/* A thread's share of W is walked in blocks of W rows that stay in L2 while every X row passes over
+ * them: about QR_L2_BLOCK_BYTES, a multiple of QR_ROW_GRAIN rows. */
+#define QR_L2_BLOCK_BYTES (256u * 1024u)
+#define QR_ROW_GRAIN 16 /* W rows per unit of work between threads (a multiple of every tile width) */
+
+static size_t block_rows_of(const qr_matrix *w)
+{
+    size_t rows = QR_L2_BLOCK_BYTES / w->row_stride;
+    return rows < QR_ROW_GRAIN ? QR_ROW_GRAIN : rows / QR_ROW_GRAIN * QR_ROW_GRAIN;
+}
+
+/* The work buffer, from its first 64-byte boundary: `terms` int8 copies of X (n rows of pad64(cols)
+ * bytes each), their scales (terms · n floats), and for two terms a float block of n × block_rows per
+ * thread that holds the second term's products before they are added to Y. */
+typedef struct work_layout {
+    size_t q_bytes;       /* one int8 copy of X */
+    size_t scales_bytes;  /* all scales, rounded up to 64 */
+    size_t temp_floats;   /* per thread */
+    size_t total;         /* including the 64 bytes of alignment slack; SIZE_MAX on overflow */
+} work_layout;
+
+static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int threads)
+{
+    work_layout l = {0, 0, 0, 0};
+    if (terms == 0) return l;
+    const size_t row = pad64(w->cols); /* cols <= QR_INT8_MAX_COLS: no overflow */
+    const size_t br = terms == 2 ? block_rows_of(w) : 0;
+    /* Every product below is bounded by n·(2·row + 8 + threads·br·4); refuse n that could overflow it. */
+    const size_t per_x_row = 2 * row + 8 + (size_t)threads * br * 4 + 64;
+    if (n > (SIZE_MAX - 256) / per_x_row) {
+        l.total = SIZE_MAX;
+        return l;
+    }
+    l.q_bytes = n * row;
+    l.scales_bytes = pad64((size_t)terms * n * sizeof(float));
+    l.temp_floats = n * br;
+    l.total = 64 + (size_t)terms * l.q_bytes + l.scales_bytes + (size_t)threads * l.temp_floats * sizeof(float);
+    return l;
 }
 
 size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
 {
     if (!opts) opts = &default_opts;
-    if (!w || n == 0 || !uses_int8(w, n, opts)) return 0;
-    /* cols <= QR_INT8_MAX_COLS here, so only n can make this overflow: then no buffer can be big enough */
-    const size_t per_row = pad64(w->cols) + sizeof(float);
-    if (n > (SIZE_MAX - 64) / per_row) return SIZE_MAX;
-    return 64 + n * per_row;
+    if (!w || n == 0) return 0;
+    int terms = int8_terms(w, n, opts);
+    return layout_of(w, n, terms, terms == 2 ? thread_count(opts) : 1).total;
 }
 
 /* Element-aligned views only: kernels read floats and halves as such (the generic one with plain C
@@ -152,28 +192,28 @@ static void split(size_t total, size_t parts, size_t p, size_t grain, size_t *be
     *end = e < total ? e : total;
 }
 
-/* A thread's share: X rows [i0, i1) against W rows [r0, r1), in blocks of W rows that stay in L2 while
- * every X row passes over them. */
-#define QR_L2_BLOCK_BYTES (256u * 1024u)
-#define QR_ROW_GRAIN 16 /* W rows per unit of work between threads (a multiple of every tile width) */
-
 typedef struct job {
     qr_block_fn *fn;
     const qr_matrix *w;
-    const uint8_t *x;         /* float X, or the int8 copy */
+    const uint8_t *x;         /* float X, or the (first) int8 copy */
     size_t x_stride;          /* bytes */
     const float *x_scales;
+    const uint8_t *x2;        /* QR_ACT_INT8X2: the second int8 term of X, same stride */
+    const float *x2_scales;
+    float *temp;              /* QR_ACT_INT8X2: temp_floats floats per thread */
+    size_t temp_floats;
     size_t k;
     float *y;
     size_t ldy;
     int decode;               /* n == 1 */
 } job;
 
-static void run_share(const job *jb, size_t i0, size_t i1, size_t r0, size_t r1)
+/* A thread's share: X rows [i0, i1) against W rows [r0, r1), block by block. With two int8 terms each
+ * block is multiplied by both while it is in L2, and Y = (first term) + (second term), one rounding. */
+static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t r0, size_t r1)
 {
     if (i0 >= i1 || r0 >= r1) return;
-    size_t block_rows = QR_L2_BLOCK_BYTES / jb->w->row_stride;
-    block_rows = block_rows < QR_ROW_GRAIN ? QR_ROW_GRAIN : block_rows / QR_ROW_GRAIN * QR_ROW_GRAIN;
+    const size_t block_rows = block_rows_of(jb->w), m = i1 - i0;
     for (size_t rb = r0; rb < r1; rb += block_rows) {
         size_t nr = r1 - rb < block_rows ? r1 - rb : block_rows;
         qr_block b = {
@@ -184,7 +224,7 @@ static void run_share(const job *jb, size_t i0, size_t i1, size_t r0, size_t r1)
             .w_stride = jb->w->row_stride,
             .w_scales = jb->w->scales ? jb->w->scales + rb : NULL,
             .w_sums = jb->w->row_sums ? jb->w->row_sums + rb : NULL,
-            .m = i1 - i0,
+            .m = m,
             .nr = nr,
             .k = jb->k,
             .y = jb->y + i0 * jb->ldy + rb,
@@ -192,6 +232,18 @@ static void run_share(const job *jb, size_t i0, size_t i1, size_t r0, size_t r1)
             .decode = jb->decode,
         };
         jb->fn(&b);
+        if (jb->x2) {
+            float *t = jb->temp + thread * jb->temp_floats; /* m × nr, stride nr */
+            b.x = jb->x2 + i0 * jb->x_stride;
+            b.x_scales = jb->x2_scales + i0;
+            b.y = t;
+            b.y_stride = nr;
+            jb->fn(&b);
+            for (size_t i = 0; i < m; i++) {
+                float *yr = jb->y + (i0 + i) * jb->ldy + rb;
+                for (size_t r = 0; r < nr; r++) yr[r] += t[i * nr + r];
+            }
+        }
     }
 }
 
@@ -203,25 +255,34 @@ qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const flo
 {
     if (!k) k = qr_kernels_get();
     if (!opts) opts = &default_opts;
-    if (!valid_matrix(w) || (opts->act != QR_ACT_AUTO && opts->act != QR_ACT_INT8 && opts->act != QR_ACT_F32))
+    if (!valid_matrix(w) || (opts->act != QR_ACT_AUTO && opts->act != QR_ACT_INT8 && opts->act != QR_ACT_F32 &&
+                             opts->act != QR_ACT_INT8X2))
         return QM_ERR_INVALID_ARGUMENT;
     if (n == 0) return QM_OK;
     if (!x || !y || ldx < w->cols || ldy < w->rows) return QM_ERR_INVALID_ARGUMENT;
 
-    const bool int8 = uses_int8(w, n, opts);
+    const int terms = int8_terms(w, n, opts);
+    int threads = thread_count(opts);
     job jb = {.w = w, .y = y, .ldy = ldy, .k = w->cols, .decode = n == 1};
-    uint8_t *xq = NULL;
-    float *xs = NULL;
-    if (int8) {
-        size_t need = qr_matmul_work_size(w, n, opts);
-        if (!work || work_size < need || need == SIZE_MAX) return QM_ERR_INVALID_ARGUMENT;
-        uintptr_t p = ((uintptr_t)work + 63) & ~(uintptr_t)63;
-        xq = (uint8_t *)p;
-        xs = (float *)(void *)(xq + int8_rows_bytes(n, w->cols));
+    uint8_t *xq = NULL, *xq2 = NULL;
+    float *xs = NULL, *xs2 = NULL;
+    if (terms > 0) {
+        /* laid out for `threads` (the count qr_matmul_work_size assumed); fewer may run */
+        const work_layout l = layout_of(w, n, terms, terms == 2 ? threads : 1);
+        if (!work || l.total == SIZE_MAX || work_size < l.total) return QM_ERR_INVALID_ARGUMENT;
+        uint8_t *base = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
+        xq = base;
+        xq2 = terms == 2 ? base + l.q_bytes : NULL;
+        xs = (float *)(void *)(base + (size_t)terms * l.q_bytes);
+        xs2 = terms == 2 ? xs + n : NULL;
         jb.fn = k->q8_int8;
         jb.x = xq;
+        jb.x2 = xq2;
         jb.x_stride = pad64(w->cols);
         jb.x_scales = xs;
+        jb.x2_scales = xs2;
+        jb.temp = terms == 2 ? (float *)(void *)(base + (size_t)terms * l.q_bytes + l.scales_bytes) : NULL;
+        jb.temp_floats = l.temp_floats;
         jb.k = pad64(w->cols);
     } else {
         jb.fn = w->dtype == QM_DTYPE_F32 ? k->f32 : w->dtype == QM_DTYPE_F16 ? k->f16 : k->q8_f32;
@@ -229,8 +290,6 @@ qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const flo
         jb.x_stride = ldx * sizeof(float);
     }
 
-    int threads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
-    if (threads < 1) threads = 1;
     if ((double)n * (double)w->rows * (double)w->cols < (double)QR_PARALLEL_MIN_MACS) threads = 1;
     /* Split W's rows (each thread streams its own part of W, the weights are the big operand); with too
      * few rows for that, split X's rows instead. */
@@ -240,19 +299,24 @@ qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const flo
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
         size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
-        if (int8) {
+        if (terms > 0) {
             size_t a, b;
             split(n, nt, t, 1, &a, &b);
-            for (size_t i = a; i < b; i++) xs[i] = k->quantize_x(x + i * ldx, w->cols, xq_stride, xq + i * xq_stride);
+            for (size_t i = a; i < b; i++) {
+                const float *xi = x + i * ldx;
+                xs[i] = k->quantize_x(xi, w->cols, xq_stride, xq + i * xq_stride);
+                if (terms == 2)
+                    xs2[i] = k->quantize_x_residual(xi, xq + i * xq_stride, xs[i], w->cols, xq_stride, xq2 + i * xq_stride);
+            }
 #pragma omp barrier
         }
         size_t a, b;
         if (split_rows) {
             split(w->rows, nt, t, QR_ROW_GRAIN, &a, &b);
-            run_share(&jb, 0, n, a, b);
+            run_share(&jb, t, 0, n, a, b);
         } else {
             split(n, nt, t, 1, &a, &b);
-            run_share(&jb, a, b, 0, w->rows);
+            run_share(&jb, t, a, b, 0, w->rows);
         }
     }
     return QM_OK;

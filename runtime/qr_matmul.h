@@ -49,16 +49,21 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
 /* How a Q8_ROW product treats X.
  * QR_ACT_INT8: each row of X is quantized on the fly to int8 with one scale (amax/127, round to nearest
  *   even, as spec 6.1 does for weights) and the dot products run on integers (AVX-512 VNNI vpdpbusd,
- *   AVX2 maddubs): 2-3x faster in GEMM, but adds X's rounding error (runtime/README.md has both).
+ *   AVX2 maddubs): the fastest GEMM, but adds X's rounding error (runtime/README.md has both).
+ * QR_ACT_INT8X2: X as two int8 terms, X ≈ s₁q₁ + s₂q₂, the second quantizing the residual X − s₁q₁ by
+ *   the same rule (so s₂ <= s₁/254); both run through the integer kernels and are added. Twice the int8
+ *   work, about 250x less activation error than QR_ACT_INT8: float-X accuracy at half int8 speed (faster than QR_ACT_F32).
  * QR_ACT_F32: int8 weights are widened to float in registers and multiplied with X as given: only
  *   the weights' own quantization error remains. Also used whenever cols > QR_INT8_MAX_COLS.
- * QR_ACT_AUTO (the default): QR_ACT_F32 when n = 1, where the product is bound by memory bandwidth and
- *   widening keeps up with it; QR_ACT_INT8 when n > 1, where it is bound by arithmetic.
+ * QR_ACT_AUTO (the default): float-X accuracy, the faster way: QR_ACT_F32 when n = 1, where the product
+ *   is bound by memory bandwidth and widening keeps up with it; QR_ACT_INT8X2 when n > 1, where it is
+ *   bound by arithmetic. QR_ACT_INT8 is the opt-in for speed over accuracy.
  * Ignored for F32/F16 weights. */
 typedef enum qr_act {
     QR_ACT_AUTO = 0,
     QR_ACT_INT8 = 1,
     QR_ACT_F32 = 2,
+    QR_ACT_INT8X2 = 3,
 } qr_act;
 
 /* Above this row length an int32 dot of int8 values could overflow; QR_ACT_F32 is used instead. */
@@ -82,7 +87,7 @@ const char *qr_kernels_name(const qr_kernels *k);
 
 /* Bytes of work buffer qr_matmul needs for n rows of X against w with these opts (0 when it needs none:
  * F32, F16, QR_ACT_F32, and QR_ACT_AUTO with n = 1; SIZE_MAX if the size overflows, which qr_matmul then
- * refuses). */
+ * refuses). For QR_ACT_INT8X2 it depends on opts->threads too (a scratch block per thread). */
 size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *opts);
 
 /* Y[i][r] = Σ_c X[i][c]·W[r][c] for i < n, r < w->rows. X row i starts at x + i·ldx floats (ldx >= cols),

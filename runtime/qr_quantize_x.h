@@ -20,19 +20,31 @@
 
 #define QR_QX_LANES 16
 
-static inline float qr_quantize_x_row(const float *x, size_t cols, size_t kpad, uint8_t *out, uint8_t flip)
+/* Value c of the row being quantized: x itself, or (for the second term of QR_ACT_INT8X2) the residual
+ * x − s₁·q₁ of the first term, computed in binary32 (multiply, then subtract; -std=c11 keeps them
+ * separate roundings, so every variant gets the same floats). */
+static inline __attribute__((always_inline)) float qr_qx_value(const float *x, const uint8_t *q1, float s1,
+                                                               uint8_t flip, size_t c)
+{
+    if (!q1) return x[c];
+    return x[c] - s1 * (float)(int8_t)(uint8_t)(q1[c] ^ flip);
+}
+
+static inline __attribute__((always_inline)) float qr_quantize_values(const float *x, const uint8_t *q1, float s1,
+                                                                      size_t cols, size_t kpad, uint8_t *out,
+                                                                      uint8_t flip)
 {
     float lane_max[QR_QX_LANES] = {0};
     int lane_bad[QR_QX_LANES] = {0};
     size_t c = 0;
     for (; c + QR_QX_LANES <= cols; c += QR_QX_LANES)
         for (int l = 0; l < QR_QX_LANES; l++) {
-            float a = fabsf(x[c + l]);
+            float a = fabsf(qr_qx_value(x, q1, s1, flip, c + l));
             lane_bad[l] |= !(a <= FLT_MAX);
             lane_max[l] = a > lane_max[l] ? a : lane_max[l];
         }
     for (; c < cols; c++) {
-        float a = fabsf(x[c]);
+        float a = fabsf(qr_qx_value(x, q1, s1, flip, c));
         lane_bad[0] |= !(a <= FLT_MAX);
         lane_max[0] = a > lane_max[0] ? a : lane_max[0];
     }
@@ -48,12 +60,26 @@ static inline float qr_quantize_x_row(const float *x, size_t cols, size_t kpad, 
     const float s = amax / 127.0f;
     const float magic = 12582912.0f; /* 1.5·2²³: adding it rounds |v| < 2²² to an integer, ties to even */
     for (c = 0; c < cols; c++) {
-        float v = x[c] / s;
+        float v = qr_qx_value(x, q1, s1, flip, c) / s;
         v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v; /* already so; keeps the cast defined */
         float r = (v + magic) - magic;
         out[c] = (uint8_t)((uint8_t)(int8_t)(int32_t)r ^ flip);
     }
     return s;
+}
+
+/* The rule above for a row of X: returns s, writes q (XOR flip) to out[0..kpad). */
+static inline float qr_quantize_x_row(const float *x, size_t cols, size_t kpad, uint8_t *out, uint8_t flip)
+{
+    return qr_quantize_values(x, NULL, 0.0f, cols, kpad, out, flip);
+}
+
+/* The same rule for the residual r = x − s₁·q₁ of a row already quantized to (q1, s1) by
+ * qr_quantize_x_row with the same flip: returns s₂, writes q₂ to out. */
+static inline float qr_quantize_x_residual_row(const float *x, const uint8_t *q1, float s1, size_t cols, size_t kpad,
+                                               uint8_t *out, uint8_t flip)
+{
+    return qr_quantize_values(x, q1, s1, cols, kpad, out, flip);
 }
 
 #endif /* QR_QUANTIZE_X_H */

@@ -16,7 +16,7 @@
  *   - Views of tensors in a real mapped container (qr_matrix_from_tensor), refusal of I32/BF16.
  *   - Determinism: threads 1/2/3/default and n split in pieces give the same bits; so does matvec vs a
  *     row of matmul for int8 (float decode may sum in another order: held to the bound instead).
- *   - QR_ACT_AUTO is QR_ACT_F32 for n = 1 and QR_ACT_INT8 for n > 1, bit for bit.
+ *   - QR_ACT_AUTO is QR_ACT_F32 for n = 1 and QR_ACT_INT8X2 for n > 1, bit for bit.
  *   - Argument errors leave Y untouched; work sizes; variant names; qr_kernels_get() honours QMAP_CPU.
  * Variants the CPU lacks are skipped and say so. PRNG: splitmix64 (tu_rng) with fixed seeds. */
 #include "test_util.h"
@@ -377,7 +377,10 @@ typedef struct expect {
     double *ref;   /* [i·rows + r] Σ_c wd[r][c]·x[i][c] in f64 */
     double *sabs;  /* [i·rows + r] Σ_c |wd[r][c]·x[i][c]| */
     float *yq;     /* [i·rows + r] Q8_ROW + QR_ACT_INT8: ((float)d · s_x) · scale_w */
+    float *yq2;    /* [i·rows + r] Q8_ROW + QR_ACT_INT8X2: yq + ((float)d₂ · s₂) · scale_w */
     float *sx;     /* [i] the activation scale of row i (Q8_ROW) */
+    float *sx2;    /* [i] the scale of its residual x − s_x·q (QR_ACT_INT8X2) */
+    float *amax2;  /* [i] max|residual| */
     float *amax;   /* [i] max|x[i]| over finite values */
     double *xabs;  /* [i] Σ_c |x[i][c]| */
     int *bad;      /* [i] 0 finite, 1 NaN in the row, 2 one ±Inf (at x->bad_col[i]) */
@@ -393,12 +396,16 @@ static expect expect_new(const tmat *w, const xmat *x)
     e.ref = malloc(n * rows * sizeof *e.ref);
     e.sabs = malloc(n * rows * sizeof *e.sabs);
     e.yq = malloc(n * rows * sizeof *e.yq);
+    e.yq2 = malloc(n * rows * sizeof *e.yq2);
     e.sx = malloc(n * sizeof *e.sx);
+    e.sx2 = malloc(n * sizeof *e.sx2);
+    e.amax2 = malloc(n * sizeof *e.amax2);
     e.amax = malloc(n * sizeof *e.amax);
     e.xabs = malloc(n * sizeof *e.xabs);
     e.bad = malloc(n * sizeof *e.bad);
-    int8_t *qx = malloc(cols);
-    assert_true(e.ref && e.sabs && e.yq && e.sx && e.amax && e.xabs && e.bad && qx);
+    int8_t *qx = malloc(cols), *qx2 = malloc(cols);
+    float *res = malloc(cols * sizeof *res);
+    assert_true(e.ref && e.sabs && e.yq && e.yq2 && e.sx && e.sx2 && e.amax2 && e.amax && e.xabs && e.bad && qx && qx2 && res);
     for (size_t i = 0; i < n; i++) {
         const float *xi = x->x + i * x->ldx;
         e.bad[i] = 0;
@@ -409,6 +416,9 @@ static expect expect_new(const tmat *w, const xmat *x)
             else if (isfinite(xi[c])) e.xabs[i] += fabs((double)xi[c]);
         }
         e.sx[i] = spec_quantize_x(xi, cols, qx, &e.amax[i]);
+        /* QR_ACT_INT8X2 (qr_matmul.h): the residual in binary32, multiply then subtract, and the same rule */
+        for (size_t c = 0; c < cols; c++) res[c] = xi[c] - e.sx[i] * (float)qx[c];
+        e.sx2[i] = spec_quantize_x(res, cols, qx2, &e.amax2[i]);
         for (size_t r = 0; r < rows; r++) {
             const double *wr = w->wd + r * cols;
             double ref = 0, sabs = 0;
@@ -426,18 +436,25 @@ static expect expect_new(const tmat *w, const xmat *x)
                 for (size_t c = 0; c < cols; c++) d += (int64_t)qx[c] * qw[c];
                 float t = (float)d * e.sx[i];
                 e.yq[i * rows + r] = t * w->src_scales[r];
+                int64_t d2 = 0;
+                for (size_t c = 0; c < cols; c++) d2 += (int64_t)qx2[c] * qw[c];
+                float t2 = (float)d2 * e.sx2[i];
+                e.yq2[i * rows + r] = e.yq[i * rows + r] + t2 * w->src_scales[r];
             } else {
                 e.yq[i * rows + r] = NAN;
+                e.yq2[i * rows + r] = NAN;
             }
         }
     }
     free(qx);
+    free(qx2);
+    free(res);
     return e;
 }
 
 static void expect_free(expect *e)
 {
-    free(e->ref); free(e->sabs); free(e->yq); free(e->sx); free(e->amax); free(e->xabs); free(e->bad);
+    free(e->ref); free(e->sabs); free(e->yq); free(e->yq2); free(e->sx); free(e->sx2); free(e->amax2); free(e->amax); free(e->xabs); free(e->bad);
     memset(e, 0, sizeof *e);
 }
 
@@ -469,6 +486,22 @@ static double bound_int8(const tmat *w, const expect *e, size_t i, size_t r)
 {
     double s = e->sx[i] > 0 ? (double)e->sx[i] : 2.0 * (double)e->amax[i];
     return s / 2 * w->wabs[r] * (1 + 0x1p-15) + 0x1p-22 * fabs(e->ref[i * e->rows + r]) + 1e-38;
+}
+
+/* Q8_ROW + QR_ACT_INT8X2 against the exact product with the original X. The residual is computed as
+ * r = fl(x − fl(s₁q₁)) = x − s₁q₁ + δ, |δ| <= 2⁻²⁴·(|s₁q₁| + |r|) <= 2⁻²⁴·(2|x| + 2s₁) (|r| <= s₁/2 +
+ * rounding); then r = s₂q₂ + ε with |ε| <= s₂·(1/2 + 127·2⁻²⁴). Summed against |W| that gives
+ * (s₂/2)·Σ|W|·(1 + 2⁻¹⁶) + 2⁻²³·Σ|W·x| + 2⁻²³·s₁·Σ|W|. Each int8 product rounds as in bound_int8 (2⁻²²
+ * relative, on magnitudes <= Σ|W·x| + s₁·Σ|W|) and their sum once more (2⁻²⁴·|y|). Hence the terms
+ * below, each with slack. A row, or a residual, below 2⁻¹⁰⁰ quantizes to 0 (s = 2·max as in bound_int8). */
+static double bound_int8x2(const tmat *w, const expect *e, size_t i, size_t r)
+{
+    const size_t k = i * e->rows + r;
+    if (!(e->sx[i] > 0)) return 2.0 * (double)e->amax[i] / 2 * w->wabs[r] * (1 + 0x1p-15) + 1e-38;
+    /* a residual below 2⁻¹⁰⁰ quantizes to 0 as well: then it is the whole error of the second term */
+    const double s2 = e->sx2[i] > 0 ? (double)e->sx2[i] : 2.0 * (double)e->amax2[i];
+    return s2 / 2 * w->wabs[r] * (1 + 0x1p-12) + (double)e->sx[i] * 0x1p-20 * w->wabs[r] +
+           0x1p-20 * e->sabs[k] + 0x1p-23 * fabs(e->ref[k]) + 1e-38;
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -509,15 +542,16 @@ static void ybuf_check_untouched(const char *ctx, const ybuf *b, bool all)
     }
 }
 
-static void ctx_fmt(char *out, size_t len, const variant *v, const tmat *w, const xmat *x, bool q8_int8, int threads,
+static void ctx_fmt(char *out, size_t len, const variant *v, const tmat *w, const xmat *x, int q8_int8, int threads,
                     size_t ldy)
 {
     snprintf(out, len, "[%s %s%s n=%zu ldx=%zu x%%64=%zu ldy=%zu threads=%d]", v->label, w->desc,
-             w->m.dtype == QM_DTYPE_Q8_ROW ? (q8_int8 ? " act=INT8" : " act=F32") : "", x->n, x->ldx,
+             w->m.dtype == QM_DTYPE_Q8_ROW ? (q8_int8 == 2 ? " act=INT8X2" : q8_int8 ? " act=INT8" : " act=F32") : "",
+             x->n, x->ldx,
              (size_t)((uintptr_t)x->x % 64), ldy, threads);
 }
 
-static void check_y(const char *ctx, const tmat *w, const xmat *x, const expect *e, bool int8, const float *y,
+static void check_y(const char *ctx, const tmat *w, const xmat *x, const expect *e, int int8, const float *y,
                     size_t ldy)
 {
     size_t rows = w->rows, cols = w->cols;
@@ -544,11 +578,11 @@ static void check_y(const char *ctx, const tmat *w, const xmat *x, const expect 
             }
             double ref = e->ref[k], bound;
             if (int8) {
-                float want = e->yq[k];
+                float want = int8 == 2 ? e->yq2[k] : e->yq[k];
                 if (fbits(got) != fbits(want))
                     fail_msg("%s i=%zu r=%zu (x %s, w %s): got %a, expected exactly %a (s_x %a, scale_w %a)", ctx, i,
                              r, xk, wk, (double)got, (double)want, (double)e->sx[i], (double)w->src_scales[r]);
-                bound = bound_int8(w, e, i, r);
+                bound = int8 == 2 ? bound_int8x2(w, e, i, r) : bound_int8(w, e, i, r);
             } else {
                 bound = bound_float(w, e, i, r);
             }
@@ -575,19 +609,21 @@ static ybuf run_mm(const char *ctx, const variant *v, const tmat *w, const xmat 
     return b;
 }
 
-static bool uses_int8(const tmat *w, qr_act act)
+/* 0: float X; 1: one int8 term (QR_ACT_INT8); 2: two (QR_ACT_INT8X2). */
+static int uses_int8(const tmat *w, qr_act act)
 {
-    return w->m.dtype == QM_DTYPE_Q8_ROW && act == QR_ACT_INT8 && w->cols <= QR_INT8_MAX_COLS;
+    if (w->m.dtype != QM_DTYPE_Q8_ROW || w->cols > QR_INT8_MAX_COLS) return 0;
+    return act == QR_ACT_INT8 ? 1 : act == QR_ACT_INT8X2 ? 2 : 0;
 }
 
-/* Every variant, every path of w's dtype (Q8_ROW: both activations), one call each. */
+/* Every variant, every path of w's dtype (Q8_ROW: all three activation modes), one call each. */
 static void run_all(const tmat *w, const xmat *x, const expect *e, int threads, size_t ldy)
 {
     variant vs[4];
     size_t nv = get_variants(vs);
     for (size_t vi = 0; vi < nv; vi++)
-        for (int a = 0; a < (w->m.dtype == QM_DTYPE_Q8_ROW ? 2 : 1); a++) {
-            qr_act act = a == 0 ? QR_ACT_INT8 : QR_ACT_F32;
+        for (int a = 0; a < (w->m.dtype == QM_DTYPE_Q8_ROW ? 3 : 1); a++) {
+            qr_act act = a == 0 ? QR_ACT_INT8 : a == 1 ? QR_ACT_F32 : QR_ACT_INT8X2;
             if (w->m.dtype != QM_DTYPE_Q8_ROW && vi % 2) act = QR_ACT_F32; /* ignored; pass both */
             char ctx[320];
             ctx_fmt(ctx, sizeof ctx, &vs[vi], w, x, uses_int8(w, act), threads, ldy);
@@ -1025,8 +1061,8 @@ static void test_threads(void **state)
             xmat x = xmat_new(n, cols, cols, 0, si, XK_FINITE_COUNT, 4711 + (uint64_t)(si * 3 + d));
             expect e = expect_new(&w, &x);
             for (size_t vi = 0; vi < nv; vi++)
-                for (int a = 0; a < (dts[d] == QM_DTYPE_Q8_ROW ? 2 : 1); a++) {
-                    qr_act act = a ? QR_ACT_F32 : QR_ACT_INT8;
+                for (int a = 0; a < (dts[d] == QM_DTYPE_Q8_ROW ? 3 : 1); a++) {
+                    qr_act act = a == 0 ? QR_ACT_INT8 : a == 1 ? QR_ACT_F32 : QR_ACT_INT8X2;
                     char ctx[320];
                     ctx_fmt(ctx, sizeof ctx, &vs[vi], &w, &x, uses_int8(&w, act), 1, rows);
                     ybuf y1 = run_mm(ctx, &vs[vi], &w, &x, act, 1, rows);
@@ -1048,7 +1084,7 @@ static void test_threads(void **state)
 }
 
 /* Row i of a qr_matmul equals qr_matvec of X row i; n split in pieces equals n at once; opts = NULL
- * equals {0, QR_ACT_AUTO} (INT8 for n > 1); k = NULL equals k = qr_kernels_get(). All bit for bit, except that a float
+ * equals {0, QR_ACT_AUTO} (INT8X2 for n > 1); k = NULL equals k = qr_kernels_get(). All bit for bit, except that a float
  * product with a single X row (decode) may sum in another order (qr_matmul.h): there matvec is held to
  * the reference bound instead, and the pieces are at least 2 rows. */
 static void test_split(void **state)
@@ -1065,8 +1101,8 @@ static void test_split(void **state)
             xmat x = xmat_new(n, cols, cols + 1, 1, si, XK_COUNT, 556 + (uint64_t)(si * 3 + d));
             expect e = expect_new(&w, &x);
             for (size_t vi = 0; vi < nv; vi++)
-                for (int a = 0; a < (dts[d] == QM_DTYPE_Q8_ROW ? 2 : 1); a++) {
-                    qr_act act = a ? QR_ACT_F32 : QR_ACT_INT8;
+                for (int a = 0; a < (dts[d] == QM_DTYPE_Q8_ROW ? 3 : 1); a++) {
+                    qr_act act = a == 0 ? QR_ACT_INT8 : a == 1 ? QR_ACT_F32 : QR_ACT_INT8X2;
                     qr_matmul_opts o = {1, act};
                     char ctx[320];
                     ctx_fmt(ctx, sizeof ctx, &vs[vi], &w, &x, uses_int8(&w, act), 1, ldy);
@@ -1101,13 +1137,13 @@ static void test_split(void **state)
                     ybuf_check_untouched(ctx, &parts, false);
                     cmp_bits(ctx, "n at once and n in pieces", full.y, ldy, parts.y, ldy, n, rows);
                     free(parts.alloc);
-                    /* QR_ACT_AUTO: the INT8 bits for n > 1, the F32 bits (and no work buffer) for n = 1 */
-                    if (dts[d] == QM_DTYPE_Q8_ROW && act == QR_ACT_INT8) {
+                    /* QR_ACT_AUTO: the INT8X2 bits for n > 1, the F32 bits (and no work buffer) for n = 1 */
+                    if (dts[d] == QM_DTYPE_Q8_ROW && act == QR_ACT_INT8X2) {
                         qr_matmul_opts oa = {1, QR_ACT_AUTO}, of = {1, QR_ACT_F32};
                         ybuf ya = ybuf_new(n, rows, ldy);
                         qm_status st = qr_matmul(vs[vi].k, &w.m, n, x.x, x.ldx, ya.y, ldy, workn, wsn, &oa);
                         if (st != QM_OK) fail_msg("%s: qr_matmul(QR_ACT_AUTO): %s", ctx, qm_status_name(st));
-                        cmp_bits(ctx, "QR_ACT_INT8 and QR_ACT_AUTO, n > 1", full.y, ldy, ya.y, ldy, n, rows);
+                        cmp_bits(ctx, "QR_ACT_INT8X2 and QR_ACT_AUTO, n > 1", full.y, ldy, ya.y, ldy, n, rows);
                         free(ya.alloc);
                         float *ya1 = malloc(rows * sizeof *ya1), *yf1 = malloc(rows * sizeof *yf1);
                         assert_int_equal(qr_matmul_work_size(&w.m, 1, &oa), 0);
@@ -1117,12 +1153,15 @@ static void test_split(void **state)
                         free(ya1);
                         free(yf1);
                     }
-                    /* opts NULL = {0 threads, QR_ACT_AUTO}, which is INT8 for n > 1 */
-                    if (act == QR_ACT_INT8) {
+                    /* opts NULL = {0 threads, QR_ACT_AUTO}, which is INT8X2 for n > 1 (ignored for F32/F16) */
+                    if (act == (dts[d] == QM_DTYPE_Q8_ROW ? QR_ACT_INT8X2 : QR_ACT_INT8)) {
                         ybuf yn = ybuf_new(n, rows, ldy);
-                        qm_status st = qr_matmul(vs[vi].k, &w.m, n, x.x, x.ldx, yn.y, ldy, workn, wsn, NULL);
+                        size_t wsnull = qr_matmul_work_size(&w.m, n, NULL); /* for the default thread count */
+                        void *worknull = wsnull ? xalloc(wsnull) : NULL;
+                        qm_status st = qr_matmul(vs[vi].k, &w.m, n, x.x, x.ldx, yn.y, ldy, worknull, wsnull, NULL);
                         if (st != QM_OK) fail_msg("%s: qr_matmul(opts NULL): %s", ctx, qm_status_name(st));
-                        cmp_bits(ctx, "opts {1, INT8} and opts NULL", full.y, ldy, yn.y, ldy, n, rows);
+                        cmp_bits(ctx, "opts {1, act} and opts NULL", full.y, ldy, yn.y, ldy, n, rows);
+                        free(worknull);
                         free(yn.alloc);
                     }
                     /* k NULL = qr_kernels_get() */
@@ -1205,7 +1244,7 @@ static void test_errors(void **state)
                 snprintf(lab, sizeof lab, "dtype %u", bad_dtypes[k]);
                 BAD(c.w = &bad, lab);
             }
-            const qr_matmul_opts bad_act = {1, (qr_act)3};
+            const qr_matmul_opts bad_act = {1, (qr_act)99};
             BAD(c.opts = &bad_act, "act not a qr_act value");
             bad = w.m; bad.rows = 0; BAD(c.w = &bad, "rows 0");
             bad = w.m; bad.cols = 0; BAD(c.w = &bad, "cols 0");
