@@ -99,7 +99,7 @@ static size_t pad64(size_t cols)
  * widening the int8 weights to float (about 50 GB/s per thread from cache here, above one thread's
  * ~41 GB/s of bandwidth) costs nothing. With more rows each weight is reused from cache and arithmetic
  * sets the pace: two int8 terms through VNNI (4x the multiply-adds per instruction of an FMA) beat
- * widening by 1.2-1.8x with the same error. */
+ * widening by 1.3-2.2x with the same error. */
 /* How many int8 terms X is split into: 0 (float X), 1 (QR_ACT_INT8) or 2 (QR_ACT_INT8X2). */
 static int int8_terms(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
 {
