@@ -117,13 +117,16 @@ static int thread_count(const qr_matmul_opts *opts)
 /* A thread's share of W is walked in blocks of W rows that stay in L2 while every X row passes over
  * them: about QR_L2_BLOCK_BYTES, a multiple of QR_ROW_GRAIN rows. 512 KB (half of a Zen 5 core's L2)
  * against 256 KB: long rows gain most, as a block then holds more rows per pass of X (4096 × 11008,
- * n = 512, 1 thread, medians of 3: float X 106 → 151 GOP/s; 4096² int8 within noise). */
+ * n = 512, 1 thread, medians of 3: float X 106 → 151 GOP/s; 4096² int8 within noise). Two int8 terms
+ * also keep an n × block_rows float scratch block in L2, and do better with 256 KB (4096², 1 thread,
+ * medians of 5: 277 against 241 GOP/s). */
 #define QR_L2_BLOCK_BYTES (512u * 1024u)
+#define QR_L2_BLOCK_BYTES_TWO_TERMS (256u * 1024u)
 #define QR_ROW_GRAIN 16 /* W rows per unit of work between threads (a multiple of every tile width) */
 
-static size_t block_rows_of(const qr_matrix *w)
+static size_t block_rows_of(const qr_matrix *w, int terms)
 {
-    size_t rows = QR_L2_BLOCK_BYTES / w->row_stride;
+    size_t rows = (terms == 2 ? QR_L2_BLOCK_BYTES_TWO_TERMS : QR_L2_BLOCK_BYTES) / w->row_stride;
     return rows < QR_ROW_GRAIN ? QR_ROW_GRAIN : rows / QR_ROW_GRAIN * QR_ROW_GRAIN;
 }
 
@@ -142,7 +145,7 @@ static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int thread
     work_layout l = {0, 0, 0, 0};
     if (terms == 0) return l;
     const size_t row = pad64(w->cols); /* cols <= QR_INT8_MAX_COLS: no overflow */
-    const size_t br = terms == 2 ? block_rows_of(w) : 0;
+    const size_t br = terms == 2 ? block_rows_of(w, 2) : 0;
     /* Every product below is bounded by n·(2·row + 8 + threads·br·4); refuse n that could overflow it. */
     const size_t per_x_row = 2 * row + 8 + (size_t)threads * br * 4 + 64;
     if (n > (SIZE_MAX - 256) / per_x_row) {
@@ -215,7 +218,7 @@ typedef struct job {
 static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t r0, size_t r1)
 {
     if (i0 >= i1 || r0 >= r1) return;
-    const size_t block_rows = block_rows_of(jb->w), m = i1 - i0;
+    const size_t block_rows = block_rows_of(jb->w, jb->x2 ? 2 : 1), m = i1 - i0;
     for (size_t rb = r0; rb < r1; rb += block_rows) {
         size_t nr = r1 - rb < block_rows ? r1 - rb : block_rows;
         qr_block b = {
