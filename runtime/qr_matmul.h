@@ -4,16 +4,17 @@
  * converted into a copy: F16 halves and Q8_ROW int8 values are widened or multiplied in registers.
  * X is n × cols float32 (n = 1 is the matrix-vector product of one decode step), Y is n × rows.
  *
- * Ownership: the caller owns every buffer. A call allocates nothing; the only scratch it needs (the int8
- * copy of X for Q8_ROW) lives in the caller's `work` buffer of qr_matmul_work_size() bytes, so a model
- * sizes it once for its largest batch. W, X and Y must not overlap Y.
+ * Ownership: the caller owns every buffer. A call allocates nothing; the only scratch it needs (for
+ * Q8_ROW with int8 activations: the int8 copies of X and, with two terms, a float block per thread)
+ * lives in the caller's `work` buffer of qr_matmul_work_size() bytes, so a model sizes it once for its
+ * largest batch and thread count. Y must not overlap W, X or the work buffer.
  *
  * Errors come back as a qm_status: QM_ERR_INVALID_ARGUMENT for a bad view, stride, dtype or a work buffer
  * that is too small (nothing is written to Y then). There is no global state; a qr_kernels table is
  * immutable, so any number of threads may call these functions at once on their own buffers.
  *
  * Threads: opts->threads OpenMP threads split the rows of W (each thread streams its own part of W and
- * reuses every weight it loads across all n rows of X); problems too small to pay for a parallel region
+ * reuses every weight it loads across all n rows of X), or the rows of X when W has too few rows; problems too small to pay for a parallel region
  * run on the calling thread.
  */
 #ifndef QR_MATMUL_H

@@ -8,6 +8,8 @@
  *   - Q8_ROW with QR_ACT_INT8 equals, bit for bit, the integer product of the activation rule of
  *     qr_quantize_x.h re-implemented here from its header comment (so all variants agree bit for bit),
  *     and is within (s_x/2)·Σ|W| of the exact product with the original X (bound_int8 says why).
+ *   - Q8_ROW with QR_ACT_INT8X2 equals, bit for bit, the sum of the two int8 products (the residual
+ *     x − s_x·q re-quantized by the same rule), and is within bound_int8x2 of the exact product.
  *   - Shapes around every vector width and tile (cols 1…4095, rows 1…33, n 1…70), strided and
  *     misaligned X, W and Y; Y's padding and guard elements stay untouched; buffers are sized exactly,
  *     so an over-read shows under ASan (make unit-asan).
