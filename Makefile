@@ -13,7 +13,8 @@ CSTD     := -std=c11 -D_DEFAULT_SOURCE
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2
 OPT      ?= -O2 -g
 CFLAGS   ?= $(OPT)
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp -Iformat -Iconvert -Iquantize -Iruntime -Icli
+INCLUDES := -Iinclude -Iformat -Iconvert -Iquantize -Iruntime -Iapi -Icli
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp $(INCLUDES)
 LDLIBS   := -lzip -ljansson -lpcre2-8 -lz -lxxhash -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # make fuzz runs FUZZ_SECONDS; make test runs a bounded TEST_FUZZ_SECONDS
@@ -31,13 +32,15 @@ FORMAT_SRC := $(wildcard format/*.c)
 CONVERT_SRC := $(wildcard convert/*.c)
 QUANTIZE_SRC := $(wildcard quantize/*.c)
 RUNTIME_SRC := $(wildcard runtime/*.c)
+API_SRC    := $(wildcard api/*.c)
 CLI_SRC    := $(wildcard cli/*.c)
 FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/obj/%.o)
 CONVERT_OBJ := $(CONVERT_SRC:%.c=$(BUILD)/obj/%.o)
 QUANTIZE_OBJ := $(QUANTIZE_SRC:%.c=$(BUILD)/obj/%.o)
 RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
+API_OBJ    := $(API_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
-HEADERS    := $(wildcard format/*.h convert/*.h quantize/*.h runtime/*.h cli/*.h)
+HEADERS    := $(wildcard include/*.h format/*.h convert/*.h quantize/*.h runtime/*.h api/*.h cli/*.h)
 
 UNIT_SRC   := $(filter-out tests/unit/test_util.c,$(wildcard tests/unit/test_*.c))
 UNIT_UTIL  := $(wildcard tests/unit/test_util.c)
@@ -100,10 +103,10 @@ ISA_FLAGS_qr_kernels_avx512 := -O3 -mavx512f -mavx512bw -mavx512vl -mavx512vnni 
 
 # The same library sources built with sanitizers (unit-asan, replay) and for libFuzzer (clang).
 ASAN_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/asan-obj/%.o) $(QUANTIZE_SRC:%.c=$(BUILD)/asan-obj/%.o) \
-                   $(RUNTIME_SRC:%.c=$(BUILD)/asan-obj/%.o)
+                   $(RUNTIME_SRC:%.c=$(BUILD)/asan-obj/%.o) $(API_SRC:%.c=$(BUILD)/asan-obj/%.o)
 FUZZ_FORMAT_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(QUANTIZE_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
-SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp -Iformat -Iconvert -Iquantize -Iruntime -Icli
-FUZZ_CFLAGS = $(CSTD) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp -Iformat -Iconvert -Iquantize
+SAN_CFLAGS = $(CSTD) $(WARN) -O1 -g $(SAN) -fopenmp $(INCLUDES)
+FUZZ_CFLAGS = $(CSTD) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fopenmp $(INCLUDES)
 
 $(BUILD)/asan-obj/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -125,9 +128,12 @@ $(BUILD)/libqmquantize.a: $(QUANTIZE_OBJ)
 $(BUILD)/libqmruntime.a: $(RUNTIME_OBJ)
 	ar rcs $@ $^
 
-lib: $(BUILD)/libqmformat.a $(BUILD)/libqmconvert.a $(BUILD)/libqmquantize.a $(BUILD)/libqmruntime.a
+$(BUILD)/libqmapi.a: $(API_OBJ)
+	ar rcs $@ $^
 
-LIBS := $(BUILD)/libqmruntime.a $(BUILD)/libqmquantize.a $(BUILD)/libqmconvert.a $(BUILD)/libqmformat.a
+lib: $(BUILD)/libqmformat.a $(BUILD)/libqmconvert.a $(BUILD)/libqmquantize.a $(BUILD)/libqmruntime.a $(BUILD)/libqmapi.a
+
+LIBS := $(BUILD)/libqmapi.a $(BUILD)/libqmruntime.a $(BUILD)/libqmquantize.a $(BUILD)/libqmconvert.a $(BUILD)/libqmformat.a
 
 $(BUILD)/qmap: $(CLI_OBJ) $(LIBS)
 	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(LIBS) $(LDLIBS)
@@ -278,6 +284,7 @@ test: deps-test
 	$(MAKE) --no-print-directory quantize-test
 	$(MAKE) --no-print-directory fuzz-import-replay
 	$(MAKE) --no-print-directory fuzz-import IMPORT_FUZZ_SECONDS=$(IMPORT_FUZZ_SECONDS)
+	@set -e; for t in $(EXTRA_TESTS); do $(MAKE) --no-print-directory $$t; done
 	@echo "make test: all suites passed"
 
 # ---- demo and benchmarks -----------------------------------------------------------------------
@@ -289,6 +296,7 @@ demo: deps
 	$(BUILD)/qmap quantize --q8 $(BUILD)/digits_mlp.qmap -o $(BUILD)/digits_mlp-q8.qmap
 	$(BUILD)/qmap inspect $(BUILD)/digits_mlp-q8.qmap
 	$(BUILD)/qmap verify --full $(BUILD)/digits_mlp-q8.qmap
+	@set -e; for t in $(EXTRA_DEMO); do $(MAKE) --no-print-directory $$t; done
 
 bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(BUILD)/bench_format --dir $(BUILD)/bench
@@ -298,3 +306,8 @@ bench: $(BUILD)/bench_format $(BUILD)/qmap
 
 clean:
 	rm -rf $(BUILD)
+
+# Each part of the runtime keeps its own build and test rules in mk/NAME.mk: test targets appended to
+# EXTRA_TESTS run at the end of make test (in file-name order), packages appended to DEB_TEST_PACKAGES
+# are installed by deps-test, demo steps appended to EXTRA_DEMO run at the end of make demo.
+include $(sort $(wildcard mk/*.mk))
