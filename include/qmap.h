@@ -1,0 +1,216 @@
+/* qmap.h — the public C API of libqmap: run models stored in .qmap containers straight from the mapping.
+ *
+ * This is the only header a program needs (with qmap_errors.h, which it includes). Link with
+ * `pkg-config --cflags --libs qmap`. Every exported symbol starts with qmap_.
+ *
+ * Objects and ownership
+ *   qmap_model    an opened container: one read-only mapping, validated, the architecture's weights
+ *                 viewed in place (nothing copied or dequantized). Immutable after qmap_model_open():
+ *                 any number of threads and sessions may use one model at once. The caller closes it
+ *                 with qmap_model_close() after every session made from it has been freed.
+ *   qmap_session  the mutable state of one sequence: KV cache, activations, logits. Every buffer is
+ *                 allocated by qmap_session_new(); evaluating tokens allocates nothing. A session is used
+ *                 by one thread at a time; its `threads` parameter sets the OpenMP threads its evaluation
+ *                 uses.
+ *   qmap_sampler  logits -> token id, with its own seeded random state and penalty history.
+ *   Pointers returned by a getter (strings, logits) are owned by the object they came from and stay
+ *   valid as the getter says.
+ *
+ * Errors
+ *   Every fallible function returns a qmap_status: QMAP_OK (0) or one of the codes of qmap_errors.h,
+ *   whose values never change. When `err` is not NULL it is filled on failure with the code and a one-line
+ *   message naming the file, metadata key or tensor at fault. No function prints, exits, or keeps global
+ *   mutable state. A function that fails leaves its outputs and the objects it was given as they were,
+ *   unless it says otherwise.
+ */
+#ifndef QMAP_H
+#define QMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qmap_errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) && defined(QMAP_BUILDING_LIBRARY)
+#define QMAP_API __attribute__((visibility("default")))
+#else
+#define QMAP_API
+#endif
+
+/* ---- versions and errors -------------------------------------------------------------------------- */
+
+/* "0.3.0"-style version of the library. Never NULL. */
+QMAP_API const char *qmap_version(void);
+
+typedef struct qmap_error {
+    qmap_status code;      /* QMAP_OK when there is no error */
+    char message[640];     /* one line of UTF-8, e.g. "m.qmap: tensor blk.3.attn_q.weight: shape [64, 32], the
+                            * model needs [64, 64] [QM_ERR_SHAPE]" */
+} qmap_error;
+
+/* "QMAP_ERR_SHAPE"; "QMAP_ERR_UNKNOWN" for a value outside the list. Never NULL. */
+QMAP_API const char *qmap_status_name(qmap_status s);
+/* The short description of a status ("tensor shape does not match the model"). Never NULL. */
+QMAP_API const char *qmap_status_string(qmap_status s);
+
+/* ---- models ------------------------------------------------------------------------------------------ */
+
+typedef struct qmap_model qmap_model;
+
+typedef enum qmap_model_kind {
+    QMAP_KIND_NONE = 0,        /* a plain tensor store (general.architecture "none"): nothing to run */
+    QMAP_KIND_LM = 1,          /* decoder language model: gpt2, gpt_neo, llama */
+    QMAP_KIND_CLASSIFIER = 2,  /* mlp */
+    QMAP_KIND_SEQ2SEQ = 3,     /* encoder-decoder */
+} qmap_model_kind;
+
+typedef struct qmap_model_params {
+    bool verify;               /* hash every tensor at open (spec R-DATA-1); otherwise open reads no tensor byte */
+    int threads;               /* threads for verify; 0 = all */
+} qmap_model_params;
+
+/* Fill *p with the defaults (verify false, threads 0). */
+QMAP_API void qmap_model_params_default(qmap_model_params *p);
+
+/* Open `path`, validate the container (spec/FORMAT.md section 7) and the architecture's metadata keys and
+ * every tensor's dtype and shape (spec/ARCHITECTURES.md), and view the weights in the mapping. `params` may
+ * be NULL (defaults). On success *out owns the mapping; on failure *out is NULL and err names the file and
+ * the key or tensor at fault (QMAP_ERR_UNKNOWN_ARCH for an architecture this library cannot run). */
+QMAP_API qmap_status qmap_model_open(const char *path, const qmap_model_params *params, qmap_model **out,
+                                     qmap_error *err);
+/* Release the model and its mapping; NULL is allowed. Sessions made from it must be freed first. */
+QMAP_API void qmap_model_close(qmap_model *m);
+
+typedef struct qmap_model_info {
+    const char *path;          /* as given to qmap_model_open */
+    const char *arch;          /* "gpt2", "gpt_neo", "llama", "mlp", "seq2seq" (NUL-terminated) */
+    const char *variant;       /* llama.variant ("llama", "mistral", "qwen2", ...) or the arch */
+    const char *file_type;     /* general.file_type: "f32", "f16", "q8_row" ("" if absent) */
+    qmap_model_kind kind;
+    uint32_t vocab_size;       /* rows of the token embedding (LM) / output classes (classifier) */
+    uint32_t context_length;   /* trained context (LM) */
+    uint32_t dim, n_layers, n_heads, n_kv_heads, head_dim, ffn_dim;
+    uint32_t input_dim;        /* classifier: features per input row */
+    uint64_t n_params;         /* elements of every tensor */
+    uint64_t weight_bytes;     /* bytes of tensor data in the file */
+    uint64_t bytes_per_token;  /* LM: tensor bytes one decode step reads (every matrix once, one embedding row) */
+    uint64_t file_size;
+    bool has_tokenizer;
+} qmap_model_info;
+
+/* Fill *out; its strings are owned by the model. */
+QMAP_API void qmap_model_get_info(const qmap_model *m, qmap_model_info *out);
+
+/* ---- tokenizer (the one stored in the container, spec/TOKENIZER.md) ----------------------------------- */
+
+/* Encode `len` bytes of UTF-8 `text` into ids. With add_special, bos/eos are added as the tokenizer's
+ * add_bos/add_eos say. Writes at most `cap` ids to `ids` and sets *n_ids to the number the text needs:
+ * if that is more than cap, returns QMAP_ERR_INVALID_ARGUMENT ("buffer too small") with *n_ids set, so a
+ * caller can retry with a larger buffer. Text that is not valid UTF-8 is QMAP_ERR_BAD_UTF8 naming the byte
+ * offset. QMAP_ERR_NOT_FOUND if the container has no tokenizer. Thread-safe on one model. */
+QMAP_API qmap_status qmap_tokenize(const qmap_model *m, const char *text, size_t len, bool add_special,
+                                   int32_t *ids, size_t cap, size_t *n_ids, qmap_error *err);
+
+/* Streaming detokenizer state: zero it (or qmap_detok_init) before the first token of a text. */
+typedef struct qmap_detok { uint8_t pending[8]; uint32_t n_pending; uint32_t flags; } qmap_detok;
+QMAP_API void qmap_detok_init(qmap_detok *st);
+
+/* Append the text of token `id` to `out` (cap bytes) and set *n_out. Text is valid UTF-8: bytes of a
+ * character split across tokens wait in *st for the rest; bytes that can never form a character come out
+ * as U+FFFD. `cap` >= 64 + the longest token is always enough. QMAP_ERR_INVALID_ARGUMENT for an id out of
+ * range or a too small buffer (nothing written, *st unchanged). */
+QMAP_API qmap_status qmap_detokenize(const qmap_model *m, qmap_detok *st, int32_t id, char *out, size_t cap,
+                                     size_t *n_out, qmap_error *err);
+/* Emit what is still pending in *st (as U+FFFD) at the end of a text. cap >= 32 is enough. */
+QMAP_API size_t qmap_detok_flush(qmap_detok *st, char *out, size_t cap);
+
+/* The stored string of token `id` (not NUL-terminated; *len bytes), or NULL if out of range. */
+QMAP_API const char *qmap_token_piece(const qmap_model *m, int32_t id, size_t *len);
+/* Special ids; -1 when the container does not state them. */
+QMAP_API int32_t qmap_token_bos(const qmap_model *m);
+QMAP_API int32_t qmap_token_eos(const qmap_model *m);
+
+/* ---- sessions: evaluate tokens into logits ------------------------------------------------------------ */
+
+typedef struct qmap_session qmap_session;
+
+typedef enum qmap_kv_type { QMAP_KV_F16 = 0, QMAP_KV_F32 = 1 } qmap_kv_type;
+
+typedef enum qmap_act_mode {     /* how Q8_ROW products treat activations (runtime/README.md) */
+    QMAP_ACT_AUTO = 0,           /* float accuracy: float X for one row, two int8 terms for batches */
+    QMAP_ACT_INT8 = 1,           /* one int8 term per row: fastest, adds activation rounding error */
+    QMAP_ACT_F32 = 2,            /* weights widened to float */
+} qmap_act_mode;
+
+typedef struct qmap_session_params {
+    uint32_t n_ctx;            /* positions the KV cache holds; 0 = the model's context length */
+    uint32_t n_batch;          /* most tokens one qmap_eval call takes; 0 = 512 */
+    int threads;               /* OpenMP threads; 0 = all the process may use */
+    qmap_kv_type kv_type;      /* QMAP_KV_F16 (default) or QMAP_KV_F32 */
+    qmap_act_mode act;
+    bool logits_all;           /* keep the logits of every token of a batch (n_batch x vocab floats) */
+} qmap_session_params;
+
+/* Fill *p with the defaults above. */
+QMAP_API void qmap_session_params_default(qmap_session_params *p);
+
+/* Make a session for an LM. Every buffer is sized here from n_ctx and n_batch. QMAP_ERR_INVALID_ARGUMENT
+ * for a model that is not an LM; QMAP_ERR_NOMEM when the buffers do not fit. `params` may be NULL. */
+QMAP_API qmap_status qmap_session_new(const qmap_model *m, const qmap_session_params *params,
+                                      qmap_session **out, qmap_error *err);
+/* NULL is allowed. */
+QMAP_API void qmap_session_free(qmap_session *s);
+
+/* Evaluate n >= 1 tokens at positions pos .. pos+n-1, pos being qmap_session_pos(): their keys and values
+ * join the cache and the position advances by n. n may exceed n_batch (the tokens then run in chunks of
+ * n_batch). QMAP_ERR_INVALID_ARGUMENT for an id outside the vocabulary (naming it) or when pos + n would
+ * pass n_ctx; the session is then unchanged. */
+QMAP_API qmap_status qmap_eval(qmap_session *s, const int32_t *ids, size_t n, qmap_error *err);
+
+/* Logits (vocab_size floats) of token i of the last qmap_eval call: i = n-1 always works; other i only
+ * with logits_all (and i within the last chunk of n_batch tokens otherwise NULL). Valid until the next
+ * qmap_eval or qmap_session_reset. NULL if there is none. */
+QMAP_API const float *qmap_logits(const qmap_session *s, size_t i);
+
+/* Number of positions evaluated so far. */
+QMAP_API uint32_t qmap_session_pos(const qmap_session *s);
+/* Forget every position (the next eval starts at 0). Allocates nothing. */
+QMAP_API void qmap_session_reset(qmap_session *s);
+
+/* ---- sampling ------------------------------------------------------------------------------------------ */
+
+typedef struct qmap_sampler qmap_sampler;
+
+typedef struct qmap_sampler_params {
+    float temp;                /* 0.8; <= 0: greedy (argmax, first on ties) */
+    int32_t top_k;             /* 40; <= 0: whole vocabulary */
+    float top_p;               /* 0.95; 1: off */
+    float min_p;               /* 0.05; 0: off */
+    float repeat_penalty;      /* 1.0 = off; > 1 divides positive logits (multiplies negative ones) of recent ids */
+    uint32_t repeat_last_n;    /* 64: how many recent ids the penalty looks at */
+    uint64_t seed;             /* same seed, same logits -> same ids */
+} qmap_sampler_params;
+
+/* llama.cpp's defaults, as listed above. */
+QMAP_API void qmap_sampler_params_default(qmap_sampler_params *p);
+
+/* A sampler for logits of n_vocab entries; its scratch is allocated here. */
+QMAP_API qmap_status qmap_sampler_new(const qmap_sampler_params *p, uint32_t n_vocab, qmap_sampler **out,
+                                      qmap_error *err);
+QMAP_API void qmap_sampler_free(qmap_sampler *smp);
+/* Choose an id from `logits` (n_vocab floats, not modified) and record it in the penalty history.
+ * Allocates nothing. */
+QMAP_API int32_t qmap_sample(qmap_sampler *smp, const float *logits);
+/* Record an id (e.g. a prompt token) in the penalty history without sampling. */
+QMAP_API void qmap_sampler_accept(qmap_sampler *smp, int32_t id);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* QMAP_H */
