@@ -106,6 +106,9 @@ typedef struct qmap_model_info {
 /* Fill *out; its strings are owned by the model. */
 QMAP_API void qmap_model_get_info(const qmap_model *m, qmap_model_info *out);
 
+/* Bytes of the model's mapping resident in memory right now (mincore), for reports; 0 if unknown. */
+QMAP_API uint64_t qmap_model_resident_bytes(const qmap_model *m);
+
 /* ---- tokenizer (the one stored in the container, spec/TOKENIZER.md) ----------------------------------- */
 
 /* Encode `len` bytes of UTF-8 `text` into ids. With add_special, bos/eos are added as the tokenizer's
