@@ -214,17 +214,17 @@ int qm_hparam_key(char *buf, size_t cap, qm_arch arch, qm_hparam hp);
     X(BYTE_FALLBACK,    "byte_fallback") \
     X(IGNORE_MERGES,    "ignore_merges")
 
-typedef enum qm_tok_key {
+typedef enum qm_tok_key_id {
 #define QM_X(id, suffix) QM_TOK_##id,
     QM_TOK_KEY_LIST(QM_X)
 #undef QM_X
     QM_TOK_KEY_COUNT
-} qm_tok_key;
+} qm_tok_key_id;
 
 /* "tokens"; NULL for a value outside the list. */
-const char *qm_tok_key_suffix(qm_tok_key k);
+const char *qm_tok_key_suffix(qm_tok_key_id k);
 /* Write "<prefix><suffix>" into buf; as qm_hparam_key. */
-int qm_tok_key(char *buf, size_t cap, const char *prefix, qm_tok_key k);
+int qm_tok_key(char *buf, size_t cap, const char *prefix, qm_tok_key_id k);
 
 /* Tokenizer kinds (TOKENIZER.md §2). */
 #define QM_TOK_KIND_BPE_BYTELEVEL     "bpe_bytelevel"
