@@ -1,0 +1,40 @@
+/* qr_attn.h — the only attention code: query rows against a KV cache layer (runtime/qr_kv.h).
+ *
+ * Causal self-attention with grouped-query heads, an optional window (HF Mistral's sliding window and
+ * GPT-Neo's local layers), a free score scale (1/√head_dim, or 1 for GPT-Neo); F16 or F32 keys/values.
+ * Each (head, query) pair is one dot-product pass over its keys, a softmax, and one weighted pass over
+ * the values; the pairs are split between OpenMP threads in one parallel region per call.
+ *
+ * Ownership: the caller owns q, out, the cache and the scratch (qr_attn_scratch_floats floats, sized once
+ * per session). No allocation, no state. Results do not depend on the thread count (each output row is
+ * computed by one thread, always in the same order); they may differ in the last bits between QMAP_CPU
+ * levels (F16 rows are widened with F16C where the CPU has it).
+ */
+#ifndef QR_ATTN_H
+#define QR_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qr_kv.h"
+
+typedef struct qr_attn_shape {
+    uint32_t n_heads, n_kv_heads, head_dim;   /* n_heads a multiple of n_kv_heads; head_dim as the cache's */
+    float scale;                               /* scores = scale·q·k: 1/sqrt(head_dim) normally, 1 for GPT-Neo */
+} qr_attn_shape;
+
+/* Floats of scratch qr_attn_causal needs for `threads` threads (0 = omp_get_max_threads()): one score row
+ * of cap entries per thread. Pass the same `threads` to qr_attn_causal. */
+size_t qr_attn_scratch_floats(const qr_kv_layer *kv, int threads);
+
+/* For each query row i < n_q at position p = pos0 + i (q row i at q + i*ldq, n_heads*head_dim floats; out
+ * row i at out + i*ldo, the same layout): head h attends over kv head h / (n_heads / n_kv_heads), keys j
+ * with j <= p and, when kv->window > 0, p - j < window; scores scale·q·k, softmax, weighted sum of V.
+ * The K/V of every needed position (including pos0..pos0+n_q-1) must already be stored and still in the
+ * ring: kv->cap >= n_q + window - 1 for a windowed layer (qr_kv_capacity), cap >= pos0 + n_q otherwise.
+ * out must not overlap q or the cache. threads: OpenMP threads (0 = all), one parallel region for the whole
+ * call (over heads x queries), single-threaded when the work is small. */
+void qr_attn_causal(const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t pos0, size_t n_q, const float *q,
+                    size_t ldq, float *out, size_t ldo, float *scratch, int threads);
+
+#endif /* QR_ATTN_H */

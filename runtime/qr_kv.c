@@ -1,0 +1,78 @@
+/* qr_kv.c — KV cache layer: sizes, ring-buffer slots, stores (contract in qr_kv.h). */
+#include "qr_kv.h"
+
+#include <string.h>
+
+#include "qm_half.h"
+
+uint32_t qr_kv_capacity(uint32_t n_ctx, uint32_t window, uint32_t n_batch)
+{
+    if (window == 0) return n_ctx;
+    if (n_batch == 0) n_batch = 1;
+    uint64_t need = (uint64_t)window + n_batch - 1;    /* no wrap in 64 bits */
+    return need < n_ctx ? (uint32_t)need : n_ctx;
+}
+
+static size_t elem_bytes(qr_kv_type type) { return type == QR_KV_F32 ? 4 : 2; }
+
+size_t qr_kv_bytes(qr_kv_type type, uint32_t n_kv_heads, uint32_t head_dim, uint32_t cap)
+{
+    /* three 32-bit factors and the element size: check each product against SIZE_MAX */
+    size_t e = elem_bytes(type), n = n_kv_heads;
+    if (head_dim && n > SIZE_MAX / head_dim) return SIZE_MAX;
+    n *= head_dim;
+    if (cap && n > SIZE_MAX / cap) return SIZE_MAX;
+    n *= cap;
+    if (n > SIZE_MAX / e) return SIZE_MAX;
+    return n * e;
+}
+
+void qr_kv_layer_init(qr_kv_layer *l, qr_kv_type type, uint32_t n_kv_heads, uint32_t head_dim, uint32_t cap,
+                      uint32_t window, void *k_mem, void *v_mem)
+{
+    l->type = type;
+    l->n_kv_heads = n_kv_heads;
+    l->head_dim = head_dim;
+    l->cap = cap;
+    l->window = window;
+    l->k = k_mem;
+    l->v = v_mem;
+}
+
+static void store_row(const qr_kv_layer *l, void *dst_base, uint32_t slot, const float *src)
+{
+    size_t hd = l->head_dim;
+    for (uint32_t g = 0; g < l->n_kv_heads; g++) {
+        size_t off = ((size_t)g * l->cap + slot) * hd;
+        const float *s = src + (size_t)g * hd;
+        if (l->type == QR_KV_F32) {
+            memcpy((float *)dst_base + off, s, hd * sizeof(float));
+        } else {
+            uint16_t *d = (uint16_t *)dst_base + off;
+            for (size_t i = 0; i < hd; i++) d[i] = qm_f32_to_f16(s[i]);
+        }
+    }
+}
+
+void qr_kv_store(qr_kv_layer *l, uint32_t pos0, size_t n, const float *k, size_t ldk, const float *v, size_t ldv)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t slot = (uint32_t)(((uint64_t)pos0 + i) % l->cap);
+        store_row(l, l->k, slot, k + i * ldk);
+        store_row(l, l->v, slot, v + i * ldv);
+    }
+}
+
+void qr_kv_read(const qr_kv_layer *l, uint32_t p, uint32_t g, float *k_out, float *v_out)
+{
+    size_t hd = l->head_dim, off = ((size_t)g * l->cap + p % l->cap) * hd;
+    for (size_t i = 0; i < hd; i++) {
+        if (l->type == QR_KV_F32) {
+            k_out[i] = ((const float *)l->k)[off + i];
+            v_out[i] = ((const float *)l->v)[off + i];
+        } else {
+            k_out[i] = qm_f16_to_f32(((const uint16_t *)l->k)[off + i]);
+            v_out[i] = qm_f16_to_f32(((const uint16_t *)l->v)[off + i]);
+        }
+    }
+}

@@ -1,0 +1,46 @@
+/* qr_kv.h — one layer of the KV cache: the keys and values of every position a layer's attention can still
+ * see, stored as F16 (the default: half the memory and half the bytes attention reads) or F32.
+ *
+ * Layout: K and V each [n_kv_heads][cap][head_dim] elements. Position p lives in slot p % cap, so a layer
+ * with a window keeps only the slots its attention can reach (a ring buffer when cap < n_ctx) and a layer
+ * without one has cap = n_ctx (slot = position).
+ *
+ * Ownership: the caller allocates K and V (qr_kv_bytes each, any alignment of the element type) and keeps
+ * them alive as long as the layer; the struct only points at them. No allocation, no state besides the
+ * caller's memory, no threads.
+ */
+#ifndef QR_KV_H
+#define QR_KV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum qr_kv_type { QR_KV_F16 = 0, QR_KV_F32 = 1 } qr_kv_type;
+
+typedef struct qr_kv_layer {
+    qr_kv_type type;
+    uint32_t n_kv_heads, head_dim;
+    uint32_t cap;        /* slots per head: position p is slot p % cap */
+    uint32_t window;     /* 0: full causal attention; else a query at p sees keys j with p - j < window */
+    void *k, *v;         /* [n_kv_heads][cap][head_dim] of uint16_t (F16 bits) or float */
+} qr_kv_layer;
+
+/* Slots a layer needs. window == 0 (full causal attention): n_ctx. Otherwise min(n_ctx, window + n_batch - 1):
+ * a batch stores all its keys before its queries attend, so the ring must still hold the oldest key the
+ * first query of the batch sees. n_batch is the most positions one qr_kv_store + qr_attn_causal pair
+ * handles (0 counts as 1). Never more than n_ctx. */
+uint32_t qr_kv_capacity(uint32_t n_ctx, uint32_t window, uint32_t n_batch);
+/* Bytes of K (V the same) for that shape; SIZE_MAX if the product overflows. */
+size_t qr_kv_bytes(qr_kv_type type, uint32_t n_kv_heads, uint32_t head_dim, uint32_t cap);
+/* Fill *l (k_mem and v_mem of qr_kv_bytes each, owned by the caller). Writes nothing into the memory. */
+void qr_kv_layer_init(qr_kv_layer *l, qr_kv_type type, uint32_t n_kv_heads, uint32_t head_dim, uint32_t cap,
+                      uint32_t window, void *k_mem, void *v_mem);
+/* Store the K and V rows (n_kv_heads*head_dim floats each, head-major as the projections produce them) of
+ * n positions pos0..pos0+n-1; row i at k + i*ldk and v + i*ldv. F16 rounds to nearest even
+ * (format/qm_half.h). n <= cap (a larger n would overwrite its own first rows). */
+void qr_kv_store(qr_kv_layer *l, uint32_t pos0, size_t n, const float *k, size_t ldk, const float *v, size_t ldv);
+
+/* The stored key / value of position p, head g as float (head_dim values); for tests and debugging. */
+void qr_kv_read(const qr_kv_layer *l, uint32_t p, uint32_t g, float *k_out, float *v_out);
+
+#endif /* QR_KV_H */
