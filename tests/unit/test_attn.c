@@ -1,0 +1,293 @@
+/* test_attn.c — the KV cache layer (runtime/qr_kv.h) and causal attention (runtime/qr_attn.h) against an
+ * f64 reference that recomputes full attention from every K/V row of the sequence (the floats as the
+ * projections produced them, before any F16 rounding), with the causal mask and, for a window w, the mask
+ * p - j < w written here from HF's definition (GPT-Neo local layers, Mistral's sliding window).
+ *
+ * Cases: n_q = 1 decode steps and batches with pos0 > 0; GQA (8 heads over 2 and over 1 KV head); windows
+ * whose ring (qr_kv_capacity) is smaller than the context and than the sequence, filled batch by batch with
+ * batches of every size up to n_batch; F32 and F16 caches; scale 1/√d and 1 (GPT-Neo); head_dim around
+ * the vector widths (1, 3, 17, 64, 128); strided q and out rows whose gaps must stay untouched; exactly
+ * sized scratch (an over-run shows under ASan); threads 1 and 2 giving the same bits.
+ *
+ * Tolerance (att_tol): a score error ε_j moves each probability by at most a factor e^{±2ε} (ε = max ε_j),
+ * so the output moves by (e^{2ε} − 1)·Σ_j p_j|v_j| plus the error of the values themselves, plus the float
+ * sums. ε_j: the float dot product (hd + 2)·u·scale·Σ|q||k| and the roundings of s_j − max (2u·(|s_j| +
+ * |max|)); F16 keys add scale·Σ|q|·(2^-11|k| + 2^-25) (round to nearest binary16: 2^-11 relative for
+ * normal halves, 2^-25 absolute below). Values: F16 adds 2^-11·|v| + 2^-25 to every v. The weighted sum
+ * of nk rows in float adds (nk + 4)·u·max|v|. u = 2^-24. PRNG: splitmix64 (tu_rng), fixed seeds. */
+#include "test_util.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qr_attn.h"
+#include "qr_kv.h"
+
+#define U 0x1.0p-24
+#define GUARD 12345.0f
+
+static float frand(uint64_t *st, float lo, float hi)
+{
+    return lo + (hi - lo) * (float)((double)(tu_rng(st) >> 11) * 0x1.0p-53);
+}
+
+typedef struct attn_case {
+    const char *name;
+    uint32_t n_heads, n_kv_heads, head_dim;
+    uint32_t window, n_ctx, n_batch;
+    uint32_t T;                 /* positions run */
+    const uint32_t *batches;    /* sizes of the successive batches, cycled (each <= n_batch) */
+    size_t n_batches;
+    qr_kv_type type;
+    float scale;                /* 0: 1/sqrt(head_dim) */
+    uint64_t seed;
+} attn_case;
+
+/* Reference output of query position p, head h (hd values into ref[]) and its tolerance (tol[]). */
+static void reference(const attn_case *c, float scale, const float *Q, const float *K, const float *V, uint32_t p,
+                      uint32_t h, double *ref, double *tol)
+{
+    const uint32_t hd = c->head_dim, g = h / (c->n_heads / c->n_kv_heads);
+    const size_t ldq = (size_t)c->n_heads * hd, ldk = (size_t)c->n_kv_heads * hd;
+    const uint32_t lo = (c->window > 0 && p + 1 > c->window) ? p + 1 - c->window : 0;
+    const size_t nk = p - lo + 1;
+    double *s = malloc(nk * sizeof *s), *eps = malloc(nk * sizeof *eps);
+    const float *q = Q + p * ldq + (size_t)h * hd;
+    double m = -INFINITY, emax = 0;
+    const bool f16 = c->type == QR_KV_F16;
+    for (size_t t = 0; t < nk; t++) {
+        const float *k = K + (lo + t) * ldk + (size_t)g * hd;
+        double d = 0, a = 0, aq = 0;
+        for (uint32_t i = 0; i < hd; i++) {
+            d += (double)q[i] * k[i];
+            a += fabs((double)q[i] * k[i]);
+            aq += fabs(q[i]);
+        }
+        s[t] = scale * d;
+        eps[t] = scale * ((hd + 2) * U * a + (f16 ? 0x1.0p-11 * a + 0x1.0p-25 * aq : 0));
+        m = fmax(m, s[t]);
+    }
+    double sum = 0;
+    for (size_t t = 0; t < nk; t++) {
+        eps[t] += 2 * U * (fabs(s[t]) + fabs(m));
+        emax = fmax(emax, eps[t]);
+        s[t] = exp(s[t] - m);
+        sum += s[t];
+    }
+    for (uint32_t i = 0; i < hd; i++) {
+        double o = 0, pav = 0, vmax = 0;
+        for (size_t t = 0; t < nk; t++) {
+            double v = V[(lo + t) * ldk + (size_t)g * hd + i];
+            o += s[t] / sum * v;
+            pav += s[t] / sum * fabs(v);
+            vmax = fmax(vmax, fabs(v));
+        }
+        ref[i] = o;
+        tol[i] = expm1(2 * emax) * pav + (f16 ? 0x1.0p-11 * vmax + 0x1.0p-25 : 0) + (nk + 4) * U * vmax + 1e-30;
+    }
+    free(s);
+    free(eps);
+}
+
+static void run_case(const attn_case *c)
+{
+    const uint32_t nh = c->n_heads, nkv = c->n_kv_heads, hd = c->head_dim;
+    const float scale = c->scale > 0 ? c->scale : 1.0f / sqrtf((float)hd);
+    const size_t qw = (size_t)nh * hd, kw = (size_t)nkv * hd;
+    const size_t ldq = qw + 5, ldo = qw + 3;   /* gaps between rows: strides are honoured */
+    uint64_t st = c->seed;
+
+    float *Q = malloc(c->T * qw * sizeof *Q), *K = malloc(c->T * kw * sizeof *K), *V = malloc(c->T * kw * sizeof *V);
+    for (size_t i = 0; i < c->T * qw; i++) Q[i] = frand(&st, -1.0f, 1.0f);
+    for (size_t i = 0; i < c->T * kw; i++) K[i] = frand(&st, -1.0f, 1.0f);
+    for (size_t i = 0; i < c->T * kw; i++) V[i] = frand(&st, -1.0f, 1.0f);
+
+    uint32_t cap = qr_kv_capacity(c->n_ctx, c->window, c->n_batch);
+    size_t kvb = qr_kv_bytes(c->type, nkv, hd, cap);
+    void *kmem = malloc(kvb), *vmem = malloc(kvb);
+    qr_kv_layer kv;
+    qr_kv_layer_init(&kv, c->type, nkv, hd, cap, c->window, kmem, vmem);
+
+    size_t sc1 = qr_attn_scratch_floats(&kv, 1), sc2 = qr_attn_scratch_floats(&kv, 2);
+    float *scr1 = malloc(sc1 * sizeof(float)), *scr2 = malloc(sc2 * sizeof(float));
+    size_t nb_max = c->n_batch;
+    float *qb = malloc(nb_max * ldq * sizeof *qb), *kb = malloc(nb_max * (kw + 1) * sizeof *kb),
+          *vb = malloc(nb_max * (kw + 2) * sizeof *vb);
+    float *o1 = malloc(nb_max * ldo * sizeof *o1), *o2 = malloc(nb_max * ldo * sizeof *o2);
+    double *ref = malloc(hd * sizeof *ref), *tol = malloc(hd * sizeof *tol);
+
+    uint32_t pos = 0;
+    size_t bi = 0, checked = 0;
+    while (pos < c->T) {
+        uint32_t n = c->batches[bi++ % c->n_batches];
+        if (n > c->T - pos) n = c->T - pos;
+        assert_true(n >= 1 && n <= c->n_batch);
+        /* the batch's rows as the projections would leave them: strided buffers */
+        for (uint32_t i = 0; i < n; i++) {
+            memcpy(qb + i * ldq, Q + (pos + i) * qw, qw * sizeof *qb);
+            memcpy(kb + i * (kw + 1), K + (pos + i) * kw, kw * sizeof *kb);
+            memcpy(vb + i * (kw + 2), V + (pos + i) * kw, kw * sizeof *vb);
+        }
+        qr_kv_store(&kv, pos, n, kb, kw + 1, vb, kw + 2);
+        for (size_t i = 0; i < nb_max * ldo; i++) o1[i] = o2[i] = GUARD;
+        qr_attn_causal(&(qr_attn_shape){ nh, nkv, hd, scale }, &kv, pos, n, qb, ldq, o1, ldo, scr1, 1);
+        qr_attn_causal(&(qr_attn_shape){ nh, nkv, hd, scale }, &kv, pos, n, qb, ldq, o2, ldo, scr2, 2);
+        if (memcmp(o1, o2, nb_max * ldo * sizeof *o1) != 0)
+            fail_msg("%s: pos0 %u n %u: threads 1 and 2 differ", c->name, pos, n);
+        for (uint32_t i = 0; i < n; i++) {
+            for (uint32_t h = 0; h < nh; h++) {
+                reference(c, scale, Q, K, V, pos + i, h, ref, tol);
+                for (uint32_t d = 0; d < hd; d++) {
+                    double got = o1[i * ldo + (size_t)h * hd + d];
+                    if (!(fabs(got - ref[d]) <= tol[d]))
+                        fail_msg("%s: pos0 %u n %u: query %u head %u dim %u: got %.9g, reference %.9g, |diff| %.3g > "
+                                 "tol %.3g", c->name, pos, n, pos + i, h, d, got, ref[d], fabs(got - ref[d]), tol[d]);
+                    checked++;
+                }
+            }
+            for (size_t d = qw; d < ldo; d++) assert_true(o1[i * ldo + d] == GUARD);   /* row gaps untouched */
+        }
+        for (size_t i = n * ldo; i < nb_max * ldo; i++) assert_true(o1[i] == GUARD); /* rows past n untouched */
+        pos += n;
+    }
+    assert_true(checked == (size_t)c->T * nh * hd);
+    free(Q); free(K); free(V); free(kmem); free(vmem); free(scr1); free(scr2);
+    free(qb); free(kb); free(vb); free(o1); free(o2); free(ref); free(tol);
+}
+
+static const uint32_t prefill_then_decode[] = { 13, 1, 1, 9, 1, 16, 1, 1, 1 };
+static const uint32_t all_at_once[] = { 64 };
+static const uint32_t ones[] = { 1 };
+static const uint32_t mixed[] = { 4, 3, 1, 2, 4, 4, 1 };
+
+static void both_types(attn_case c)
+{
+    char name[96];
+    const char *base = c.name;
+    for (int t = 0; t < 2; t++) {
+        c.type = t ? QR_KV_F32 : QR_KV_F16;
+        snprintf(name, sizeof name, "%s/%s", base, t ? "f32" : "f16");
+        c.name = name;
+        run_case(&c);
+    }
+}
+
+static void test_mha_batches(void **state)
+{
+    (void)state;
+    /* n_q > 1 with pos0 > 0, and n_q = 1 decode steps, full causal attention */
+    both_types((attn_case){ "mha prefill+decode", 4, 4, 32, 0, 96, 16, 70, prefill_then_decode, 9, 0, 0, 1 });
+    both_types((attn_case){ "mha one batch", 4, 4, 64, 0, 64, 64, 64, all_at_once, 1, 0, 0, 2 });
+    both_types((attn_case){ "mha decode only", 2, 2, 16, 0, 40, 1, 40, ones, 1, 0, 0, 3 });
+}
+
+static void test_gqa(void **state)
+{
+    (void)state;
+    both_types((attn_case){ "gqa 8/2", 8, 2, 64, 0, 80, 16, 60, prefill_then_decode, 9, 0, 0, 4 });
+    both_types((attn_case){ "gqa 8/1", 8, 1, 64, 0, 80, 16, 60, prefill_then_decode, 9, 0, 0, 5 });
+}
+
+static void test_window(void **state)
+{
+    (void)state;
+    /* window 6, batches up to 4: a ring of 9 slots in a context of 64, over 50 positions */
+    both_types((attn_case){ "window 6 ring 9", 4, 2, 32, 6, 64, 4, 50, mixed, 7, 0, 0, 6 });
+    /* decode steps only: a ring of exactly the window */
+    both_types((attn_case){ "window 5 decode", 4, 4, 16, 5, 64, 1, 30, ones, 1, 0, 0, 7 });
+    /* GPT-Neo's local layers: scale 1 (no 1/√d), window 8, GQA-free, batches of 16 then decode */
+    both_types((attn_case){ "gpt-neo local", 4, 4, 16, 8, 128, 16, 70, prefill_then_decode, 9, 0, 1.0f, 8 });
+    /* a window larger than the context: the ring is the context, nothing is ever cut */
+    both_types((attn_case){ "window > ctx", 2, 1, 16, 100, 40, 8, 40, mixed, 7, 0, 0, 9 });
+}
+
+static void test_head_dims(void **state)
+{
+    (void)state;
+    static const uint32_t dims[] = { 1, 3, 17, 64, 128 };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "head_dim %u", dims[i]);
+        both_types((attn_case){ name, 4, 2, dims[i], 0, 48, 8, 30, mixed, 7, 0, 0, 10 + i });
+    }
+}
+
+static void test_threads_large(void **state)
+{
+    (void)state;
+    /* enough work for the parallel region (run_case compares threads 1 and 2 bit for bit) */
+    both_types((attn_case){ "threads", 8, 2, 64, 0, 200, 64, 192, all_at_once, 1, 0, 0, 20 });
+}
+
+static void test_kv_sizes(void **state)
+{
+    (void)state;
+    assert_int_equal(qr_kv_capacity(1000, 0, 512), 1000);
+    assert_int_equal(qr_kv_capacity(1000, 256, 512), 767);
+    assert_int_equal(qr_kv_capacity(1000, 256, 1), 256);
+    assert_int_equal(qr_kv_capacity(1000, 256, 0), 256);
+    assert_int_equal(qr_kv_capacity(300, 256, 512), 300);
+    assert_int_equal(qr_kv_capacity(UINT32_MAX, UINT32_MAX, UINT32_MAX), UINT32_MAX);
+    assert_int_equal(qr_kv_bytes(QR_KV_F16, 4, 64, 100), 4 * 64 * 100 * 2);
+    assert_int_equal(qr_kv_bytes(QR_KV_F32, 4, 64, 100), 4 * 64 * 100 * 4);
+    assert_int_equal(qr_kv_bytes(QR_KV_F32, 0, 64, 100), 0);
+    if (sizeof(size_t) == 8) {
+        assert_true(qr_kv_bytes(QR_KV_F32, UINT32_MAX, UINT32_MAX, UINT32_MAX) == SIZE_MAX);
+        assert_true(qr_kv_bytes(QR_KV_F32, 1u << 31, 1u << 31, 2) == SIZE_MAX);   /* 2^63 · 4 */
+        assert_true(qr_kv_bytes(QR_KV_F16, 1u << 31, 1u << 31, 2) == SIZE_MAX);   /* 2^63 · 2 */
+        assert_true(qr_kv_bytes(QR_KV_F16, 1u << 31, 1u << 31, 1) == (size_t)1 << 63);
+    }
+}
+
+static void test_kv_store_read(void **state)
+{
+    (void)state;
+    /* a ring of 5 slots: position p is slot p % 5, and the newest write wins */
+    const uint32_t nkv = 3, hd = 7, cap = 5;
+    for (int t = 0; t < 2; t++) {
+        qr_kv_type type = t ? QR_KV_F32 : QR_KV_F16;
+        size_t b = qr_kv_bytes(type, nkv, hd, cap);
+        void *km = malloc(b), *vm = malloc(b);
+        qr_kv_layer kv;
+        qr_kv_layer_init(&kv, type, nkv, hd, cap, 5, km, vm);
+        float rows_k[12][21], rows_v[12][21], k[7], v[7];
+        uint64_t st = 77;
+        for (int p = 0; p < 12; p++)
+            for (int i = 0; i < 21; i++) {
+                rows_k[p][i] = frand(&st, -4, 4);
+                rows_v[p][i] = frand(&st, -4, 4);
+            }
+        qr_kv_store(&kv, 0, 4, rows_k[0], 21, rows_v[0], 21);
+        qr_kv_store(&kv, 4, 3, rows_k[4], 21, rows_v[4], 21);
+        qr_kv_store(&kv, 7, 5, rows_k[7], 21, rows_v[7], 21);
+        for (uint32_t p = 7; p < 12; p++)
+            for (uint32_t g = 0; g < nkv; g++) {
+                qr_kv_read(&kv, p, g, k, v);
+                for (uint32_t i = 0; i < hd; i++) {
+                    double ek = rows_k[p][g * hd + i], ev = rows_v[p][g * hd + i];
+                    double tk = t ? 0 : 0x1.0p-11 * fabs(ek), tv = t ? 0 : 0x1.0p-11 * fabs(ev);
+                    assert_true(fabs(k[i] - ek) <= tk && fabs(v[i] - ev) <= tv);
+                }
+            }
+        /* the layout: head g, slot s at ((g·cap) + s)·hd — checked on the F32 memory directly */
+        if (type == QR_KV_F32) assert_true(((float *)km)[((size_t)2 * cap + 11 % cap) * hd + 6] == rows_k[11][2 * hd + 6]);
+        free(km); free(vm);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kv_sizes),
+        cmocka_unit_test(test_kv_store_read),
+        cmocka_unit_test(test_mha_batches),
+        cmocka_unit_test(test_gqa),
+        cmocka_unit_test(test_window),
+        cmocka_unit_test(test_head_dims),
+        cmocka_unit_test(test_threads_large),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
