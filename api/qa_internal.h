@@ -12,8 +12,11 @@
 
 typedef struct qr_tokenizer qr_tokenizer;
 
-/* The model's tokenizer (runtime/qr_tok.h), or NULL when the container has none. */
+/* The model's tokenizer (runtime/qr_tok.h), or NULL when the container has none or it could not be
+ * loaded; then qa_model_tokenizer_error says why (NULL when the container simply has none). A model whose
+ * tokenizer fails to load still opens: it runs on token ids, and tokenizing reports this error. */
 const qr_tokenizer *qa_model_tokenizer(const qmap_model *m);
+const char *qa_model_tokenizer_error(const qmap_model *m);
 
 /* Copy an internal error report into a public one (err may be NULL); returns the code. */
 qmap_status qa_error_export(qmap_error *err, const qm_error *e);

@@ -1,0 +1,25 @@
+/* qa_model.h — the inside of a qmap_model, shared by api/qmap_model.c (open, close, info) and
+ * api/qmap_session.c (sessions over it). Hidden from users of the library. */
+#ifndef QA_MODEL_H
+#define QA_MODEL_H
+
+#include "qa_internal.h"
+#include "qm_names.h"
+#include "qm_reader.h"
+#include "qr_model.h"
+
+struct qmap_model {
+    qm_file *file;                   /* the mapping; everything below points into it or is owned here */
+    qm_arch arch;
+    const qr_lm_family *lm;          /* NULL unless the container is a decoder LM */
+    void *weights;                   /* the family's weight views */
+    qr_lm_hparams hp;
+    qr_matrix *mats;                 /* every matrix the family loaded (work-buffer sizing) */
+    size_t n_mats;
+    qr_tokenizer *tok;               /* NULL when the container has no tokenizer or it failed to load */
+    char tok_error[640];             /* why it failed to load ("" if it did not) */
+    qmap_model_info info;
+    char arch_name[32], variant[64], file_type[32];
+};
+
+#endif /* QA_MODEL_H */

@@ -1,0 +1,198 @@
+/* qmap_model.c — open a container as a model: map, validate, view the weights, load the tokenizer. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "qa_model.h"
+#include "qr_tok.h"
+
+void qmap_model_params_default(qmap_model_params *p)
+{
+    memset(p, 0, sizeof *p);
+}
+
+const qr_tokenizer *qa_model_tokenizer(const qmap_model *m) { return m ? m->tok : NULL; }
+
+const char *qa_model_tokenizer_error(const qmap_model *m) { return m && m->tok_error[0] ? m->tok_error : NULL; }
+
+static void copy_meta_string(const qm_file *f, const char *key, char *buf, size_t cap, const char *def)
+{
+    const char *s;
+    uint64_t len;
+    if (qm_meta_get_string(f, key, &s, &len) == QM_OK) snprintf(buf, cap, "%.*s", (int)(len < cap ? len : cap - 1), s);
+    else snprintf(buf, cap, "%s", def);
+}
+
+static qmap_model_kind kind_of(qm_arch a)
+{
+    switch (a) {
+    case QM_ARCH_GPT2:
+    case QM_ARCH_GPT_NEO:
+    case QM_ARCH_LLAMA: return QMAP_KIND_LM;
+    case QM_ARCH_MLP: return QMAP_KIND_CLASSIFIER;
+    case QM_ARCH_SEQ2SEQ: return QMAP_KIND_SEQ2SEQ;
+    default: return QMAP_KIND_NONE;
+    }
+}
+
+/* Bytes of one row of a tensor viewed as rows × last dim (Q8_ROW rows carry their scale and sum too). */
+static uint64_t row_bytes(const qm_tensor *t)
+{
+    uint64_t rows = t->rank ? t->n_elements / t->dims[t->rank - 1] : 1;
+    return rows ? t->size / rows : t->size;
+}
+
+/* What one decode step reads: every tensor once, except the embedding tables, of which it reads one row
+ * (the token embedding is read whole when it is also the output head). */
+static uint64_t bytes_per_token(const qmap_model *m)
+{
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < qm_tensor_count(m->file); i++) total += qm_tensor_at(m->file, i)->size;
+    char name[QM_TENSOR_NAME_MAX];
+    qm_tensor_name(name, sizeof name, QM_TENSOR_TOK_EMBD, 0);
+    const qm_tensor *t = qm_find_tensor(m->file, name);
+    if (t && !m->lm->tied_output(m->weights)) total -= t->size - row_bytes(t);
+    qm_tensor_name(name, sizeof name, QM_TENSOR_POS_EMBD, 0);
+    if ((t = qm_find_tensor(m->file, name))) total -= t->size - row_bytes(t);
+    return total;
+}
+
+static void fill_info(qmap_model *m)
+{
+    qmap_model_info *in = &m->info;
+    const qm_header_info *h = qm_file_header(m->file);
+    in->path = qm_file_path(m->file);
+    in->arch = m->arch_name;
+    in->variant = m->variant;
+    in->file_type = m->file_type;
+    in->kind = kind_of(m->arch);
+    in->file_size = h->file_size;
+    for (uint64_t i = 0; i < qm_tensor_count(m->file); i++) {
+        const qm_tensor *t = qm_tensor_at(m->file, i);
+        in->n_params += t->n_elements;
+        in->weight_bytes += t->size;
+    }
+    in->has_tokenizer = m->tok != NULL;
+    if (m->lm) {
+        in->vocab_size = m->hp.vocab;
+        in->context_length = m->hp.ctx;
+        in->dim = m->hp.dim;
+        in->n_layers = m->hp.n_layers;
+        in->n_heads = m->hp.n_heads;
+        in->n_kv_heads = m->hp.n_kv_heads;
+        in->head_dim = m->hp.head_dim;
+        in->ffn_dim = m->hp.ffn_dim;
+        in->bytes_per_token = bytes_per_token(m);
+    }
+}
+
+qmap_status qmap_model_open(const char *path, const qmap_model_params *params, qmap_model **out, qmap_error *err)
+{
+    qmap_model_params defaults;
+    if (!params) {
+        qmap_model_params_default(&defaults);
+        params = &defaults;
+    }
+    if (!out) return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_model_open: out is NULL");
+    *out = NULL;
+    if (!path) return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_model_open: path is NULL");
+
+    qm_error e;
+    qm_error_clear(&e);
+    qmap_model *m = calloc(1, sizeof *m);
+    if (!m) return qa_fail(err, QMAP_ERR_NOMEM, "%s: out of memory", path);
+    qm_status st = qm_open(path, &m->file, &e);
+    if (st != QM_OK) goto fail;
+    if (params->verify) {
+        qm_verify_opts vo = { .threads = params->threads, .full = false };
+        if ((st = qm_verify(m->file, &vo, NULL, NULL, &e)) != QM_OK) goto fail;
+    }
+
+    /* general.architecture says which family reads the rest */
+    const char *arch;
+    uint64_t arch_len;
+    st = qm_meta_get_string(m->file, QM_KEY_ARCHITECTURE, &arch, &arch_len);
+    if (st != QM_OK) {
+        st = qm_fail(&e, st == QM_ERR_NOT_FOUND ? QM_ERR_NOT_FOUND : QM_ERR_TYPE_MISMATCH, path, QM_KEY_ARCHITECTURE,
+                     QM_NO_OFFSET, "metadata key missing or not a STRING: cannot tell which model this is");
+        goto fail;
+    }
+    m->arch = qm_arch_from_name(arch, (size_t)arch_len);
+    if (m->arch == QM_ARCH_COUNT) {
+        st = qm_fail(&e, QM_ERR_UNKNOWN_ARCH, path, QM_KEY_ARCHITECTURE, QM_NO_OFFSET,
+                     "architecture \"%.*s\" is not one this library runs (gpt2, gpt_neo, llama, mlp, seq2seq)",
+                     (int)(arch_len > 64 ? 64 : arch_len), arch);
+        goto fail;
+    }
+    snprintf(m->arch_name, sizeof m->arch_name, "%s", qm_arch_name(m->arch));
+    char key[QM_KEY_NAME_MAX];
+    qm_hparam_key(key, sizeof key, m->arch, QM_HP_VARIANT);
+    copy_meta_string(m->file, key, m->variant, sizeof m->variant, m->arch_name);
+    copy_meta_string(m->file, QM_KEY_FILE_TYPE, m->file_type, sizeof m->file_type, "");
+
+    m->lm = qr_lm_family_for(m->arch);
+    if (m->lm) {
+        qr_loader ld;
+        qr_loader_init(&ld, m->file, m->arch, &e);
+        st = m->lm->load(&ld, &m->weights, &m->hp);
+        m->mats = ld.mats;  /* the model keeps the list; the loader is done */
+        m->n_mats = ld.n_mats;
+        if (st != QM_OK) goto fail;
+    }
+
+    char kind_key[QM_KEY_NAME_MAX];
+    qm_tok_key(kind_key, sizeof kind_key, QM_TOK_PREFIX, QM_TOK_KIND);
+    if (qm_find_meta(m->file, kind_key)) {
+        /* A tokenizer that cannot be loaded does not stop the model from running on ids: remember why. */
+        qm_error te;
+        qm_error_clear(&te);
+        if (qr_tok_load(m->file, QM_TOK_PREFIX, &m->tok, &te) != QM_OK)
+            snprintf(m->tok_error, sizeof m->tok_error, "%s", te.message);
+        else if (m->lm && qr_tok_n_tokens(m->tok) > m->hp.vocab) {
+            st = qm_fail(&e, QM_ERR_BAD_CONFIG, path, kind_key, QM_NO_OFFSET,
+                         "the tokenizer has %u tokens but the model's embedding only %u rows",
+                         qr_tok_n_tokens(m->tok), m->hp.vocab);
+            goto fail;
+        }
+    }
+    fill_info(m);
+    *out = m;
+    return QMAP_OK;
+fail:
+    qmap_model_close(m);
+    return qa_error_export(err, &e);
+}
+
+void qmap_model_close(qmap_model *m)
+{
+    if (!m) return;
+    if (m->lm && m->weights) m->lm->free(m->weights);
+    free(m->mats);
+    qr_tok_free(m->tok);
+    qm_close(m->file);
+    free(m);
+}
+
+void qmap_model_get_info(const qmap_model *m, qmap_model_info *out)
+{
+    if (m && out) *out = m->info;
+}
+
+uint64_t qmap_model_resident_bytes(const qmap_model *m)
+{
+    if (!m) return 0;
+    const uint8_t *base = qm_file_bytes(m->file);
+    size_t size = (size_t)qm_file_header(m->file)->file_size;
+    long page = sysconf(_SC_PAGESIZE);
+    if (!base || page <= 0 || size == 0) return 0;
+    size_t pages = (size + (size_t)page - 1) / (size_t)page;
+    unsigned char *vec = malloc(pages);
+    if (!vec) return 0;
+    uint64_t resident = 0;
+    if (mincore((void *)base, size, vec) == 0)
+        for (size_t i = 0; i < pages; i++) resident += (vec[i] & 1) ? (uint64_t)page : 0;
+    free(vec);
+    return resident > size ? size : resident;
+}

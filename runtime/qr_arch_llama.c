@@ -1,0 +1,194 @@
+/* qr_arch_llama.c — Llama 2/3, TinyLlama, Mistral and Qwen2 (spec/ARCHITECTURES.md §6).
+ *
+ * RMSNorm, rotary positions in HF's rotate-half layout, grouped-query attention (optionally over a sliding
+ * window: Mistral), optional q/k/v biases (Qwen2), a SwiGLU feed-forward, tied or untied output head.
+ * The forward pass mirrors HF's LlamaForCausalLM line by line; the comments quote the PyTorch it follows.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qr_model.h"
+#include "qr_ops.h"
+
+typedef struct llama_layer {
+    const float *attn_norm;     /* (dim)                      input_layernorm.weight */
+    qr_matrix wq;               /* (n_heads*head_dim, dim)    q_proj */
+    qr_matrix wk, wv;           /* (n_kv_heads*head_dim, dim) k_proj, v_proj */
+    const float *bq, *bk, *bv;  /* their biases (Qwen2), else NULL */
+    qr_matrix wo;               /* (dim, n_heads*head_dim)    o_proj */
+    const float *ffn_norm;      /* (dim)                      post_attention_layernorm.weight */
+    qr_matrix w_gate, w_up;     /* (ffn_dim, dim)             gate_proj, up_proj */
+    qr_matrix w_down;           /* (dim, ffn_dim)             down_proj */
+} llama_layer;
+
+typedef struct llama_weights {
+    qr_lm_hparams hp;
+    float norm_eps;
+    qr_matrix tok_embd;         /* (vocab, dim)               embed_tokens */
+    llama_layer *layers;        /* [n_layers] */
+    const float *out_norm;      /* (dim)                      norm.weight */
+    qr_matrix output;           /* (vocab, dim)               lm_head, or tok_embd when tied */
+    bool tied;
+    uint32_t *window;           /* [n_layers]: the sliding window (0 = none), the same for every layer */
+    float *inv_freq;            /* [head_dim/2]               rotary_emb.inv_freq */
+} llama_weights;
+
+static void llama_free(void *p)
+{
+    llama_weights *w = p;
+    if (!w) return;
+    free(w->layers);
+    free(w->window);
+    free(w->inv_freq);
+    free(w);
+}
+
+static bool llama_tied(const void *p) { return ((const llama_weights *)p)->tied; }
+
+#define TRY(expr) do { qm_status st_ = (expr); if (st_ != QM_OK) { llama_free(w); return st_; } } while (0)
+
+static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
+{
+    llama_weights *w = calloc(1, sizeof *w);
+    if (!w) return qm_fail(ld->err, QM_ERR_NOMEM, ld->path, NULL, QM_NO_OFFSET, "out of memory");
+    qr_lm_hparams *hp = &w->hp;
+    uint32_t window;
+    float theta;
+    bool qkv_bias;
+    const char *s;
+    uint64_t len;
+    TRY(qr_load_u32(ld, QM_HP_VOCAB_SIZE, &hp->vocab));
+    TRY(qr_load_u32(ld, QM_HP_CONTEXT_LENGTH, &hp->ctx));
+    TRY(qr_load_u32(ld, QM_HP_DIM, &hp->dim));
+    TRY(qr_load_u32(ld, QM_HP_N_LAYERS, &hp->n_layers));
+    TRY(qr_load_u32(ld, QM_HP_N_HEADS, &hp->n_heads));
+    TRY(qr_load_u32_opt(ld, QM_HP_N_KV_HEADS, hp->n_heads, &hp->n_kv_heads));
+    TRY(qr_load_u32_opt(ld, QM_HP_HEAD_DIM, hp->n_heads ? hp->dim / hp->n_heads : 0, &hp->head_dim));
+    TRY(qr_load_u32(ld, QM_HP_FFN_DIM, &hp->ffn_dim));
+    TRY(qr_load_u32_opt(ld, QM_HP_SLIDING_WINDOW, 0, &window));
+    TRY(qr_load_f32(ld, QM_HP_NORM_EPS, &w->norm_eps));
+    TRY(qr_load_f32_opt(ld, QM_HP_ROPE_THETA, 10000.0f, &theta));
+    TRY(qr_load_bool_opt(ld, QM_HP_QKV_BIAS, false, &qkv_bias));
+    TRY(qr_load_bool_opt(ld, QM_HP_TIED_OUTPUT, false, &w->tied));
+    TRY(qr_check_range(ld, QM_HP_VOCAB_SIZE, hp->vocab, 1, 1u << 24));
+    TRY(qr_check_range(ld, QM_HP_CONTEXT_LENGTH, hp->ctx, 1, 1u << 24));
+    TRY(qr_check_range(ld, QM_HP_DIM, hp->dim, 1, 1u << 16));
+    TRY(qr_check_range(ld, QM_HP_N_LAYERS, hp->n_layers, 1, 4096));
+    TRY(qr_check_range(ld, QM_HP_N_HEADS, hp->n_heads, 1, 1024));
+    TRY(qr_check_range(ld, QM_HP_N_KV_HEADS, hp->n_kv_heads, 1, hp->n_heads));
+    TRY(qr_check_range(ld, QM_HP_HEAD_DIM, hp->head_dim, 2, 1024));
+    TRY(qr_check_range(ld, QM_HP_FFN_DIM, hp->ffn_dim, 1, 1u << 20));
+    if (hp->n_heads % hp->n_kv_heads != 0 || hp->head_dim % 2 != 0)
+        TRY(qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, NULL, QM_NO_OFFSET,
+                    "llama.n_heads %u is not a multiple of llama.n_kv_heads %u, or llama.head_dim %u is odd",
+                    hp->n_heads, hp->n_kv_heads, hp->head_dim));
+    if (!(w->norm_eps >= 0.0f) || !(theta > 0.0f) || !isfinite(theta))
+        TRY(qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, NULL, QM_NO_OFFSET,
+                    "llama.norm_eps %g or llama.rope_theta %g is out of range", w->norm_eps, theta));
+    TRY(qr_load_string_opt(ld, QM_HP_ROPE_STYLE, "half", &s, &len));
+    if (len != 4 || memcmp(s, "half", 4) != 0)
+        TRY(qm_fail(ld->err, QM_ERR_UNSUPPORTED, ld->path, "llama.rope_style", QM_NO_OFFSET,
+                    "llama.rope_style \"%.*s\" is not supported (only \"half\", HF's layout)", (int)(len > 64 ? 64 : len), s));
+    TRY(qr_load_string_opt(ld, QM_HP_ACTIVATION, "silu", &s, &len));
+    if (len != 4 || memcmp(s, "silu", 4) != 0)
+        TRY(qm_fail(ld->err, QM_ERR_UNSUPPORTED, ld->path, "llama.activation", QM_NO_OFFSET,
+                    "llama.activation \"%.*s\" is not supported (SwiGLU needs \"silu\")", (int)(len > 64 ? 64 : len), s));
+
+    size_t d = hp->dim, q_dim = (size_t)hp->n_heads * hp->head_dim, kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
+    size_t f = hp->ffn_dim, V = hp->vocab;
+    w->layers = calloc(hp->n_layers, sizeof *w->layers);
+    w->window = calloc(hp->n_layers, sizeof *w->window);
+    w->inv_freq = calloc(hp->head_dim / 2, sizeof *w->inv_freq);
+    if (!w->layers || !w->window || !w->inv_freq)
+        TRY(qm_fail(ld->err, QM_ERR_NOMEM, ld->path, NULL, QM_NO_OFFSET, "out of memory"));
+    qr_rope_freqs(w->inv_freq, hp->head_dim, theta);
+    hp->window = w->window;
+
+    TRY(qr_load_matrix(ld, QM_TENSOR_TOK_EMBD, 0, V, d, &w->tok_embd));
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        llama_layer *L = &w->layers[l];
+        w->window[l] = window;
+        TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_NORM, l, d, &L->attn_norm));
+        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_Q, l, q_dim, d, &L->wq));
+        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_K, l, kv_dim, d, &L->wk));
+        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_V, l, kv_dim, d, &L->wv));
+        if (qkv_bias) {
+            TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_Q_B, l, q_dim, &L->bq));
+            TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_K_B, l, kv_dim, &L->bk));
+            TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_V_B, l, kv_dim, &L->bv));
+        }
+        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_O, l, d, q_dim, &L->wo));
+        TRY(qr_load_vector(ld, QM_TENSOR_BLK_FFN_NORM, l, d, &L->ffn_norm));
+        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_FFN_GATE, l, f, d, &L->w_gate));
+        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_FFN_UP, l, f, d, &L->w_up));
+        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_FFN_DOWN, l, d, f, &L->w_down));
+    }
+    TRY(qr_load_vector(ld, QM_TENSOR_OUT_NORM, 0, d, &w->out_norm));
+    if (w->tied) w->output = w->tok_embd;
+    else TRY(qr_load_matrix(ld, QM_TENSOR_OUTPUT, 0, V, d, &w->output));
+
+    *hp_out = *hp;
+    *out = w;
+    return QM_OK;
+}
+#undef TRY
+
+#define TRY(expr) do { qm_status st_ = (expr); if (st_ != QM_OK) return st_; } while (0)
+
+static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids, size_t n, uint32_t pos0,
+                               bool all_logits)
+{
+    const llama_weights *w = p;
+    const qr_lm_hparams *hp = &w->hp;
+    const size_t d = hp->dim, f = hp->ffn_dim, hd = hp->head_dim;
+    const size_t q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd, ldqkv = s->qkv_stride;
+    float *q = s->qkv, *k = s->qkv + q_dim, *v = s->qkv + q_dim + kv_dim;
+    const qr_attn_shape shape = { hp->n_heads, hp->n_kv_heads, (uint32_t)hd, 1.0f / sqrtf((float)hd) };
+    const float eps = w->norm_eps;
+
+    /* x = embed_tokens(input_ids) */
+    qr_embed_rows(&w->tok_embd, ids, n, s->x, d);
+
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        const llama_layer *L = &w->layers[l];
+        /* h = input_layernorm(x) */
+        for (size_t i = 0; i < n; i++) qr_rmsnorm(s->xb + i * d, s->x + i * d, L->attn_norm, d, eps);
+        /* q, k, v = q_proj(h), k_proj(h), v_proj(h) */
+        TRY(qr_linear(s, &L->wq, L->bq, n, s->xb, d, q, ldqkv));
+        TRY(qr_linear(s, &L->wk, L->bk, n, s->xb, d, k, ldqkv));
+        TRY(qr_linear(s, &L->wv, L->bv, n, s->xb, d, v, ldqkv));
+        /* q, k = apply_rotary_pos_emb(q, k, cos, sin) */
+        for (size_t i = 0; i < n; i++) {
+            qr_rope_half(q + i * ldqkv, hp->n_heads, hd, pos0 + (uint32_t)i, w->inv_freq);
+            qr_rope_half(k + i * ldqkv, hp->n_kv_heads, hd, pos0 + (uint32_t)i, w->inv_freq);
+        }
+        /* past_key_value.update(k, v); attn = softmax(q·kᵀ/√hd + causal/window mask)·v, kv heads repeated */
+        qr_kv_store(&s->kv[l], pos0, n, k, ldqkv, v, ldqkv);
+        qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, q_dim, s->attn_scratch, s->threads);
+        /* x = x + o_proj(attn) */
+        TRY(qr_linear(s, &L->wo, NULL, n, s->att, q_dim, s->xb, d));
+        qr_add(s->x, s->xb, n * d);
+        /* h = post_attention_layernorm(x) */
+        for (size_t i = 0; i < n; i++) qr_rmsnorm(s->xb + i * d, s->x + i * d, L->ffn_norm, d, eps);
+        /* x = x + down_proj(silu(gate_proj(h)) * up_proj(h)) */
+        TRY(qr_linear(s, &L->w_gate, NULL, n, s->xb, d, s->hb, f));
+        TRY(qr_linear(s, &L->w_up, NULL, n, s->xb, d, s->hb2, f));
+        qr_swiglu(s->hb, s->hb2, n * f);
+        TRY(qr_linear(s, &L->w_down, NULL, n, s->hb, f, s->xb, d));
+        qr_add(s->x, s->xb, n * d);
+    }
+
+    /* logits = lm_head(norm(x)), for every token or only the last */
+    size_t first = all_logits ? 0 : n - 1;
+    for (size_t i = first; i < n; i++) qr_rmsnorm(s->xb + i * d, s->x + i * d, w->out_norm, d, eps);
+    return qr_lm_logits(s, &w->output, NULL, n, d, hp->vocab, all_logits);
+}
+
+const qr_lm_family qr_family_llama = {
+    .arch = QM_ARCH_LLAMA,
+    .load = llama_load,
+    .free = llama_free,
+    .forward = llama_forward,
+    .tied_output = llama_tied,
+};

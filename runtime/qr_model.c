@@ -1,0 +1,400 @@
+/* qr_model.c — loader helpers, the decoder-LM run state, and the blocks every forward pass shares. */
+#include "qr_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qr_dtype.h"
+#include "qr_ops.h"
+
+/* ---- loader ---------------------------------------------------------------------------------------- */
+
+void qr_loader_init(qr_loader *ld, const qm_file *f, qm_arch arch, qm_error *err)
+{
+    memset(ld, 0, sizeof *ld);
+    ld->f = f;
+    ld->path = qm_file_path(f);
+    ld->arch = arch;
+    ld->err = err;
+}
+
+void qr_loader_free(qr_loader *ld)
+{
+    free(ld->mats);
+    ld->mats = NULL;
+    ld->n_mats = ld->cap_mats = 0;
+}
+
+static const char *type_name(uint32_t t)
+{
+    const char *n = qm_meta_type_name(t);
+    return n ? n : "?";
+}
+
+/* The entry of key hp, NULL if absent; an entry of another type than `want` is an error. */
+static qm_status find_key(qr_loader *ld, qm_hparam hp, uint32_t want, bool required, const qm_meta **out)
+{
+    char key[QM_KEY_NAME_MAX];
+    *out = NULL;
+    if (qm_hparam_key(key, sizeof key, ld->arch, hp) < 0)
+        return qm_fail(ld->err, QM_ERR_INVALID_ARGUMENT, ld->path, NULL, QM_NO_OFFSET, "bad hyperparameter id %d", (int)hp);
+    const qm_meta *m = qm_find_meta(ld->f, key);
+    if (!m) {
+        if (!required) return QM_OK;
+        return qm_fail(ld->err, QM_ERR_NOT_FOUND, ld->path, key, QM_NO_OFFSET,
+                       "metadata key missing; a %s model needs it (spec/ARCHITECTURES.md)",
+                       qm_arch_name(ld->arch));
+    }
+    if (m->type != want)
+        return qm_fail(ld->err, QM_ERR_TYPE_MISMATCH, ld->path, key, m->entry_offset,
+                       "metadata value is %s, expected %s", type_name(m->type), type_name(want));
+    *out = m;
+    return QM_OK;
+}
+
+qm_status qr_load_u32(qr_loader *ld, qm_hparam hp, uint32_t *out)
+{
+    const qm_meta *m;
+    qm_status st = find_key(ld, hp, QM_META_U32, true, &m);
+    if (st == QM_OK) *out = m->v.u32;
+    return st;
+}
+
+qm_status qr_load_u32_opt(qr_loader *ld, qm_hparam hp, uint32_t def, uint32_t *out)
+{
+    const qm_meta *m;
+    qm_status st = find_key(ld, hp, QM_META_U32, false, &m);
+    if (st == QM_OK) *out = m ? m->v.u32 : def;
+    return st;
+}
+
+qm_status qr_load_f32(qr_loader *ld, qm_hparam hp, float *out)
+{
+    const qm_meta *m;
+    qm_status st = find_key(ld, hp, QM_META_F32, true, &m);
+    if (st == QM_OK) *out = m->v.f32;
+    return st;
+}
+
+qm_status qr_load_f32_opt(qr_loader *ld, qm_hparam hp, float def, float *out)
+{
+    const qm_meta *m;
+    qm_status st = find_key(ld, hp, QM_META_F32, false, &m);
+    if (st == QM_OK) *out = m ? m->v.f32 : def;
+    return st;
+}
+
+qm_status qr_load_bool_opt(qr_loader *ld, qm_hparam hp, bool def, bool *out)
+{
+    const qm_meta *m;
+    qm_status st = find_key(ld, hp, QM_META_BOOL, false, &m);
+    if (st == QM_OK) *out = m ? m->v.b : def;
+    return st;
+}
+
+qm_status qr_load_string(qr_loader *ld, qm_hparam hp, const char **s, uint64_t *len)
+{
+    const qm_meta *m;
+    qm_status st = find_key(ld, hp, QM_META_STRING, true, &m);
+    if (st == QM_OK) { *s = m->str; *len = m->str_len; }
+    return st;
+}
+
+qm_status qr_load_string_opt(qr_loader *ld, qm_hparam hp, const char *def, const char **s, uint64_t *len)
+{
+    const qm_meta *m;
+    qm_status st = find_key(ld, hp, QM_META_STRING, false, &m);
+    if (st != QM_OK) return st;
+    if (m) { *s = m->str; *len = m->str_len; }
+    else { *s = def; *len = def ? strlen(def) : 0; }
+    return QM_OK;
+}
+
+qm_status qr_load_string_array(qr_loader *ld, qm_hparam hp, uint64_t count, const qm_meta **out)
+{
+    qm_status st = find_key(ld, hp, QM_META_ARRAY, true, out);
+    if (st != QM_OK) return st;
+    if ((*out)->elem_type != QM_META_STRING || (*out)->count != count)
+        return qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, (*out)->key, (*out)->entry_offset,
+                       "must be an array of %llu strings (one per layer)", (unsigned long long)count);
+    return QM_OK;
+}
+
+qm_status qr_check_range(qr_loader *ld, qm_hparam hp, uint64_t v, uint64_t lo, uint64_t hi)
+{
+    if (v >= lo && v <= hi) return QM_OK;
+    char key[QM_KEY_NAME_MAX];
+    qm_hparam_key(key, sizeof key, ld->arch, hp);
+    return qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, key, QM_NO_OFFSET,
+                   "value %llu is outside [%llu, %llu]", (unsigned long long)v,
+                   (unsigned long long)lo, (unsigned long long)hi);
+}
+
+static const char *dtype_name(uint32_t d)
+{
+    const qm_dtype_traits *tr = qm_dtype_info(d);
+    return tr ? tr->name : "?";
+}
+
+static void shape_string(const qm_tensor *t, char *buf, size_t cap)
+{
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, cap - o, "[");
+    for (uint32_t i = 0; i < t->rank && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%llu", i ? ", " : "", (unsigned long long)t->dims[i]);
+    if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+static qm_status find_tensor(qr_loader *ld, qm_tensor_id id, unsigned layer, bool required, const qm_tensor **out,
+                             char *name, size_t name_cap)
+{
+    *out = NULL;
+    if (qm_tensor_name(name, name_cap, id, layer) < 0)
+        return qm_fail(ld->err, QM_ERR_INVALID_ARGUMENT, ld->path, NULL, QM_NO_OFFSET, "bad tensor id %d", (int)id);
+    *out = qm_find_tensor(ld->f, name);
+    if (!*out && required)
+        return qm_fail(ld->err, QM_ERR_MISSING_TENSOR, ld->path, name, QM_NO_OFFSET,
+                       "tensor missing; a %s model needs it (spec/ARCHITECTURES.md)", qm_arch_name(ld->arch));
+    return QM_OK;
+}
+
+static qm_status remember(qr_loader *ld, const qr_matrix *m)
+{
+    if (ld->n_mats == ld->cap_mats) {
+        size_t cap = ld->cap_mats ? 2 * ld->cap_mats : 64;
+        qr_matrix *p = realloc(ld->mats, cap * sizeof *p);
+        if (!p) return qm_fail(ld->err, QM_ERR_NOMEM, ld->path, NULL, QM_NO_OFFSET, "out of memory");
+        ld->mats = p;
+        ld->cap_mats = cap;
+    }
+    ld->mats[ld->n_mats++] = *m;
+    return QM_OK;
+}
+
+static qm_status matrix_common(qr_loader *ld, const qm_tensor *t, const char *name, size_t rows, size_t cols,
+                               qr_matrix *out)
+{
+    if (t->rank != 2 || t->dims[0] != rows || t->dims[1] != cols) {
+        char have[96];
+        shape_string(t, have, sizeof have);
+        return qm_fail(ld->err, QM_ERR_SHAPE, ld->path, name, t->entry_offset,
+                       "tensor has shape %s, the model needs [%zu, %zu]", have, rows, cols);
+    }
+    if (t->dtype != QM_DTYPE_F32 && t->dtype != QM_DTYPE_F16 && t->dtype != QM_DTYPE_Q8_ROW)
+        return qm_fail(ld->err, QM_ERR_TYPE_MISMATCH, ld->path, name, t->entry_offset,
+                       "tensor is %s; weight matrices must be F32, F16 or Q8_ROW", dtype_name(t->dtype));
+    qm_status st = qr_matrix_from_tensor(ld->f, t, out, ld->err);
+    if (st != QM_OK) return st;
+    return remember(ld, out);
+}
+
+qm_status qr_load_matrix(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols, qr_matrix *out)
+{
+    char name[QM_TENSOR_NAME_MAX];
+    const qm_tensor *t;
+    qm_status st = find_tensor(ld, id, layer, true, &t, name, sizeof name);
+    if (st != QM_OK) return st;
+    return matrix_common(ld, t, name, rows, cols, out);
+}
+
+qm_status qr_load_matrix_opt(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols,
+                             qr_matrix *out, bool *present)
+{
+    char name[QM_TENSOR_NAME_MAX];
+    const qm_tensor *t;
+    qm_status st = find_tensor(ld, id, layer, false, &t, name, sizeof name);
+    *present = t != NULL;
+    if (st != QM_OK || !t) {
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    return matrix_common(ld, t, name, rows, cols, out);
+}
+
+static qm_status vector_common(qr_loader *ld, const qm_tensor *t, const char *name, size_t n, const float **out)
+{
+    if (t->rank != 1 || t->dims[0] != n) {
+        char have[96];
+        shape_string(t, have, sizeof have);
+        return qm_fail(ld->err, QM_ERR_SHAPE, ld->path, name, t->entry_offset,
+                       "tensor has shape %s, the model needs [%zu]", have, n);
+    }
+    if (t->dtype != QM_DTYPE_F32)
+        return qm_fail(ld->err, QM_ERR_TYPE_MISMATCH, ld->path, name, t->entry_offset,
+                       "tensor is %s; norm weights and biases must be F32", dtype_name(t->dtype));
+    *out = (const float *)t->data;
+    return QM_OK;
+}
+
+qm_status qr_load_vector(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t n, const float **out)
+{
+    char name[QM_TENSOR_NAME_MAX];
+    const qm_tensor *t;
+    qm_status st = find_tensor(ld, id, layer, true, &t, name, sizeof name);
+    if (st != QM_OK) return st;
+    return vector_common(ld, t, name, n, out);
+}
+
+qm_status qr_load_vector_opt(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t n, const float **out)
+{
+    char name[QM_TENSOR_NAME_MAX];
+    const qm_tensor *t;
+    *out = NULL;
+    qm_status st = find_tensor(ld, id, layer, false, &t, name, sizeof name);
+    if (st != QM_OK || !t) return st;
+    return vector_common(ld, t, name, n, out);
+}
+
+/* ---- run state ------------------------------------------------------------------------------------- */
+
+/* a * b + c with overflow checks, in bytes */
+static bool mul_ok(size_t a, size_t b, size_t *out)
+{
+    if (a && b > SIZE_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
+
+static void *alloc_floats(size_t rows, size_t cols, bool *ok)
+{
+    size_t n, bytes;
+    if (!mul_ok(rows, cols, &n) || !mul_ok(n, sizeof(float), &bytes)) { *ok = false; return NULL; }
+    void *p = NULL;
+    /* 64-byte rows start on cache lines when cols is a multiple of 16; the kernels need only 4-byte alignment */
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) { *ok = false; return NULL; }
+    memset(p, 0, bytes);
+    return p;
+}
+
+qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t n_mats,
+                          const qr_lm_state_params *p, qr_lm_state **out, qm_error *err)
+{
+    *out = NULL;
+    if (p->n_batch == 0 || p->n_ctx == 0)
+        return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET, "n_ctx and n_batch must be >= 1");
+    qr_lm_state *s = calloc(1, sizeof *s);
+    if (!s) return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    s->n_batch = p->n_batch;
+    s->n_ctx = p->n_ctx;
+    s->threads = p->threads;
+    s->mm.threads = p->threads;
+    s->mm.act = p->act;
+    size_t nb = p->n_batch;
+    size_t q_dim = (size_t)hp->n_heads * hp->head_dim, kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
+    s->qkv_stride = q_dim + 2 * kv_dim;
+    s->n_logits_cap = p->logits_all ? nb : 1;
+    bool ok = true;
+    s->x = alloc_floats(nb, hp->dim, &ok);
+    s->xb = alloc_floats(nb, hp->dim > q_dim ? hp->dim : q_dim, &ok);
+    s->qkv = alloc_floats(nb, s->qkv_stride, &ok);
+    s->att = alloc_floats(nb, q_dim, &ok);
+    s->hb = alloc_floats(nb, hp->ffn_dim, &ok);
+    s->hb2 = alloc_floats(nb, hp->ffn_dim, &ok);
+    s->logits = alloc_floats(s->n_logits_cap, hp->vocab, &ok);
+    s->kv = calloc(hp->n_layers ? hp->n_layers : 1, sizeof *s->kv);
+    s->n_layers = s->kv ? hp->n_layers : 0;
+    if (!ok || !s->kv) goto nomem;
+
+    /* The matmul scratch: the largest any product of this model needs, for a full batch and for one row. */
+    size_t work = 0;
+    for (size_t i = 0; i < n_mats; i++) {
+        size_t a = qr_matmul_work_size(&mats[i], nb, &s->mm), b = qr_matmul_work_size(&mats[i], 1, &s->mm);
+        if (a == SIZE_MAX || b == SIZE_MAX) goto nomem;
+        if (a > work) work = a;
+        if (b > work) work = b;
+    }
+    s->work_size = work;
+    if (work && posix_memalign(&s->work, 64, work) != 0) { s->work = NULL; goto nomem; }
+
+    size_t scratch = 0;
+    for (uint32_t l = 0; l < hp->n_layers; l++) {
+        uint32_t win = hp->window ? hp->window[l] : 0;
+        uint32_t cap = qr_kv_capacity(p->n_ctx, win, p->n_batch);
+        size_t bytes = qr_kv_bytes(p->kv_type, hp->n_kv_heads, hp->head_dim, cap);
+        if (bytes == SIZE_MAX) goto nomem;
+        void *k = NULL, *v = NULL;
+        if (posix_memalign(&k, 64, bytes ? bytes : 64) != 0) goto nomem;
+        if (posix_memalign(&v, 64, bytes ? bytes : 64) != 0) { free(k); goto nomem; }
+        /* zeroed, so a bug that read an unwritten slot would read zeros rather than garbage */
+        memset(k, 0, bytes);
+        memset(v, 0, bytes);
+        qr_kv_layer_init(&s->kv[l], p->kv_type, hp->n_kv_heads, hp->head_dim, cap, win, k, v);
+        size_t sc = qr_attn_scratch_floats(&s->kv[l], p->threads);
+        if (sc > scratch) scratch = sc;
+    }
+    s->attn_scratch = alloc_floats(scratch ? scratch : 1, 1, &ok);
+    if (!ok) goto nomem;
+    *out = s;
+    return QM_OK;
+nomem:
+    {
+        /* kv layers not yet initialised have NULL pointers: free(NULL) is fine */
+        qr_lm_state_free(s);
+        return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET,
+                       "cannot allocate the session's buffers (n_ctx %u, n_batch %u); try a smaller -c or -b",
+                       p->n_ctx, p->n_batch);
+    }
+}
+
+void qr_lm_state_free(qr_lm_state *s)
+{
+    if (!s) return;
+    free(s->x);
+    free(s->xb);
+    free(s->qkv);
+    free(s->att);
+    free(s->hb);
+    free(s->hb2);
+    free(s->logits);
+    free(s->work);
+    free(s->attn_scratch);
+    if (s->kv)
+        for (uint32_t l = 0; l < s->n_layers; l++) {  /* layers not reached by a failed new are zeroed */
+            free(s->kv[l].k);
+            free(s->kv[l].v);
+        }
+    free(s->kv);
+    free(s);
+}
+
+/* ---- shared blocks --------------------------------------------------------------------------------- */
+
+void qr_embed_rows(const qr_matrix *embd, const int32_t *ids, size_t n, float *x, size_t ldx)
+{
+    for (size_t i = 0; i < n; i++) qr_matrix_row_f32(embd, (size_t)ids[i], x + i * ldx);
+}
+
+void qr_add_position_rows(const qr_matrix *pos, uint32_t pos0, size_t n, float *x, size_t ldx, float *tmp)
+{
+    for (size_t i = 0; i < n; i++) {
+        qr_matrix_row_f32(pos, (size_t)pos0 + i, tmp);
+        qr_add(x + i * ldx, tmp, pos->cols);
+    }
+}
+
+qm_status qr_linear(qr_lm_state *s, const qr_matrix *w, const float *b, size_t n, const float *x, size_t ldx,
+                    float *y, size_t ldy)
+{
+    qm_status st = qr_matmul(NULL, w, n, x, ldx, y, ldy, s->work, s->work_size, &s->mm);
+    if (st != QM_OK) return st;
+    if (b) qr_add_bias_rows(y, ldy, n, b, w->rows);
+    return QM_OK;
+}
+
+qm_status qr_lm_logits(qr_lm_state *s, const qr_matrix *head, const float *head_bias, size_t n, size_t dim,
+                       size_t vocab, bool all_logits)
+{
+    if (all_logits) return qr_linear(s, head, head_bias, n, s->xb, dim, s->logits, vocab);
+    return qr_linear(s, head, head_bias, 1, s->xb + (n - 1) * dim, dim, s->logits, vocab);
+}
+
+/* ---- the family table ------------------------------------------------------------------------------ */
+
+const qr_lm_family *qr_lm_family_for(qm_arch arch)
+{
+    static const qr_lm_family *const families[] = { &qr_family_gpt2, &qr_family_gpt_neo, &qr_family_llama };
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (families[i]->arch == arch) return families[i];
+    return NULL;
+}

@@ -1,0 +1,157 @@
+/* qr_model.h — what every model family shares: the loader helpers that check a container against a
+ * family's needs, the family table, and the run state of a decoder language model.
+ *
+ * A family (runtime/qr_arch_<name>.c) holds its hyperparameters, its weights as views into the mapping and
+ * its forward pass, and nothing else: no byte layout (qr_matmul and qr_dtype read the dtypes), no kernel
+ * code, no allocation in the forward pass. Adding a family means one file and one row in qr_families.
+ *
+ * Ownership: qr_lm_load allocates the family's weight struct once, at open; its views point into the
+ * qm_file, which must outlive it. A qr_lm_state (every activation buffer, the KV cache, the matmul work
+ * buffer) is allocated once by qr_lm_state_new from the hyperparameters and the session's sizes; a
+ * forward pass only writes into it. Errors come back as qm_status with err naming the file and the key or
+ * tensor (QM_ERR_NOT_FOUND / QM_ERR_BAD_CONFIG for a key, QM_ERR_MISSING_TENSOR / QM_ERR_SHAPE /
+ * QM_ERR_TYPE_MISMATCH for a tensor).
+ */
+#ifndef QR_MODEL_H
+#define QR_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qm_error.h"
+#include "qm_names.h"
+#include "qm_reader.h"
+#include "qr_attn.h"
+#include "qr_kv.h"
+#include "qr_matmul.h"
+
+/* ---- loader helpers -------------------------------------------------------------------------------- */
+
+/* Reads one container for one architecture and remembers every matrix it hands out (so a session can size
+ * the matmul work buffer for the largest, and a benchmark can count the bytes a token reads). */
+typedef struct qr_loader {
+    const qm_file *f;
+    const char *path;        /* for messages */
+    qm_arch arch;            /* keys are "<arch>.<suffix>" */
+    qm_error *err;
+    qr_matrix *mats;         /* every matrix loaded, in load order (owned by the loader's user) */
+    size_t n_mats, cap_mats;
+} qr_loader;
+
+void qr_loader_init(qr_loader *ld, const qm_file *f, qm_arch arch, qm_error *err);
+void qr_loader_free(qr_loader *ld);
+
+/* Hyperparameters "<arch>.<suffix>". A required key that is absent or of another type is an error naming
+ * it; the _opt forms return `def` when the key is absent (another type is still an error). */
+qm_status qr_load_u32(qr_loader *ld, qm_hparam hp, uint32_t *out);
+qm_status qr_load_u32_opt(qr_loader *ld, qm_hparam hp, uint32_t def, uint32_t *out);
+qm_status qr_load_f32(qr_loader *ld, qm_hparam hp, float *out);
+qm_status qr_load_f32_opt(qr_loader *ld, qm_hparam hp, float def, float *out);
+qm_status qr_load_bool_opt(qr_loader *ld, qm_hparam hp, bool def, bool *out);
+/* A STRING value (not NUL-terminated; points into the mapping). */
+qm_status qr_load_string(qr_loader *ld, qm_hparam hp, const char **s, uint64_t *len);
+qm_status qr_load_string_opt(qr_loader *ld, qm_hparam hp, const char *def, const char **s, uint64_t *len);
+
+/* An ARRAY of STRING with exactly `count` elements (read them with qm_meta_array_string). */
+qm_status qr_load_string_array(qr_loader *ld, qm_hparam hp, uint64_t count, const qm_meta **out);
+
+/* A weight matrix of exactly rows x cols (F32, F16 or Q8_ROW), viewed in place. Absent, another shape or
+ * another dtype: an error naming the tensor, its shape or dtype and what the model needs. */
+qm_status qr_load_matrix(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols, qr_matrix *out);
+/* As qr_load_matrix, but absent is allowed: *present says which. */
+qm_status qr_load_matrix_opt(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols,
+                             qr_matrix *out, bool *present);
+/* A vector (norm weight, bias) of n F32 values: rank 1, [n]. */
+qm_status qr_load_vector(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t n, const float **out);
+/* As qr_load_vector; absent gives *out = NULL. */
+qm_status qr_load_vector_opt(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t n, const float **out);
+
+/* A hyperparameter that must be >= 1 and <= max; error naming the key otherwise. */
+qm_status qr_check_range(qr_loader *ld, qm_hparam hp, uint64_t v, uint64_t lo, uint64_t hi);
+
+/* ---- decoder language models ---------------------------------------------------------------------- */
+
+/* The sizes every decoder LM's run state is made of. */
+typedef struct qr_lm_hparams {
+    uint32_t vocab;          /* rows of tok_embd */
+    uint32_t ctx;            /* trained context length */
+    uint32_t dim;
+    uint32_t n_layers;
+    uint32_t n_heads, n_kv_heads, head_dim;
+    uint32_t ffn_dim;
+    const uint32_t *window;  /* [n_layers]: attention window of each layer, 0 = full causal (owned by the weights) */
+    bool learned_positions;  /* a position table of ctx rows: no position at or past ctx can be run */
+} qr_lm_hparams;
+
+/* Buffers of one session, sized once. Rows are tokens of one batch (<= n_batch). */
+typedef struct qr_lm_state {
+    uint32_t n_batch;        /* most tokens per forward call */
+    uint32_t n_ctx;          /* positions the cache holds */
+    int threads;
+    qr_matmul_opts mm;       /* threads + activation mode for every product */
+    float *x;                /* [n_batch][dim] residual stream */
+    float *xb;               /* [n_batch][dim] normed input of a sub-layer / scratch row */
+    float *qkv;              /* [n_batch][qkv_stride]: q (n_heads*head_dim), k, v (n_kv_heads*head_dim each) */
+    size_t qkv_stride;
+    float *att;              /* [n_batch][n_heads*head_dim] attention output */
+    float *hb, *hb2;         /* [n_batch][ffn_dim] feed-forward hidden */
+    float *logits;           /* [n_logits_cap][vocab] */
+    size_t n_logits_cap;
+    void *work;              /* matmul scratch, work_size bytes */
+    size_t work_size;
+    float *attn_scratch;
+    qr_kv_layer *kv;         /* [n_layers] */
+    uint32_t n_layers;
+} qr_lm_state;
+
+typedef struct qr_lm_state_params {
+    uint32_t n_ctx, n_batch;
+    int threads;
+    qr_act act;
+    qr_kv_type kv_type;
+    bool logits_all;
+} qr_lm_state_params;
+
+/* Allocate every buffer of a session for hyperparameters hp; `mats` are the model's matrices (the work
+ * buffer is sized for the largest product). QM_ERR_NOMEM / QM_ERR_OVERFLOW if it does not fit. */
+qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t n_mats,
+                          const qr_lm_state_params *p, qr_lm_state **out, qm_error *err);
+void qr_lm_state_free(qr_lm_state *s);
+
+/* A decoder-LM family. */
+typedef struct qr_lm_family {
+    qm_arch arch;
+    /* Check the container's keys and tensors; allocate *weights and fill *hp (whose window array belongs
+     * to *weights). */
+    qm_status (*load)(qr_loader *ld, void **weights, qr_lm_hparams *hp);
+    void (*free)(void *weights);
+    /* Run n tokens (1 <= n <= s->n_batch) at positions pos0..pos0+n-1, with the cache holding every
+     * earlier position. Logits: of every token into s->logits rows 0..n-1 when all_logits, else of the
+     * last token into row 0. Allocates nothing. */
+    qm_status (*forward)(const void *weights, qr_lm_state *s, const int32_t *ids, size_t n, uint32_t pos0,
+                         bool all_logits);
+    /* Whether the output head is the token embedding (for the bytes-per-token count). */
+    bool (*tied_output)(const void *weights);
+} qr_lm_family;
+
+/* The family that runs `arch`, or NULL. */
+const qr_lm_family *qr_lm_family_for(qm_arch arch);
+
+extern const qr_lm_family qr_family_gpt2, qr_family_gpt_neo, qr_family_llama;
+
+/* ---- shared blocks of the forward passes -------------------------------------------------------------
+ * Written once here, used by every family: they are the "layers" of CTranslate2's split. */
+
+/* x[i] = row ids[i] of the embedding matrix (any dtype), for i < n. */
+void qr_embed_rows(const qr_matrix *embd, const int32_t *ids, size_t n, float *x, size_t ldx);
+/* x[i] += row (pos0 + i) of a position table. */
+void qr_add_position_rows(const qr_matrix *pos, uint32_t pos0, size_t n, float *x, size_t ldx, float *tmp);
+/* y = x·Wᵀ (+ b) for n rows, with the session's threads, activation mode and work buffer. */
+qm_status qr_linear(qr_lm_state *s, const qr_matrix *w, const float *b, size_t n, const float *x, size_t ldx,
+                    float *y, size_t ldy);
+/* Logits of the final normed rows xb: every row or only the last, per all_logits. */
+qm_status qr_lm_logits(qr_lm_state *s, const qr_matrix *head, const float *head_bias, size_t n, size_t dim,
+                       size_t vocab, bool all_logits);
+
+#endif /* QR_MODEL_H */
