@@ -1,57 +1,73 @@
 /* qr_attn.c — causal attention over a KV cache layer (contract in qr_attn.h).
  *
- * One (head, query) pair at a time: scores = scale·q·k over the keys the query sees, a max-subtracted
- * softmax, then out = Σ p_j·v_j. The pairs of a call are split between threads in one parallel region;
- * each pair's row is computed by one thread in a fixed order, so the thread count never changes a bit.
- * The inner loops (dot, axpy; F32 or F16 rows) come from a small per-ISA table (qr_attn_kernels.h).
+ * Blocks: the query rows of a call are grouped into blocks of up to QR_ATTN_MAX_ROWS rows that share a KV
+ * head — the heads of a GQA group at one position, and for small groups several positions — so each key
+ * and value row read from the cache serves every row of the block (decode reads the cache once per KV
+ * head, not once per query head). Blocks are split between threads in one parallel region.
+ *
+ * Tiles: each block walks its keys in tiles of QR_ATTN_TILE positions with an online softmax (running
+ * max and sum, the partial output rescaled when the max grows), so the scratch is one tile of scores per
+ * thread whatever the context. Tiles start at multiples of QR_ATTN_TILE in absolute positions and keys a
+ * row does not see weigh exactly 0, so a row's result depends only on its own query and keys: not on the
+ * block it landed in, the batch it came with, or the thread count.
  */
 #include "qr_attn.h"
 
 #include <math.h>
-#include <stdbool.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "qm_cpu.h"
 #include "qm_half.h"
 #include "qr_attn_kernels.h"
 
+#define QR_ATTN_TILE 64
+
 /* ---- portable inner loops ---------------------------------------------------------------------------- */
 
-/* Eight partial sums: the same association whatever the compiler does with them, and room to vectorise. */
-static float dot_f32_ref(const float *q, const float *k, size_t n)
+/* Eight partial sums: a fixed association, and room for the compiler to vectorise. */
+#define DEFINE_REF(SUFFIX, T, ELEM)                                                                          \
+    static void scores_##SUFFIX##_ref(const float *const *q, size_t nr, const T *k, size_t nk, size_t hd,    \
+                                      float scale, float *sc, size_t ldsc)                                   \
+    {                                                                                                        \
+        for (size_t t = 0; t < nk; t++) {                                                                    \
+            const T *kt = k + t * hd;                                                                        \
+            for (size_t r = 0; r < nr; r++) {                                                                \
+                float a[8] = { 0 };                                                                          \
+                size_t d = 0;                                                                                \
+                for (; d + 8 <= hd; d += 8)                                                                  \
+                    for (int l = 0; l < 8; l++) a[l] += q[r][d + l] * ELEM(kt[d + l]);                       \
+                float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));                 \
+                for (; d < hd; d++) s += q[r][d] * ELEM(kt[d]);                                              \
+                sc[r * ldsc + t] = scale * s;                                                                \
+            }                                                                                                \
+        }                                                                                                    \
+    }                                                                                                        \
+    static void wsum_##SUFFIX##_ref(const float *p, size_t ldp, size_t nr, const T *v, size_t nk, size_t hd, \
+                                    float *const *o)                                                         \
+    {                                                                                                        \
+        for (size_t r = 0; r < nr; r++)                                                                      \
+            for (size_t t = 0; t < nk; t++) {                                                                \
+                float w = p[r * ldp + t];                                                                    \
+                const T *vt = v + t * hd;                                                                    \
+                for (size_t d = 0; d < hd; d++) o[r][d] += w * ELEM(vt[d]);                                  \
+            }                                                                                                \
+    }
+
+#define ELEM_F32(x) (x)
+#define ELEM_F16(x) qm_f16_to_f32(x)
+DEFINE_REF(f32, float, ELEM_F32)
+DEFINE_REF(f16, uint16_t, ELEM_F16)
+
+static void exp_sub_ref(float *s, size_t n, float m)
 {
-    float a[8] = { 0 };
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) a[l] += q[i + l] * k[i + l];
-    float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-    for (; i < n; i++) s += q[i] * k[i];
-    return s;
+    for (size_t t = 0; t < n; t++) s[t] = expf(s[t] - m);
 }
 
-static float dot_f16_ref(const float *q, const uint16_t *k, size_t n)
-{
-    float a[8] = { 0 };
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int l = 0; l < 8; l++) a[l] += q[i + l] * qm_f16_to_f32(k[i + l]);
-    float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
-    for (; i < n; i++) s += q[i] * qm_f16_to_f32(k[i]);
-    return s;
-}
+static const qr_attn_kernels kernels_ref = { scores_f32_ref, scores_f16_ref, wsum_f32_ref, wsum_f16_ref, exp_sub_ref };
 
-static void axpy_f32_ref(float *y, float a, const float *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) y[i] += a * v[i];
-}
-
-static void axpy_f16_ref(float *y, float a, const uint16_t *v, size_t n)
-{
-    for (size_t i = 0; i < n; i++) y[i] += a * qm_f16_to_f32(v[i]);
-}
-
-static const qr_attn_kernels kernels_ref = { dot_f32_ref, dot_f16_ref, axpy_f32_ref, axpy_f16_ref };
+const qr_attn_kernels *qr_attn_kernels_generic(void) { return &kernels_ref; }
 
 static const qr_attn_kernels *pick_kernels(void)
 {
@@ -60,50 +76,113 @@ static const qr_attn_kernels *pick_kernels(void)
     return &kernels_ref;
 }
 
-/* ---- attention ---------------------------------------------------------------------------------------- */
+/* ---- blocks ------------------------------------------------------------------------------------------- */
 
 static int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
 size_t qr_attn_scratch_floats(const qr_kv_layer *kv, int threads)
 {
-    return (size_t)resolve_threads(threads) * kv->cap;
+    (void)kv;   /* tiles make the scratch independent of the context */
+    return (size_t)resolve_threads(threads) * QR_ATTN_MAX_ROWS * QR_ATTN_TILE;
 }
 
 /* Below this many multiply-adds a parallel region costs more than it saves. */
 #define QR_ATTN_PARALLEL_MIN ((uint64_t)1 << 16)
 
-/* Head h of query row at position p: out_h = softmax(scale·q_h·K_gᵀ)·V_g over keys lo..p. */
-static void attend_one(const qr_attn_kernels *kr, const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t p,
-                       const float *qh, float *oh, uint32_t g, float *sc)
-{
-    const size_t hd = s->head_dim, cap = kv->cap;
-    const uint32_t lo = (kv->window > 0 && p >= kv->window) ? p - kv->window + 1 : 0;
-    const size_t nk = (size_t)(p - lo) + 1;
-    const size_t head_off = (size_t)g * cap * hd;
-    const bool f16 = kv->type == QR_KV_F16;
-    const uint16_t *k16 = (const uint16_t *)kv->k + head_off, *v16 = (const uint16_t *)kv->v + head_off;
-    const float *k32 = (const float *)kv->k + head_off, *v32 = (const float *)kv->v + head_off;
+typedef struct block_rows {
+    size_t nr;
+    const float *q[QR_ATTN_MAX_ROWS];
+    float *o[QR_ATTN_MAX_ROWS];
+    uint32_t lo[QR_ATTN_MAX_ROWS], hi[QR_ATTN_MAX_ROWS];   /* keys a row sees: positions lo..hi */
+} block_rows;
 
-    float m = -INFINITY;
-    for (size_t t = 0; t < nk; t++) {
-        size_t slot = ((size_t)lo + t) % cap;
-        float d = f16 ? kr->dot_f16(qh, k16 + slot * hd, hd) : kr->dot_f32(qh, k32 + slot * hd, hd);
-        sc[t] = s->scale * d;
-        m = sc[t] > m ? sc[t] : m;
+/* Scores or weighted sums over positions a..b, split where the ring wraps (contiguous slots per call). */
+static void tile_scores(const qr_attn_kernels *kr, const qr_kv_layer *kv, size_t head_off, const block_rows *B,
+                        uint32_t a, uint32_t b, float scale, float *sc)
+{
+    const size_t hd = kv->head_dim;
+    for (uint32_t x = a; x <= b;) {
+        uint32_t slot = x % kv->cap, run = b - x + 1;
+        if (run > kv->cap - slot) run = kv->cap - slot;
+        if (kv->type == QR_KV_F16)
+            kr->scores_f16(B->q, B->nr, (const uint16_t *)kv->k + head_off + (size_t)slot * hd, run, hd, scale,
+                           sc + (x - a), QR_ATTN_TILE);
+        else
+            kr->scores_f32(B->q, B->nr, (const float *)kv->k + head_off + (size_t)slot * hd, run, hd, scale,
+                           sc + (x - a), QR_ATTN_TILE);
+        x += run;
     }
-    double sum = 0.0;
-    for (size_t t = 0; t < nk; t++) {
-        sc[t] = expf(sc[t] - m);
-        sum += sc[t];
+}
+
+static void tile_wsum(const qr_attn_kernels *kr, const qr_kv_layer *kv, size_t head_off, const block_rows *B,
+                      uint32_t a, uint32_t b, const float *p)
+{
+    const size_t hd = kv->head_dim;
+    for (uint32_t x = a; x <= b;) {
+        uint32_t slot = x % kv->cap, run = b - x + 1;
+        if (run > kv->cap - slot) run = kv->cap - slot;
+        if (kv->type == QR_KV_F16)
+            kr->wsum_f16(p + (x - a), QR_ATTN_TILE, B->nr, (const uint16_t *)kv->v + head_off + (size_t)slot * hd,
+                         run, hd, B->o);
+        else
+            kr->wsum_f32(p + (x - a), QR_ATTN_TILE, B->nr, (const float *)kv->v + head_off + (size_t)slot * hd, run,
+                         hd, B->o);
+        x += run;
     }
-    memset(oh, 0, hd * sizeof *oh);
-    for (size_t t = 0; t < nk; t++) {
-        size_t slot = ((size_t)lo + t) % cap;
-        if (f16) kr->axpy_f16(oh, sc[t], v16 + slot * hd, hd);
-        else kr->axpy_f32(oh, sc[t], v32 + slot * hd, hd);
+}
+
+static void attend_block(const qr_attn_kernels *kr, const qr_kv_layer *kv, uint32_t g, float scale,
+                         const block_rows *B, float *sc)
+{
+    const size_t hd = kv->head_dim, head_off = (size_t)g * kv->cap * hd;
+    float m[QR_ATTN_MAX_ROWS];
+    double l[QR_ATTN_MAX_ROWS];
+    uint32_t lo = B->lo[0], hi = B->hi[0];
+    for (size_t r = 0; r < B->nr; r++) {
+        memset(B->o[r], 0, hd * sizeof(float));
+        m[r] = -INFINITY;
+        l[r] = 0.0;
+        lo = B->lo[r] < lo ? B->lo[r] : lo;
+        hi = B->hi[r] > hi ? B->hi[r] : hi;
     }
-    float inv = (float)(1.0 / sum);
-    for (size_t d = 0; d < hd; d++) oh[d] *= inv;
+    for (uint32_t t0 = lo / QR_ATTN_TILE * QR_ATTN_TILE; t0 <= hi; t0 += QR_ATTN_TILE) {
+        uint32_t a = t0 > lo ? t0 : lo, b = t0 + (QR_ATTN_TILE - 1) < hi ? t0 + (QR_ATTN_TILE - 1) : hi;
+        size_t n = (size_t)(b - a) + 1;
+        tile_scores(kr, kv, head_off, B, a, b, scale, sc);
+        for (size_t r = 0; r < B->nr; r++) {
+            float *s = sc + r * QR_ATTN_TILE;
+            /* the keys of this tile row r sees: [va, vb] as offsets into the tile (empty when va > vb) */
+            size_t va = B->lo[r] > a ? B->lo[r] - a : 0;
+            size_t vb = B->hi[r] < b ? (B->hi[r] >= a ? B->hi[r] - a : 0) : n - 1;
+            bool any = B->hi[r] >= a && B->lo[r] <= b;
+            float tm = -INFINITY;
+            if (any)
+                for (size_t t = va; t <= vb; t++) tm = s[t] > tm ? s[t] : tm;
+            if (tm > m[r]) {   /* a larger max: rescale what was summed so far */
+                if (m[r] > -INFINITY) {
+                    float f = expf(m[r] - tm);
+                    for (size_t d = 0; d < hd; d++) B->o[r][d] *= f;
+                    l[r] *= f;
+                }
+                m[r] = tm;
+            }
+            double sum = 0.0;
+            if (any) {
+                for (size_t t = 0; t < n; t++)
+                    if (t < va || t > vb) s[t] = -INFINITY;   /* keys row r does not see weigh 0 */
+                kr->exp_sub(s, n, m[r]);
+                for (size_t t = 0; t < n; t++) sum += s[t];
+            } else {
+                memset(s, 0, n * sizeof *s);
+            }
+            l[r] += sum;
+        }
+        tile_wsum(kr, kv, head_off, B, a, b, sc);
+    }
+    for (size_t r = 0; r < B->nr; r++) {
+        float inv = (float)(1.0 / l[r]);
+        for (size_t d = 0; d < hd; d++) B->o[r][d] *= inv;
+    }
 }
 
 void qr_attn_causal(const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t pos0, size_t n_q, const float *q,
@@ -111,27 +190,40 @@ void qr_attn_causal(const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t pos0
 {
     if (n_q == 0) return;
     const qr_attn_kernels *kr = pick_kernels();
-    const uint32_t group = s->n_heads / s->n_kv_heads;
-    const size_t hd = s->head_dim, n_pairs = (size_t)s->n_heads * n_q;
+    const size_t hd = s->head_dim, G = s->n_heads / s->n_kv_heads;
+    /* a block: hc heads of one group (a chunk of it when the group is larger than a block) at P positions */
+    const size_t hc = G < QR_ATTN_MAX_ROWS ? G : QR_ATTN_MAX_ROWS, n_hchunks = (G + hc - 1) / hc;
+    const size_t P = QR_ATTN_MAX_ROWS / hc, n_pblocks = (n_q + P - 1) / P;
+    const size_t n_blocks = n_pblocks * s->n_kv_heads * n_hchunks;
     int nt = resolve_threads(threads);
 
-    /* work: Σ over queries of keys seen, × heads × head_dim × 2 (scores and values) */
-    uint64_t work = 0;
+    uint64_t work = 0;   /* Σ keys seen × heads × head_dim × 2 (scores and values) */
     for (size_t i = 0; i < n_q; i++) {
         uint32_t p = pos0 + (uint32_t)i;
-        uint64_t nk = (kv->window > 0 && p >= kv->window) ? kv->window : (uint64_t)p + 1;
-        work += nk;
+        work += (kv->window > 0 && p >= kv->window) ? kv->window : (uint64_t)p + 1;
     }
     work *= (uint64_t)s->n_heads * hd * 2;
-    if (work < QR_ATTN_PARALLEL_MIN || n_pairs < 2) nt = 1;
+    if (work < QR_ATTN_PARALLEL_MIN || n_blocks < 2) nt = 1;
 
-    /* pairs t = i·n_heads + h: neighbours share a query position, so a cyclic split balances the causal
-     * triangle */
-#pragma omp parallel for num_threads(nt) schedule(static, 1) if (nt > 1)
-    for (size_t t = 0; t < n_pairs; t++) {
-        size_t i = t / s->n_heads, h = t % s->n_heads;
-        float *sc = scratch + (size_t)omp_get_thread_num() * kv->cap;
-        attend_one(kr, s, kv, pos0 + (uint32_t)i, q + i * ldq + h * hd, out + i * ldo + h * hd,
-                   (uint32_t)(h / group), sc);
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
+    for (size_t bi = 0; bi < n_blocks; bi++) {
+        size_t c = bi % n_hchunks, g = (bi / n_hchunks) % s->n_kv_heads, pb = bi / (n_hchunks * s->n_kv_heads);
+        size_t h0 = g * G + c * hc, h1 = h0 + hc < (g + 1) * G ? h0 + hc : (g + 1) * G;
+        size_t i0 = pb * P, i1 = i0 + P < n_q ? i0 + P : n_q;
+        block_rows B;
+        B.nr = 0;
+        for (size_t i = i0; i < i1; i++) {
+            uint32_t p = pos0 + (uint32_t)i;
+            uint32_t lo = (kv->window > 0 && p >= kv->window) ? p - kv->window + 1 : 0;
+            for (size_t h = h0; h < h1; h++) {
+                B.q[B.nr] = q + i * ldq + h * hd;
+                B.o[B.nr] = out + i * ldo + h * hd;
+                B.lo[B.nr] = lo;
+                B.hi[B.nr] = p;
+                B.nr++;
+            }
+        }
+        float *sc = scratch + (size_t)omp_get_thread_num() * QR_ATTN_MAX_ROWS * QR_ATTN_TILE;
+        attend_block(kr, kv, (uint32_t)g, s->scale, &B, sc);
     }
 }

@@ -1,66 +1,144 @@
-/* qr_attn_avx2.c — attention's inner loops with AVX2 + FMA + F16C (see qr_attn_kernels.h). Compiled with
- * -mavx2 -mfma -mf16c (mk/k.mk) and only called after qr_attn.c checked the CPU. */
+/* qr_attn_avx2.c — attention's inner loops with AVX2 + FMA + F16C (contract in qr_attn_kernels.h).
+ * Compiled with -mavx2 -mfma -mf16c (mk/k.mk); only called after qr_attn.c checked the CPU.
+ *
+ * Each loop is instantiated for every block height NR = 1..8 (always_inline + a switch), so the NR
+ * accumulators live in registers. A row's arithmetic is the same in every instantiation: its own
+ * accumulator, the same lane tree, the same scalar tail. */
 #include <immintrin.h>
 
 #include "qm_half.h"
 #include "qr_attn_kernels.h"
 
-static float hsum(__m256 v)
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
+INLINE __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+INLINE float elem_f32(const float *p) { return *p; }
+INLINE float elem_f16(const uint16_t *p) { return qm_f16_to_f32(*p); }
+
+/* Lane sums of eight accumulators at once: out[r] = Σ lanes of a[r]. */
+INLINE __m256 hsum8(const __m256 *a)
 {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+    t0 = _mm256_hadd_ps(t0, t1);
+    t2 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t2, 0x20), _mm256_permute2f128_ps(t0, t2, 0x31));
 }
 
-static float dot_f32(const float *q, const float *k, size_t n)
-{
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), a1);
+#define DEFINE_SCORES(NAME, T, LOAD, ELEM)                                                                   \
+    INLINE void NAME##_nr(const float *const *q, const int NR, const T *k, size_t nk, size_t hd, float scale, \
+                          float *sc, size_t ldsc)                                                            \
+    {                                                                                                        \
+        const size_t hd8 = hd & ~(size_t)7;                                                                  \
+        for (size_t t = 0; t < nk; t++) {                                                                    \
+            const T *kt = k + t * hd;                                                                        \
+            __m256 acc[8];                                                                                   \
+            for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();                                        \
+            for (size_t d = 0; d < hd8; d += 8) {                                                            \
+                __m256 kv = LOAD(kt + d);                                                                    \
+                for (int r = 0; r < NR; r++) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + d), kv, acc[r]); \
+            }                                                                                                \
+            float s[8];                                                                                      \
+            _mm256_storeu_ps(s, hsum8(acc));                                                                 \
+            for (int r = 0; r < NR; r++) {                                                                   \
+                float x = s[r];                                                                              \
+                for (size_t d = hd8; d < hd; d++) x += q[r][d] * ELEM(kt + d);                               \
+                sc[(size_t)r * ldsc + t] = scale * x;                                                        \
+            }                                                                                                \
+        }                                                                                                    \
+    }                                                                                                        \
+    static void NAME(const float *const *q, size_t nr, const T *k, size_t nk, size_t hd, float scale, float *sc, \
+                     size_t ldsc)                                                                            \
+    {                                                                                                        \
+        switch (nr) {                                                                                        \
+        case 1: NAME##_nr(q, 1, k, nk, hd, scale, sc, ldsc); break;                                          \
+        case 2: NAME##_nr(q, 2, k, nk, hd, scale, sc, ldsc); break;                                          \
+        case 3: NAME##_nr(q, 3, k, nk, hd, scale, sc, ldsc); break;                                          \
+        case 4: NAME##_nr(q, 4, k, nk, hd, scale, sc, ldsc); break;                                          \
+        case 5: NAME##_nr(q, 5, k, nk, hd, scale, sc, ldsc); break;                                          \
+        case 6: NAME##_nr(q, 6, k, nk, hd, scale, sc, ldsc); break;                                          \
+        case 7: NAME##_nr(q, 7, k, nk, hd, scale, sc, ldsc); break;                                          \
+        default: NAME##_nr(q, 8, k, nk, hd, scale, sc, ldsc); break;                                         \
+        }                                                                                                    \
     }
-    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), a0);
-    float s = hsum(_mm256_add_ps(a0, a1));
-    for (; i < n; i++) s += q[i] * k[i];
-    return s;
-}
 
-static float dot_f16(const float *q, const uint16_t *k, size_t n)
-{
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256 k0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i)));
-        __m256 k1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i + 8)));
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), k0, a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i + 8), k1, a1);
+#define DEFINE_WSUM(NAME, T, LOAD, ELEM)                                                                     \
+    INLINE void NAME##_nr(const float *p, size_t ldp, const int NR, const T *v, size_t nk, size_t hd,        \
+                          float *const *o)                                                                   \
+    {                                                                                                        \
+        const size_t hd8 = hd & ~(size_t)7;                                                                  \
+        for (size_t d = 0; d < hd8; d += 8) {                                                                \
+            __m256 acc[8];                                                                                   \
+            for (int r = 0; r < NR; r++) acc[r] = _mm256_loadu_ps(o[r] + d);                                 \
+            for (size_t t = 0; t < nk; t++) {                                                                \
+                __m256 vv = LOAD(v + t * hd + d);                                                            \
+                for (int r = 0; r < NR; r++)                                                                 \
+                    acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + (size_t)r * ldp + t), vv, acc[r]);      \
+            }                                                                                                \
+            for (int r = 0; r < NR; r++) _mm256_storeu_ps(o[r] + d, acc[r]);                                 \
+        }                                                                                                    \
+        for (size_t d = hd8; d < hd; d++)                                                                    \
+            for (int r = 0; r < NR; r++) {                                                                   \
+                float x = o[r][d];                                                                           \
+                for (size_t t = 0; t < nk; t++) x += p[(size_t)r * ldp + t] * ELEM(v + t * hd + d);          \
+                o[r][d] = x;                                                                                 \
+            }                                                                                                \
+    }                                                                                                        \
+    static void NAME(const float *p, size_t ldp, size_t nr, const T *v, size_t nk, size_t hd, float *const *o) \
+    {                                                                                                        \
+        switch (nr) {                                                                                        \
+        case 1: NAME##_nr(p, ldp, 1, v, nk, hd, o); break;                                                   \
+        case 2: NAME##_nr(p, ldp, 2, v, nk, hd, o); break;                                                   \
+        case 3: NAME##_nr(p, ldp, 3, v, nk, hd, o); break;                                                   \
+        case 4: NAME##_nr(p, ldp, 4, v, nk, hd, o); break;                                                   \
+        case 5: NAME##_nr(p, ldp, 5, v, nk, hd, o); break;                                                   \
+        case 6: NAME##_nr(p, ldp, 6, v, nk, hd, o); break;                                                   \
+        case 7: NAME##_nr(p, ldp, 7, v, nk, hd, o); break;                                                   \
+        default: NAME##_nr(p, ldp, 8, v, nk, hd, o); break;                                                  \
+        }                                                                                                    \
     }
-    for (; i + 8 <= n; i += 8)
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i))), a0);
-    float s = hsum(_mm256_add_ps(a0, a1));
-    for (; i < n; i++) s += q[i] * qm_f16_to_f32(k[i]);
-    return s;
+
+DEFINE_SCORES(scores_f32, float, load_f32, elem_f32)
+DEFINE_SCORES(scores_f16, uint16_t, load_f16, elem_f16)
+DEFINE_WSUM(wsum_f32, float, load_f32, elem_f32)
+DEFINE_WSUM(wsum_f16, uint16_t, load_f16, elem_f16)
+
+/* e^x for x <= 0 (or -inf): x = n·ln2 + r with |r| <= ln2/2, e^r by Cephes' degree-6 expf polynomial (with FMA
+ * within 2 ulp), times 2^n built in the exponent bits. Below -87.33 (where 2^n would leave the normal
+ * range) the result is 0: those weights are under 2^-126 of the largest, which is 1. NaN stays NaN. */
+static inline __m256 exp8(__m256 x)
+{
+    const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654475f), _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);   /* min(c, NaN) is NaN: NaN passes through */
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 y = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+    return _mm256_andnot_ps(under, y);
 }
 
-static void axpy_f32(float *y, float a, const float *v, size_t n)
+static void exp_sub(float *s, size_t n, float m)
 {
-    __m256 va = _mm256_set1_ps(a);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(v + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * v[i];
-}
-
-static void axpy_f16(float *y, float a, const uint16_t *v, size_t n)
-{
-    __m256 va = _mm256_set1_ps(a);
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, x, _mm256_loadu_ps(y + i)));
+    const __m256 vm = _mm256_set1_ps(m);
+    size_t t = 0;
+    for (; t + 8 <= n; t += 8) _mm256_storeu_ps(s + t, exp8(_mm256_sub_ps(_mm256_loadu_ps(s + t), vm)));
+    if (t < n) {   /* the tail through the same vector code, so every element gets the same function */
+        float buf[8];
+        size_t k = n - t;
+        for (size_t i = 0; i < 8; i++) buf[i] = i < k ? s[t + i] : m;
+        _mm256_storeu_ps(buf, exp8(_mm256_sub_ps(_mm256_loadu_ps(buf), vm)));
+        for (size_t i = 0; i < k; i++) s[t + i] = buf[i];
     }
-    for (; i < n; i++) y[i] += a * qm_f16_to_f32(v[i]);
 }
 
-const qr_attn_kernels qr_attn_kernels_avx2 = { dot_f32, dot_f16, axpy_f32, axpy_f16 };
+const qr_attn_kernels qr_attn_kernels_avx2 = { scores_f32, scores_f16, wsum_f32, wsum_f16, exp_sub };

@@ -1,22 +1,38 @@
 /* qr_attn_kernels.h — the two inner loops of attention, per instruction set (internal to qr_attn.c).
  *
- * A score is a dot product of a query row with a key row; an output row is a sum of value rows weighted by
- * the probabilities. Keys and values are F32 or F16 (qr_kv.h). qr_attn.c holds the portable versions;
- * qr_attn_avx2.c (AVX2 + FMA + F16C, compiled with those flags) is chosen at run time when the CPU has
- * them and QMAP_CPU allows (format/qm_cpu.h). */
+ * qr_attn.c runs a block of up to QR_ATTN_MAX_ROWS query rows that share one KV head (the heads of a GQA
+ * group, or several positions of one head) over a tile of consecutive keys, so every key and value row
+ * loaded serves every row of the block:
+ *   scores: sc[r·ldsc + t] = scale · (q[r] · k[t])           r < nr, t < nk
+ *   wsum:   o[r][d] += Σ_t p[r·ldp + t] · v[t][d]           (t in increasing order)
+ *   exp_sub: the softmax numerators of one row of a tile
+ * K and V rows are contiguous (head_dim elements each), F32 or F16. A row's result depends only on its own
+ * inputs, never on nr or on the other rows of the block, so any grouping gives the same bits.
+ *
+ * qr_attn.c holds the portable versions; qr_attn_avx2.c (AVX2 + FMA + F16C, compiled with those flags by
+ * mk/k.mk) is chosen at run time when the CPU has them and QMAP_CPU allows (format/qm_cpu.h). */
 #ifndef QR_ATTN_KERNELS_H
 #define QR_ATTN_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#define QR_ATTN_MAX_ROWS 8
+
 typedef struct qr_attn_kernels {
-    float (*dot_f32)(const float *q, const float *k, size_t n);
-    float (*dot_f16)(const float *q, const uint16_t *k, size_t n);
-    void (*axpy_f32)(float *y, float a, const float *v, size_t n);     /* y += a·v */
-    void (*axpy_f16)(float *y, float a, const uint16_t *v, size_t n);
+    void (*scores_f32)(const float *const *q, size_t nr, const float *k, size_t nk, size_t hd, float scale, float *sc,
+                       size_t ldsc);
+    void (*scores_f16)(const float *const *q, size_t nr, const uint16_t *k, size_t nk, size_t hd, float scale,
+                       float *sc, size_t ldsc);
+    void (*wsum_f32)(const float *p, size_t ldp, size_t nr, const float *v, size_t nk, size_t hd, float *const *o);
+    void (*wsum_f16)(const float *p, size_t ldp, size_t nr, const uint16_t *v, size_t nk, size_t hd, float *const *o);
+    /* s[t] = exp(s[t] - m) for t < n (m finite; s[t] <= m or -inf, which gives 0). Within 2 ulp of the
+     * exact exponential of the float difference (libm's expf in the portable table). */
+    void (*exp_sub)(float *s, size_t n, float m);
 } qr_attn_kernels;
 
 extern const qr_attn_kernels qr_attn_kernels_avx2;
+/* The portable table (tests compare the others with it). */
+const qr_attn_kernels *qr_attn_kernels_generic(void);
 
 #endif /* QR_ATTN_KERNELS_H */

@@ -11,8 +11,8 @@
  *
  * Tolerance (att_tol): a score error ε_j moves each probability by at most a factor e^{±2ε} (ε = max ε_j),
  * so the output moves by (e^{2ε} − 1)·Σ_j p_j|v_j| plus the error of the values themselves, plus the float
- * sums. ε_j: the float dot product (hd + 2)·u·scale·Σ|q||k| and the roundings of s_j − max (2u·(|s_j| +
- * |max|)); F16 keys add scale·Σ|q|·(2^-11|k| + 2^-25) (round to nearest binary16: 2^-11 relative for
+ * sums. ε_j: the float dot product (hd + 2)·u·scale·Σ|q||k|, the roundings of s_j − max (2u·(|s_j| +
+ * |max|)) and of the running rescale, and the exponential itself (within 2 ulp: 4u); F16 keys add scale·Σ|q|·(2^-11|k| + 2^-25) (round to nearest binary16: 2^-11 relative for
  * normal halves, 2^-25 absolute below). Values: F16 adds 2^-11·|v| + 2^-25 to every v. The weighted sum
  * of nk rows in float adds (nk + 4)·u·max|v|. u = 2^-24. PRNG: splitmix64 (tu_rng), fixed seeds. */
 #include "test_util.h"
@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "qr_attn.h"
+#include "qr_attn_kernels.h"
 #include "qr_kv.h"
 
 #define U 0x1.0p-24
@@ -72,7 +73,7 @@ static void reference(const attn_case *c, float scale, const float *Q, const flo
     }
     double sum = 0;
     for (size_t t = 0; t < nk; t++) {
-        eps[t] += 2 * U * (fabs(s[t]) + fabs(m));
+        eps[t] += 2 * U * (fabs(s[t]) + fabs(m)) + 8 * U;
         emax = fmax(emax, eps[t]);
         s[t] = exp(s[t] - m);
         sum += s[t];
@@ -222,6 +223,96 @@ static void test_threads_large(void **state)
     both_types((attn_case){ "threads", 8, 2, 64, 0, 200, 64, 192, all_at_once, 1, 0, 0, 20 });
 }
 
+
+/* A row's output depends only on its query and its keys: the whole sequence in one batch (a cache sized for
+ * it) and the same sequence one token at a time (a ring of only the window) give the same bits. */
+static void batch_vs_decode(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t window, uint32_t T, qr_kv_type type,
+                            uint64_t seed)
+{
+    const size_t qw = (size_t)nh * hd, kw = (size_t)nkv * hd;
+    uint64_t st = seed;
+    float *Q = malloc(T * qw * sizeof *Q), *K = malloc(T * kw * sizeof *K), *V = malloc(T * kw * sizeof *V);
+    for (size_t i = 0; i < T * qw; i++) Q[i] = frand(&st, -2.0f, 2.0f);
+    for (size_t i = 0; i < T * kw; i++) K[i] = frand(&st, -2.0f, 2.0f);
+    for (size_t i = 0; i < T * kw; i++) V[i] = frand(&st, -1.0f, 1.0f);
+    qr_attn_shape sh = { nh, nkv, hd, 1.0f / sqrtf((float)hd) };
+    float *ob = malloc(T * qw * sizeof *ob), *od = malloc(T * qw * sizeof *od);
+    for (int mode = 0; mode < 2; mode++) {
+        uint32_t nb = mode == 0 ? T : 1;
+        uint32_t cap = qr_kv_capacity(T, window, nb);
+        size_t b = qr_kv_bytes(type, nkv, hd, cap);
+        void *km = malloc(b), *vm = malloc(b);
+        qr_kv_layer kv;
+        qr_kv_layer_init(&kv, type, nkv, hd, cap, window, km, vm);
+        float *scr = malloc(qr_attn_scratch_floats(&kv, 2) * sizeof(float));
+        if (mode == 0) {
+            qr_kv_store(&kv, 0, T, K, kw, V, kw);
+            qr_attn_causal(&sh, &kv, 0, T, Q, qw, ob, qw, scr, 2);
+        } else {
+            for (uint32_t p = 0; p < T; p++) {
+                qr_kv_store(&kv, p, 1, K + p * kw, kw, V + p * kw, kw);
+                qr_attn_causal(&sh, &kv, p, 1, Q + p * qw, qw, od + p * qw, qw, scr, 1);
+            }
+        }
+        free(km); free(vm); free(scr);
+    }
+    for (size_t i = 0; i < T * qw; i++)
+        if (memcmp(&ob[i], &od[i], sizeof(float)) != 0)
+            fail_msg("heads %u/%u hd %u window %u %s: element %zu: batch %.9g, token by token %.9g", nh, nkv, hd, window,
+                     type == QR_KV_F16 ? "f16" : "f32", i, ob[i], od[i]);
+    free(Q); free(K); free(V); free(ob); free(od);
+}
+
+static void test_batch_equals_decode(void **state)
+{
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        qr_kv_type type = t ? QR_KV_F32 : QR_KV_F16;
+        batch_vs_decode(4, 4, 64, 0, 150, type, 30);    /* MHA: blocks of 8 positions vs 1 */
+        batch_vs_decode(8, 2, 64, 0, 150, type, 31);    /* GQA 4: 2 positions per block */
+        batch_vs_decode(8, 1, 17, 0, 100, type, 32);    /* group of 8, odd head_dim */
+        batch_vs_decode(12, 1, 16, 0, 70, type, 33);    /* group of 12: chunks of 8 and 4 */
+        batch_vs_decode(4, 2, 32, 37, 200, type, 34);   /* window 37: a ring of 37 slots vs the whole context */
+    }
+}
+
+/* The exponential of every kernel table this CPU has against exp() in double: within 2 ulp (the bound the
+ * tolerance above counts), exactly 0 for -inf, NaN kept. */
+static void test_exp_kernels(void **state)
+{
+    (void)state;
+    const qr_attn_kernels *tables[2] = { qr_attn_kernels_generic(), NULL };
+    const char *names[2] = { "generic", "avx2" };
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        tables[1] = &qr_attn_kernels_avx2;
+    else
+        printf("(the CPU lacks AVX2+FMA+F16C: the avx2 table is not checked)\n");
+    enum { N = 4003 };
+    static float s[N], x[N];
+    for (int ti = 0; ti < 2; ti++) {
+        if (!tables[ti]) continue;
+        uint64_t st = 40;
+        const float m = 3.25f;
+        for (size_t i = 0; i < N; i++) {
+            /* differences s - m over [-87.3, 0]: every binade of the result down to 2^-126 */
+            s[i] = i < 5 ? m : m + frand(&st, -87.3f, 0.0f);
+            if (i % 97 == 0) s[i] = m - (float)(i / 97) * 2.0f;   /* spaced points down to -82 */
+        }
+        memcpy(x, s, sizeof s);
+        tables[ti]->exp_sub(x, N, m);
+        for (size_t i = 0; i < N; i++) {
+            double ref = exp((double)(s[i] - m));
+            double ulp = ldexp(1.0, ilogb(ref) - 23);
+            if (!(fabs(x[i] - ref) <= 2 * ulp))
+                fail_msg("exp %s: exp(%.9g) = %.9g, reference %.9g (%.2f ulp)", names[ti], (double)(s[i] - m), x[i], ref,
+                         fabs(x[i] - ref) / ulp);
+        }
+        float special[11] = { -INFINITY, NAN, m, m, m, m, m, m, m, m, -INFINITY };
+        tables[ti]->exp_sub(special, 11, m);
+        assert_true(special[0] == 0.0f && special[10] == 0.0f && isnan(special[1]) && special[2] == 1.0f);
+    }
+}
+
 static void test_kv_sizes(void **state)
 {
     (void)state;
@@ -288,6 +379,8 @@ int main(void)
         cmocka_unit_test(test_window),
         cmocka_unit_test(test_head_dims),
         cmocka_unit_test(test_threads_large),
+        cmocka_unit_test(test_batch_equals_decode),
+        cmocka_unit_test(test_exp_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
