@@ -4,3 +4,4 @@ ISA_FLAGS_qr_ops       := -O3
 ISA_FLAGS_qr_kv        := -O3
 ISA_FLAGS_qr_attn      := -O3
 ISA_FLAGS_qr_attn_avx2 := -O3 -mavx2 -mfma -mf16c
+ISA_FLAGS_qr_ops_avx2  := -O3 -mavx2 -mfma

@@ -8,6 +8,7 @@
 
 #include "qm_half.h"
 #include "qr_attn_kernels.h"
+#include "qr_exp_avx2.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -104,39 +105,16 @@ DEFINE_SCORES(scores_f16, uint16_t, load_f16, elem_f16)
 DEFINE_WSUM(wsum_f32, float, load_f32, elem_f32)
 DEFINE_WSUM(wsum_f16, uint16_t, load_f16, elem_f16)
 
-/* e^x for x <= 0 (or -inf): x = n·ln2 + r with |r| <= ln2/2, e^r by Cephes' degree-6 expf polynomial (with FMA
- * within 2 ulp), times 2^n built in the exponent bits. Below -87.33 (where 2^n would leave the normal
- * range) the result is 0: those weights are under 2^-126 of the largest, which is 1. NaN stays NaN. */
-static inline __m256 exp8(__m256 x)
-{
-    const __m256 under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654475f), _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_set1_ps(88.0f), x);   /* min(c, NaN) is NaN: NaN passes through */
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    __m256 y = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    y = _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-    return _mm256_andnot_ps(under, y);
-}
-
 static void exp_sub(float *s, size_t n, float m)
 {
     const __m256 vm = _mm256_set1_ps(m);
     size_t t = 0;
-    for (; t + 8 <= n; t += 8) _mm256_storeu_ps(s + t, exp8(_mm256_sub_ps(_mm256_loadu_ps(s + t), vm)));
+    for (; t + 8 <= n; t += 8) _mm256_storeu_ps(s + t, qr_exp8(_mm256_sub_ps(_mm256_loadu_ps(s + t), vm)));
     if (t < n) {   /* the tail through the same vector code, so every element gets the same function */
         float buf[8];
         size_t k = n - t;
         for (size_t i = 0; i < 8; i++) buf[i] = i < k ? s[t + i] : m;
-        _mm256_storeu_ps(buf, exp8(_mm256_sub_ps(_mm256_loadu_ps(buf), vm)));
+        _mm256_storeu_ps(buf, qr_exp8(_mm256_sub_ps(_mm256_loadu_ps(buf), vm)));
         for (size_t i = 0; i < k; i++) s[t + i] = buf[i];
     }
 }

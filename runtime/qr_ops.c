@@ -10,18 +10,40 @@
 #include <math.h>
 #include <string.h>
 
+#include "qm_cpu.h"
+#include "qr_ops_simd.h"
+
+/* The exponential-based activations have AVX2 versions (qr_ops_avx2.c); the others are plain loops. */
+static bool use_avx2(void)
+{
+    return qm_cpu_level_get() >= QM_CPU_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+
+/* Σ (x_i − c) or Σ (x_i − c)² in double, four partial sums: the add latency, not the loads, bounds a single
+ * chain of dependent double adds. */
+static double sum_d(const float *x, size_t n, double c, bool square)
+{
+    double a[4] = { 0, 0, 0, 0 };
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (int l = 0; l < 4; l++) {
+            double t = (double)x[i + l] - c;
+            a[l] += square ? t * t : t;
+        }
+    for (; i < n; i++) {
+        double t = (double)x[i] - c;
+        a[0] += square ? t * t : t;
+    }
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
 void qr_layernorm(float *y, const float *x, const float *w, const float *b, size_t d, float eps)
 {
     /* torch: mean, then the biased variance of (x - mean) — two passes, as the one-pass E[x²] − mean²
      * loses every digit when |mean| dominates the spread */
-    double sum = 0.0;
-    for (size_t i = 0; i < d; i++) sum += x[i];
+    double sum = sum_d(x, d, 0.0, false);
     double mean = sum / (double)d;
-    double ss = 0.0;
-    for (size_t i = 0; i < d; i++) {
-        double t = (double)x[i] - mean;
-        ss += t * t;
-    }
+    double ss = sum_d(x, d, mean, true);
     double rstd = 1.0 / sqrt(ss / (double)d + (double)eps);
     for (size_t i = 0; i < d; i++) {
         double t = ((double)x[i] - mean) * rstd * (double)w[i];
@@ -31,8 +53,7 @@ void qr_layernorm(float *y, const float *x, const float *w, const float *b, size
 
 void qr_rmsnorm(float *y, const float *x, const float *w, size_t d, float eps)
 {
-    double ss = 0.0;
-    for (size_t i = 0; i < d; i++) ss += (double)x[i] * (double)x[i];
+    double ss = sum_d(x, d, 0.0, true);
     /* HF: hidden_states * torch.rsqrt(variance + eps), then weight * that, in float32 */
     float r = (float)(1.0 / sqrt(ss / (double)d + (double)eps));
     for (size_t i = 0; i < d; i++) y[i] = w[i] * (x[i] * r);
@@ -75,13 +96,20 @@ const char *qr_actfn_name(qr_actfn f)
     return "unknown";
 }
 
-/* 1/(1+e^-x) with expf: for x < -88, e^-x is +inf and the result a correct 0; for large x, 1. */
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* 1/(1 + e) for x >= 0, e/(1 + e) for x < 0, with e = e^-|x| in (0, 1]: no overflow, and full relative
+ * accuracy for very negative x. */
+static inline float sigmoidf(float x)
+{
+    float e = expf(-fabsf(x));
+    return (x < 0.0f ? e : 1.0f) / (1.0f + e);
+}
 
+/* 0.5·x·(1 + tanh(u)) = x·sigmoid(2u), u = √(2/π)·(x + 0.044715·x³): the same function without the
+ * cancellation of 1 + tanh(u) for negative x (and an exp instead of a tanh). */
 static inline float gelu_tanh(float x)
 {
-    const float k = 0.7978845608028654f;   /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    const float k2 = 2.0f * 0.7978845608028654f;
+    return x * sigmoidf(k2 * (x + 0.044715f * x * x * x));
 }
 
 static inline float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
@@ -93,18 +121,21 @@ void qr_activate(qr_actfn f, float *x, size_t n)
         for (size_t i = 0; i < n; i++) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
         break;
     case QR_ACTFN_GELU_TANH:
+        if (use_avx2()) { qr_ops_gelu_tanh_avx2(x, n); break; }
         for (size_t i = 0; i < n; i++) x[i] = gelu_tanh(x[i]);
         break;
     case QR_ACTFN_GELU_ERF:
         for (size_t i = 0; i < n; i++) x[i] = gelu_erf(x[i]);
         break;
     case QR_ACTFN_SILU:
+        if (use_avx2()) { qr_ops_silu_avx2(x, n); break; }
         for (size_t i = 0; i < n; i++) x[i] = x[i] * sigmoidf(x[i]);
         break;
     case QR_ACTFN_TANH:
         for (size_t i = 0; i < n; i++) x[i] = tanhf(x[i]);
         break;
     case QR_ACTFN_SIGMOID:
+        if (use_avx2()) { qr_ops_sigmoid_avx2(x, n); break; }
         for (size_t i = 0; i < n; i++) x[i] = sigmoidf(x[i]);
         break;
     case QR_ACTFN_IDENTITY:
@@ -115,6 +146,10 @@ void qr_activate(qr_actfn f, float *x, size_t n)
 
 void qr_swiglu(float *gate, const float *up, size_t n)
 {
+    if (use_avx2()) {
+        qr_ops_swiglu_avx2(gate, up, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         float g = gate[i];
         gate[i] = g * sigmoidf(g) * up[i];

@@ -4,7 +4,9 @@
  * Tolerances are in units of u = 2^-24 (binary32 rounding) and say where they come from at each check:
  * an op made of k float roundings and libm calls (glibc's expf/tanhf/erff are within 2 ulp) is within a
  * few u of the exact value, relative to the size of the terms it adds. Sizes 1, 3, 15, 16, 17, 64, 100
- * and 4097 sit around every vector width (4, 8, 16 floats) and its tails. PRNG: splitmix64 (tu_rng). */
+ * and 4097 sit around every vector width (4, 8, 16 floats) and its tails. `make unit` runs this binary once
+ * per QMAP_CPU level, so the portable loops and the AVX2 activations (runtime/qr_ops_avx2.c) are both held
+ * to the same references. PRNG: splitmix64 (tu_rng). */
 #include "test_util.h"
 
 #include <float.h>
