@@ -28,11 +28,11 @@
 
 /* Eight partial sums: a fixed association, and room for the compiler to vectorise. */
 #define DEFINE_REF(SUFFIX, T, ELEM)                                                                          \
-    static void scores_##SUFFIX##_ref(const float *const *q, size_t nr, const T *k, size_t nk, size_t hd,    \
-                                      float scale, float *sc, size_t ldsc)                                   \
+    static void scores_##SUFFIX##_ref(const float *const *q, size_t nr, const T *k, size_t ld, size_t nk,    \
+                                      size_t hd, float scale, float *sc, size_t ldsc)                        \
     {                                                                                                        \
         for (size_t t = 0; t < nk; t++) {                                                                    \
-            const T *kt = k + t * hd;                                                                        \
+            const T *kt = k + t * ld;                                                                        \
             for (size_t r = 0; r < nr; r++) {                                                                \
                 float a[8] = { 0 };                                                                          \
                 size_t d = 0;                                                                                \
@@ -44,13 +44,13 @@
             }                                                                                                \
         }                                                                                                    \
     }                                                                                                        \
-    static void wsum_##SUFFIX##_ref(const float *p, size_t ldp, size_t nr, const T *v, size_t nk, size_t hd, \
-                                    float *const *o)                                                         \
+    static void wsum_##SUFFIX##_ref(const float *p, size_t ldp, size_t nr, const T *v, size_t ld, size_t nk, \
+                                    size_t hd, float *const *o)                                              \
     {                                                                                                        \
         for (size_t r = 0; r < nr; r++)                                                                      \
             for (size_t t = 0; t < nk; t++) {                                                                \
                 float w = p[r * ldp + t];                                                                    \
-                const T *vt = v + t * hd;                                                                    \
+                const T *vt = v + t * ld;                                                                    \
                 for (size_t d = 0; d < hd; d++) o[r][d] += w * ELEM(vt[d]);                                  \
             }                                                                                                \
     }
@@ -96,45 +96,50 @@ typedef struct block_rows {
     uint32_t lo[QR_ATTN_MAX_ROWS], hi[QR_ATTN_MAX_ROWS];   /* keys a row sees: positions lo..hi */
 } block_rows;
 
-/* Scores or weighted sums over positions a..b, split where the ring wraps (contiguous slots per call). */
-static void tile_scores(const qr_attn_kernels *kr, const qr_kv_layer *kv, size_t head_off, const block_rows *B,
-                        uint32_t a, uint32_t b, float scale, float *sc)
+/* Where the keys and values of one KV head are: the key of position x at k + (x % cap)·ldk elements, its
+ * value at v + (x % cap)·ldv (cap = 0: no ring, row x). */
+typedef struct kv_view {
+    qr_kv_type type;
+    const void *k, *v;
+    size_t ldk, ldv, hd;
+    uint32_t cap;
+} kv_view;
+
+/* Scores, or weighted sums, over positions a..b: one kernel call per run of contiguous rows (a ring wraps once
+ * at most per tile). */
+static void tile_scores(const qr_attn_kernels *kr, const kv_view *w, const block_rows *B, uint32_t a, uint32_t b,
+                        float scale, float *sc)
 {
-    const size_t hd = kv->head_dim;
     for (uint32_t x = a; x <= b;) {
-        uint32_t slot = x % kv->cap, run = b - x + 1;
-        if (run > kv->cap - slot) run = kv->cap - slot;
-        if (kv->type == QR_KV_F16)
-            kr->scores_f16(B->q, B->nr, (const uint16_t *)kv->k + head_off + (size_t)slot * hd, run, hd, scale,
-                           sc + (x - a), QR_ATTN_TILE);
+        uint32_t row = w->cap ? x % w->cap : x, run = b - x + 1;
+        if (w->cap && run > w->cap - row) run = w->cap - row;
+        size_t off = (size_t)row * w->ldk;
+        if (w->type == QR_KV_F16)
+            kr->scores_f16(B->q, B->nr, (const uint16_t *)w->k + off, w->ldk, run, w->hd, scale, sc + (x - a), QR_ATTN_TILE);
         else
-            kr->scores_f32(B->q, B->nr, (const float *)kv->k + head_off + (size_t)slot * hd, run, hd, scale,
-                           sc + (x - a), QR_ATTN_TILE);
+            kr->scores_f32(B->q, B->nr, (const float *)w->k + off, w->ldk, run, w->hd, scale, sc + (x - a), QR_ATTN_TILE);
         x += run;
     }
 }
 
-static void tile_wsum(const qr_attn_kernels *kr, const qr_kv_layer *kv, size_t head_off, const block_rows *B,
-                      uint32_t a, uint32_t b, const float *p)
+static void tile_wsum(const qr_attn_kernels *kr, const kv_view *w, const block_rows *B, uint32_t a, uint32_t b,
+                      const float *p)
 {
-    const size_t hd = kv->head_dim;
     for (uint32_t x = a; x <= b;) {
-        uint32_t slot = x % kv->cap, run = b - x + 1;
-        if (run > kv->cap - slot) run = kv->cap - slot;
-        if (kv->type == QR_KV_F16)
-            kr->wsum_f16(p + (x - a), QR_ATTN_TILE, B->nr, (const uint16_t *)kv->v + head_off + (size_t)slot * hd,
-                         run, hd, B->o);
+        uint32_t row = w->cap ? x % w->cap : x, run = b - x + 1;
+        if (w->cap && run > w->cap - row) run = w->cap - row;
+        size_t off = (size_t)row * w->ldv;
+        if (w->type == QR_KV_F16)
+            kr->wsum_f16(p + (x - a), QR_ATTN_TILE, B->nr, (const uint16_t *)w->v + off, w->ldv, run, w->hd, B->o);
         else
-            kr->wsum_f32(p + (x - a), QR_ATTN_TILE, B->nr, (const float *)kv->v + head_off + (size_t)slot * hd, run,
-                         hd, B->o);
+            kr->wsum_f32(p + (x - a), QR_ATTN_TILE, B->nr, (const float *)w->v + off, w->ldv, run, w->hd, B->o);
         x += run;
     }
 }
 
-static void attend_block(const qr_attn_kernels *kr, const qr_kv_layer *kv, uint32_t g, float scale,
-                         const block_rows *B, float *sc)
+static void attend_block(const qr_attn_kernels *kr, const kv_view *w, float scale, const block_rows *B, float *sc)
 {
-    const size_t hd = kv->head_dim, head_off = (size_t)g * kv->cap * hd;
+    const size_t hd = w->hd;
     float m[QR_ATTN_MAX_ROWS];
     double l[QR_ATTN_MAX_ROWS];
     uint32_t lo = B->lo[0], hi = B->hi[0];
@@ -148,7 +153,7 @@ static void attend_block(const qr_attn_kernels *kr, const qr_kv_layer *kv, uint3
     for (uint32_t t0 = lo / QR_ATTN_TILE * QR_ATTN_TILE; t0 <= hi; t0 += QR_ATTN_TILE) {
         uint32_t a = t0 > lo ? t0 : lo, b = t0 + (QR_ATTN_TILE - 1) < hi ? t0 + (QR_ATTN_TILE - 1) : hi;
         size_t n = (size_t)(b - a) + 1;
-        tile_scores(kr, kv, head_off, B, a, b, scale, sc);
+        tile_scores(kr, w, B, a, b, scale, sc);
         for (size_t r = 0; r < B->nr; r++) {
             float *s = sc + r * QR_ATTN_TILE;
             /* the keys of this tile row r sees: [va, vb] as offsets into the tile (empty when va > vb) */
@@ -177,7 +182,7 @@ static void attend_block(const qr_attn_kernels *kr, const qr_kv_layer *kv, uint3
             }
             l[r] += sum;
         }
-        tile_wsum(kr, kv, head_off, B, a, b, sc);
+        tile_wsum(kr, w, B, a, b, sc);
     }
     for (size_t r = 0; r < B->nr; r++) {
         float inv = (float)(1.0 / l[r]);
@@ -185,12 +190,57 @@ static void attend_block(const qr_attn_kernels *kr, const qr_kv_layer *kv, uint3
     }
 }
 
-void qr_attn_causal(const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t pos0, size_t n_q, const float *q,
-                    size_t ldq, float *out, size_t ldo, float *scratch, int threads)
+/* One call: which keys row i sees, and where KV head g's rows are. */
+typedef struct attn_job {
+    const qr_attn_shape *s;
+    size_t n_q;
+    const float *q, *k, *v;    /* k, v: rows given directly (qr_attn_full) */
+    size_t ldq, ldo, ldk, ldv;
+    float *out;
+    const qr_kv_layer *kv;     /* the cache (qr_attn_causal), else NULL */
+    uint32_t pos0, n_k;        /* causal: row i at position pos0 + i; full: keys 0..n_k-1 */
+} attn_job;
+
+static void row_range(const attn_job *J, size_t i, uint32_t *lo, uint32_t *hi)
 {
-    if (n_q == 0) return;
+    if (!J->kv) {
+        *lo = 0;
+        *hi = J->n_k - 1;
+        return;
+    }
+    uint32_t p = J->pos0 + (uint32_t)i, w = J->kv->window;
+    *lo = (w > 0 && p >= w) ? p - w + 1 : 0;
+    *hi = p;
+}
+
+static kv_view head_view(const attn_job *J, size_t g)
+{
+    const size_t hd = J->s->head_dim;
+    kv_view w;
+    w.hd = hd;
+    if (J->kv) {   /* [n_kv_heads][cap][head_dim] */
+        size_t off = g * J->kv->cap * hd, esz = J->kv->type == QR_KV_F16 ? 2 : 4;
+        w.type = J->kv->type;
+        w.k = (const char *)J->kv->k + off * esz;
+        w.v = (const char *)J->kv->v + off * esz;
+        w.ldk = w.ldv = hd;
+        w.cap = J->kv->cap;
+    } else {       /* rows of n_kv_heads·head_dim floats */
+        w.type = QR_KV_F32;
+        w.k = J->k + g * hd;
+        w.v = J->v + g * hd;
+        w.ldk = J->ldk;
+        w.ldv = J->ldv;
+        w.cap = 0;
+    }
+    return w;
+}
+
+static void run_job(const attn_job *J, float *scratch, int threads)
+{
+    const qr_attn_shape *s = J->s;
     const qr_attn_kernels *kr = pick_kernels();
-    const size_t hd = s->head_dim, G = s->n_heads / s->n_kv_heads;
+    const size_t hd = s->head_dim, G = s->n_heads / s->n_kv_heads, n_q = J->n_q;
     /* a block: hc heads of one group (a chunk of it when the group is larger than a block) at P positions */
     const size_t hc = G < QR_ATTN_MAX_ROWS ? G : QR_ATTN_MAX_ROWS, n_hchunks = (G + hc - 1) / hc;
     const size_t P = QR_ATTN_MAX_ROWS / hc, n_pblocks = (n_q + P - 1) / P;
@@ -199,8 +249,9 @@ void qr_attn_causal(const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t pos0
 
     uint64_t work = 0;   /* Σ keys seen × heads × head_dim × 2 (scores and values) */
     for (size_t i = 0; i < n_q; i++) {
-        uint32_t p = pos0 + (uint32_t)i;
-        work += (kv->window > 0 && p >= kv->window) ? kv->window : (uint64_t)p + 1;
+        uint32_t lo, hi;
+        row_range(J, i, &lo, &hi);
+        work += (uint64_t)(hi - lo) + 1;
     }
     work *= (uint64_t)s->n_heads * hd * 2;
     if (work < QR_ATTN_PARALLEL_MIN || n_blocks < 2) nt = 1;
@@ -213,17 +264,40 @@ void qr_attn_causal(const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t pos0
         block_rows B;
         B.nr = 0;
         for (size_t i = i0; i < i1; i++) {
-            uint32_t p = pos0 + (uint32_t)i;
-            uint32_t lo = (kv->window > 0 && p >= kv->window) ? p - kv->window + 1 : 0;
+            uint32_t lo, hi;
+            row_range(J, i, &lo, &hi);
             for (size_t h = h0; h < h1; h++) {
-                B.q[B.nr] = q + i * ldq + h * hd;
-                B.o[B.nr] = out + i * ldo + h * hd;
+                B.q[B.nr] = J->q + i * J->ldq + h * hd;
+                B.o[B.nr] = J->out + i * J->ldo + h * hd;
                 B.lo[B.nr] = lo;
-                B.hi[B.nr] = p;
+                B.hi[B.nr] = hi;
                 B.nr++;
             }
         }
+        kv_view w = head_view(J, g);
         float *sc = scratch + (size_t)omp_get_thread_num() * QR_ATTN_MAX_ROWS * QR_ATTN_TILE;
-        attend_block(kr, kv, (uint32_t)g, s->scale, &B, sc);
+        attend_block(kr, &w, s->scale, &B, sc);
     }
+}
+
+void qr_attn_causal(const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t pos0, size_t n_q, const float *q,
+                    size_t ldq, float *out, size_t ldo, float *scratch, int threads)
+{
+    if (n_q == 0) return;
+    attn_job J = { .s = s, .n_q = n_q, .q = q, .ldq = ldq, .out = out, .ldo = ldo, .kv = kv, .pos0 = pos0 };
+    run_job(&J, scratch, threads);
+}
+
+size_t qr_attn_full_scratch_floats(int threads)
+{
+    return (size_t)resolve_threads(threads) * QR_ATTN_MAX_ROWS * QR_ATTN_TILE;
+}
+
+void qr_attn_full(const qr_attn_shape *s, size_t n_q, const float *q, size_t ldq, size_t n_k, const float *k,
+                  size_t ldk, const float *v, size_t ldv, float *out, size_t ldo, float *scratch, int threads)
+{
+    if (n_q == 0 || n_k == 0) return;
+    attn_job J = { .s = s, .n_q = n_q, .q = q, .ldq = ldq, .k = k, .ldk = ldk, .v = v, .ldv = ldv, .out = out,
+                   .ldo = ldo, .n_k = (uint32_t)n_k };
+    run_job(&J, scratch, threads);
 }

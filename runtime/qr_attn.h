@@ -37,4 +37,16 @@ size_t qr_attn_scratch_floats(const qr_kv_layer *kv, int threads);
 void qr_attn_causal(const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t pos0, size_t n_q, const float *q,
                     size_t ldq, float *out, size_t ldo, float *scratch, int threads);
 
+/* Floats of scratch qr_attn_full needs for `threads` threads (0 = all). */
+size_t qr_attn_full_scratch_floats(int threads);
+
+/* Attention without a mask or a cache — an encoder's self-attention, and a decoder's cross-attention over
+ * the encoder's keys and values: each of n_q query rows (q + i*ldq, n_heads*head_dim floats) attends over
+ * all n_k >= 1 key and value rows given as float32 (k + j*ldk and v + j*ldv, n_kv_heads*head_dim floats
+ * each, head g at offset g*head_dim: as the K and V projections leave them); head h reads kv head
+ * h / (n_heads / n_kv_heads); out row i at out + i*ldo. n_k < 2^32. Same blocks, tiles, threads and
+ * determinism as qr_attn_causal. */
+void qr_attn_full(const qr_attn_shape *s, size_t n_q, const float *q, size_t ldq, size_t n_k, const float *k,
+                  size_t ldk, const float *v, size_t ldv, float *out, size_t ldo, float *scratch, int threads);
+
 #endif /* QR_ATTN_H */

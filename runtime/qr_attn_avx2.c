@@ -28,12 +28,12 @@ INLINE __m256 hsum8(const __m256 *a)
 }
 
 #define DEFINE_SCORES(NAME, T, LOAD, ELEM)                                                                   \
-    INLINE void NAME##_nr(const float *const *q, const int NR, const T *k, size_t nk, size_t hd, float scale, \
+    INLINE void NAME##_nr(const float *const *q, const int NR, const T *k, size_t ld, size_t nk, size_t hd, float scale, \
                           float *sc, size_t ldsc)                                                            \
     {                                                                                                        \
         const size_t hd8 = hd & ~(size_t)7;                                                                  \
         for (size_t t = 0; t < nk; t++) {                                                                    \
-            const T *kt = k + t * hd;                                                                        \
+            const T *kt = k + t * ld;                                                                        \
             __m256 acc[8];                                                                                   \
             for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();                                        \
             for (size_t d = 0; d < hd8; d += 8) {                                                            \
@@ -49,23 +49,23 @@ INLINE __m256 hsum8(const __m256 *a)
             }                                                                                                \
         }                                                                                                    \
     }                                                                                                        \
-    static void NAME(const float *const *q, size_t nr, const T *k, size_t nk, size_t hd, float scale, float *sc, \
-                     size_t ldsc)                                                                            \
+    static void NAME(const float *const *q, size_t nr, const T *k, size_t ld, size_t nk, size_t hd, float scale,      \
+                     float *sc, size_t ldsc)                                                                 \
     {                                                                                                        \
         switch (nr) {                                                                                        \
-        case 1: NAME##_nr(q, 1, k, nk, hd, scale, sc, ldsc); break;                                          \
-        case 2: NAME##_nr(q, 2, k, nk, hd, scale, sc, ldsc); break;                                          \
-        case 3: NAME##_nr(q, 3, k, nk, hd, scale, sc, ldsc); break;                                          \
-        case 4: NAME##_nr(q, 4, k, nk, hd, scale, sc, ldsc); break;                                          \
-        case 5: NAME##_nr(q, 5, k, nk, hd, scale, sc, ldsc); break;                                          \
-        case 6: NAME##_nr(q, 6, k, nk, hd, scale, sc, ldsc); break;                                          \
-        case 7: NAME##_nr(q, 7, k, nk, hd, scale, sc, ldsc); break;                                          \
-        default: NAME##_nr(q, 8, k, nk, hd, scale, sc, ldsc); break;                                         \
+        case 1: NAME##_nr(q, 1, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
+        case 2: NAME##_nr(q, 2, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
+        case 3: NAME##_nr(q, 3, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
+        case 4: NAME##_nr(q, 4, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
+        case 5: NAME##_nr(q, 5, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
+        case 6: NAME##_nr(q, 6, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
+        case 7: NAME##_nr(q, 7, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
+        default: NAME##_nr(q, 8, k, ld, nk, hd, scale, sc, ldsc); break;                                         \
         }                                                                                                    \
     }
 
 #define DEFINE_WSUM(NAME, T, LOAD, ELEM)                                                                     \
-    INLINE void NAME##_nr(const float *p, size_t ldp, const int NR, const T *v, size_t nk, size_t hd,        \
+    INLINE void NAME##_nr(const float *p, size_t ldp, const int NR, const T *v, size_t ld, size_t nk, size_t hd,        \
                           float *const *o)                                                                   \
     {                                                                                                        \
         const size_t hd8 = hd & ~(size_t)7;                                                                  \
@@ -73,7 +73,7 @@ INLINE __m256 hsum8(const __m256 *a)
             __m256 acc[8];                                                                                   \
             for (int r = 0; r < NR; r++) acc[r] = _mm256_loadu_ps(o[r] + d);                                 \
             for (size_t t = 0; t < nk; t++) {                                                                \
-                __m256 vv = LOAD(v + t * hd + d);                                                            \
+                __m256 vv = LOAD(v + t * ld + d);                                                            \
                 for (int r = 0; r < NR; r++)                                                                 \
                     acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + (size_t)r * ldp + t), vv, acc[r]);      \
             }                                                                                                \
@@ -82,21 +82,22 @@ INLINE __m256 hsum8(const __m256 *a)
         for (size_t d = hd8; d < hd; d++)                                                                    \
             for (int r = 0; r < NR; r++) {                                                                   \
                 float x = o[r][d];                                                                           \
-                for (size_t t = 0; t < nk; t++) x += p[(size_t)r * ldp + t] * ELEM(v + t * hd + d);          \
+                for (size_t t = 0; t < nk; t++) x += p[(size_t)r * ldp + t] * ELEM(v + t * ld + d);          \
                 o[r][d] = x;                                                                                 \
             }                                                                                                \
     }                                                                                                        \
-    static void NAME(const float *p, size_t ldp, size_t nr, const T *v, size_t nk, size_t hd, float *const *o) \
+    static void NAME(const float *p, size_t ldp, size_t nr, const T *v, size_t ld, size_t nk, size_t hd,             \
+                     float *const *o)                                                                        \
     {                                                                                                        \
         switch (nr) {                                                                                        \
-        case 1: NAME##_nr(p, ldp, 1, v, nk, hd, o); break;                                                   \
-        case 2: NAME##_nr(p, ldp, 2, v, nk, hd, o); break;                                                   \
-        case 3: NAME##_nr(p, ldp, 3, v, nk, hd, o); break;                                                   \
-        case 4: NAME##_nr(p, ldp, 4, v, nk, hd, o); break;                                                   \
-        case 5: NAME##_nr(p, ldp, 5, v, nk, hd, o); break;                                                   \
-        case 6: NAME##_nr(p, ldp, 6, v, nk, hd, o); break;                                                   \
-        case 7: NAME##_nr(p, ldp, 7, v, nk, hd, o); break;                                                   \
-        default: NAME##_nr(p, ldp, 8, v, nk, hd, o); break;                                                  \
+        case 1: NAME##_nr(p, ldp, 1, v, ld, nk, hd, o); break;                                                   \
+        case 2: NAME##_nr(p, ldp, 2, v, ld, nk, hd, o); break;                                                   \
+        case 3: NAME##_nr(p, ldp, 3, v, ld, nk, hd, o); break;                                                   \
+        case 4: NAME##_nr(p, ldp, 4, v, ld, nk, hd, o); break;                                                   \
+        case 5: NAME##_nr(p, ldp, 5, v, ld, nk, hd, o); break;                                                   \
+        case 6: NAME##_nr(p, ldp, 6, v, ld, nk, hd, o); break;                                                   \
+        case 7: NAME##_nr(p, ldp, 7, v, ld, nk, hd, o); break;                                                   \
+        default: NAME##_nr(p, ldp, 8, v, ld, nk, hd, o); break;                                                  \
         }                                                                                                    \
     }
 

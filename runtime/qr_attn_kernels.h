@@ -6,7 +6,8 @@
  *   scores: sc[r·ldsc + t] = scale · (q[r] · k[t])           r < nr, t < nk
  *   wsum:   o[r][d] += Σ_t p[r·ldp + t] · v[t][d]           (t in increasing order)
  *   exp_sub: the softmax numerators of one row of a tile
- * K and V rows are contiguous (head_dim elements each), F32 or F16. A row's result depends only on its own
+ * Key/value row t starts at k + t·ld (ld >= hd elements: hd in the cache, the projection's row width for
+ * rows given directly), F32 or F16. A row's result depends only on its own
  * inputs, never on nr or on the other rows of the block, so any grouping gives the same bits.
  *
  * qr_attn.c holds the portable versions; qr_attn_avx2.c (AVX2 + FMA + F16C, compiled with those flags by
@@ -20,12 +21,14 @@
 #define QR_ATTN_MAX_ROWS 8
 
 typedef struct qr_attn_kernels {
-    void (*scores_f32)(const float *const *q, size_t nr, const float *k, size_t nk, size_t hd, float scale, float *sc,
-                       size_t ldsc);
-    void (*scores_f16)(const float *const *q, size_t nr, const uint16_t *k, size_t nk, size_t hd, float scale,
+    void (*scores_f32)(const float *const *q, size_t nr, const float *k, size_t ld, size_t nk, size_t hd, float scale,
                        float *sc, size_t ldsc);
-    void (*wsum_f32)(const float *p, size_t ldp, size_t nr, const float *v, size_t nk, size_t hd, float *const *o);
-    void (*wsum_f16)(const float *p, size_t ldp, size_t nr, const uint16_t *v, size_t nk, size_t hd, float *const *o);
+    void (*scores_f16)(const float *const *q, size_t nr, const uint16_t *k, size_t ld, size_t nk, size_t hd,
+                       float scale, float *sc, size_t ldsc);
+    void (*wsum_f32)(const float *p, size_t ldp, size_t nr, const float *v, size_t ld, size_t nk, size_t hd,
+                     float *const *o);
+    void (*wsum_f16)(const float *p, size_t ldp, size_t nr, const uint16_t *v, size_t ld, size_t nk, size_t hd,
+                     float *const *o);
     /* s[t] = exp(s[t] - m) for t < n (m finite; s[t] <= m or -inf, which gives 0). Within 2 ulp of the
      * exact exponential of the float difference (libm's expf in the portable table). */
     void (*exp_sub)(float *s, size_t n, float m);

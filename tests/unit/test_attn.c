@@ -7,7 +7,9 @@
  * whose ring (qr_kv_capacity) is smaller than the context and than the sequence, filled batch by batch with
  * batches of every size up to n_batch; F32 and F16 caches; scale 1/√d and 1 (GPT-Neo); head_dim around
  * the vector widths (1, 3, 17, 64, 128); strided q and out rows whose gaps must stay untouched; exactly
- * sized scratch (an over-run shows under ASan); threads 1 and 2 giving the same bits.
+ * sized scratch (an over-run shows under ASan); threads 1 and 2 giving the same bits; the same row computed
+ * in a batch and token by token giving the same bits. qr_attn_full (no mask, K/V rows given directly) against
+ * the same reference with every key visible.
  *
  * Tolerance (att_tol): a score error ε_j moves each probability by at most a factor e^{±2ε} (ε = max ε_j),
  * so the output moves by (e^{2ε} − 1)·Σ_j p_j|v_j| plus the error of the values themselves, plus the float
@@ -313,6 +315,75 @@ static void test_exp_kernels(void **state)
     }
 }
 
+/* qr_attn_full: every query over every key (no mask), K/V rows given as float32 with their own strides,
+ * against the same f64 reference and F32 tolerance as above; threads 1 and 2 give the same bits. */
+static void full_case(uint32_t nh, uint32_t nkv, uint32_t hd, size_t n_q, size_t n_k, uint64_t seed)
+{
+    const size_t qw = (size_t)nh * hd, kw = (size_t)nkv * hd, ldq = qw + 1, ldk = kw + 3, ldv = kw + 5, ldo = qw + 2;
+    const float scale = 1.0f / sqrtf((float)hd);
+    uint64_t st = seed;
+    float *Q = malloc(n_q * ldq * sizeof *Q), *K = malloc(n_k * ldk * sizeof *K), *V = malloc(n_k * ldv * sizeof *V);
+    for (size_t i = 0; i < n_q * ldq; i++) Q[i] = frand(&st, -1.5f, 1.5f);
+    for (size_t i = 0; i < n_k * ldk; i++) K[i] = frand(&st, -1.5f, 1.5f);
+    for (size_t i = 0; i < n_k * ldv; i++) V[i] = frand(&st, -1.0f, 1.0f);
+    float *o1 = malloc(n_q * ldo * sizeof *o1), *o2 = malloc(n_q * ldo * sizeof *o2);
+    for (size_t i = 0; i < n_q * ldo; i++) o1[i] = o2[i] = GUARD;
+    float *s1 = malloc(qr_attn_full_scratch_floats(1) * sizeof(float)), *s2 = malloc(qr_attn_full_scratch_floats(2) * sizeof(float));
+    qr_attn_shape sh = { nh, nkv, hd, scale };
+    qr_attn_full(&sh, n_q, Q, ldq, n_k, K, ldk, V, ldv, o1, ldo, s1, 1);
+    qr_attn_full(&sh, n_q, Q, ldq, n_k, K, ldk, V, ldv, o2, ldo, s2, 2);
+    assert_memory_equal(o1, o2, n_q * ldo * sizeof *o1);
+    double *sc = malloc(n_k * sizeof *sc), *eps = malloc(n_k * sizeof *eps);
+    for (size_t i = 0; i < n_q; i++) {
+        for (uint32_t h = 0; h < nh; h++) {
+            const uint32_t g = h / (nh / nkv);
+            const float *q = Q + i * ldq + (size_t)h * hd;
+            double m = -INFINITY, emax = 0, sum = 0;
+            for (size_t j = 0; j < n_k; j++) {
+                const float *k = K + j * ldk + (size_t)g * hd;
+                double d = 0, a = 0;
+                for (uint32_t e = 0; e < hd; e++) { d += (double)q[e] * k[e]; a += fabs((double)q[e] * k[e]); }
+                sc[j] = scale * d;
+                eps[j] = scale * (hd + 2) * U * a;
+                m = fmax(m, sc[j]);
+            }
+            for (size_t j = 0; j < n_k; j++) {
+                emax = fmax(emax, eps[j] + 2 * U * (fabs(sc[j]) + fabs(m)) + 8 * U);
+                sc[j] = exp(sc[j] - m);
+                sum += sc[j];
+            }
+            for (uint32_t e = 0; e < hd; e++) {
+                double ref = 0, pav = 0, vmax = 0;
+                for (size_t j = 0; j < n_k; j++) {
+                    double v = V[j * ldv + (size_t)g * hd + e];
+                    ref += sc[j] / sum * v;
+                    pav += sc[j] / sum * fabs(v);
+                    vmax = fmax(vmax, fabs(v));
+                }
+                double tol = expm1(2 * emax) * pav + (n_k + 4) * U * vmax + 1e-30;
+                double got = o1[i * ldo + (size_t)h * hd + e];
+                if (!(fabs(got - ref) <= tol))
+                    fail_msg("full heads %u/%u hd %u n_q %zu n_k %zu: query %zu head %u dim %u: got %.9g, reference %.9g, "
+                             "tol %.3g", nh, nkv, hd, n_q, n_k, i, h, e, got, ref, tol);
+            }
+            for (size_t e = qw; e < ldo; e++) assert_true(o1[i * ldo + e] == GUARD);
+        }
+    }
+    free(Q); free(K); free(V); free(o1); free(o2); free(s1); free(s2); free(sc); free(eps);
+}
+
+static void test_full(void **state)
+{
+    (void)state;
+    static const size_t nks[] = { 1, 63, 64, 65, 130 };
+    for (size_t i = 0; i < sizeof nks / sizeof nks[0]; i++) {
+        full_case(4, 4, 64, 7, nks[i], 50 + i);    /* MHA: blocks of 8 query rows */
+        full_case(8, 2, 17, 20, nks[i], 60 + i);   /* GQA, odd head_dim */
+        full_case(2, 1, 32, 1, nks[i], 70 + i);    /* one query (a decode step's cross-attention) */
+    }
+    full_case(8, 8, 64, 64, 96, 80);               /* enough work for two threads */
+}
+
 static void test_kv_sizes(void **state)
 {
     (void)state;
@@ -381,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_threads_large),
         cmocka_unit_test(test_batch_equals_decode),
         cmocka_unit_test(test_exp_kernels),
+        cmocka_unit_test(test_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
