@@ -4,7 +4,8 @@ model.safetensors, HF tensor names), for speed measurements: `qmap convert` read
 
     make_lm.py SHAPE OUTDIR [--seed N]
 
-SHAPE: llama-110m (dim 768, 12 layers, 12 heads, hidden 2048, vocab 32000), tinyllama-1.1b (dim 2048,
+SHAPE: llama-110m (dim 768, 12 layers, 12 heads, hidden 2048, vocab 32000, head tied as in llama2.c's
+stories110M), tinyllama-1.1b (dim 2048,
 22 layers, 32 heads, 4 kv heads, hidden 5632, vocab 32000), gpt2-124m (GPT-2 small).
 
 Weights are normal with std 0.02 (the spread of trained ones; speed does not depend on the values), norm
@@ -22,7 +23,7 @@ import numpy as np
 SHAPES = {
     "llama-110m": dict(model_type="llama", hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                        num_key_value_heads=12, intermediate_size=2048, vocab_size=32000,
-                       max_position_embeddings=2048),
+                       max_position_embeddings=2048, tie_word_embeddings=True),
     "tinyllama-1.1b": dict(model_type="llama", hidden_size=2048, num_hidden_layers=22, num_attention_heads=32,
                            num_key_value_heads=4, intermediate_size=5632, vocab_size=32000,
                            max_position_embeddings=2048),
@@ -47,7 +48,8 @@ def llama_tensors(c):
         yield p + "mlp.up_proj.weight", (f, d), "w"
         yield p + "mlp.down_proj.weight", (d, f), "w"
     yield "model.norm.weight", (d,), "one"
-    yield "lm_head.weight", (V, d), "w"
+    if not c.get("tie_word_embeddings", False):
+        yield "lm_head.weight", (V, d), "w"
 
 
 def gpt2_tensors(c):
