@@ -152,6 +152,21 @@ static void sift_down(qr_cand *h, size_t n, size_t i)
     }
 }
 
+/* Sift down in a heap whose root is the candidate that ranks first. */
+static void sift_down_best(qr_cand *h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, w = i;
+        if (l < n && before(&h[l], &h[w])) w = l;
+        if (r < n && before(&h[r], &h[w])) w = r;
+        if (w == i) return;
+        qr_cand t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
 /* Keep the k best of c[0..n) in c[0..k), sorted best first. A heap of k whose root is the worst kept:
  * each other candidate costs one comparison unless it displaces the root (O(n log k)); then heapsort
  * of the k. */
@@ -219,8 +234,14 @@ int32_t qr_sampler_sample(qr_sampler *s, const float *logits)
         s->cand[i].id = (int32_t)i;
     }
     size_t k = (s->p.top_k <= 0 || (uint32_t)s->p.top_k >= n) ? n : (size_t)s->p.top_k;
-    if (k < n || s->p.top_p < 1.0f) top_k_sorted(s->cand, n, k);
-    else { /* no truncation needs the order: keep the best at [0] only, for the softmax maximum */
+    /* top-p over the whole vocabulary: a heap with the best at the root, popped only until the prefix
+     * reaches top_p (O(n + kept·log n)) instead of sorting every id */
+    const bool lazy_top_p = k == n && s->p.top_p < 1.0f;
+    if (k < n) {
+        top_k_sorted(s->cand, n, k);
+    } else if (lazy_top_p) {
+        for (size_t i = n / 2; i-- > 0;) sift_down_best(s->cand, n, i);
+    } else { /* no truncation needs the order: keep the best at [0] only, for the softmax maximum */
         size_t b = 0;
         for (size_t i = 1; i < n; i++) if (before(&s->cand[i], &s->cand[b])) b = i;
         qr_cand t = s->cand[0]; s->cand[0] = s->cand[b]; s->cand[b] = t;
@@ -234,21 +255,44 @@ int32_t qr_sampler_sample(qr_sampler *s, const float *logits)
         qr_sampler_accept(s, id);
         return id;
     }
-    for (size_t i = 0; i < k; i++) {
-        double e = exp(((double)s->cand[i].logit - m) * inv_t);
-        s->prob[i] = e;
-        sum += e;
-    }
-
-    /* 5. top-p over the sorted candidates: the smallest prefix reaching top_p */
-    if (s->p.top_p < 1.0f) {
+    if (lazy_top_p) {
+        for (size_t i = 0; i < n; i++) sum += exp(((double)s->cand[i].logit - m) * inv_t);
+        /* 5. pop the best into the back of the array until the popped ones reach top_p */
         double target = (double)s->p.top_p * sum, cum = 0.0;
-        size_t keep = k;
-        for (size_t i = 0; i < k; i++) {
-            cum += s->prob[i];
-            if (cum >= target) { keep = i + 1; break; }
+        size_t end = n, kept = 0;
+        while (end > 0) {
+            qr_cand best = s->cand[0];
+            s->cand[0] = s->cand[end - 1];
+            s->cand[--end] = best;
+            sift_down_best(s->cand, end, 0);
+            kept++;
+            cum += exp(((double)best.logit - m) * inv_t);
+            if (cum >= target) break;
         }
-        k = keep;
+        /* the kept ids sit at [n - kept, n), best last: reversing the array puts them best first at [0, kept) */
+        for (size_t i = 0; i < n / 2; i++) {
+            qr_cand t = s->cand[i];
+            s->cand[i] = s->cand[n - 1 - i];
+            s->cand[n - 1 - i] = t;
+        }
+        k = kept;
+        for (size_t i = 0; i < k; i++) s->prob[i] = exp(((double)s->cand[i].logit - m) * inv_t);
+    } else {
+        for (size_t i = 0; i < k; i++) {
+            double e = exp(((double)s->cand[i].logit - m) * inv_t);
+            s->prob[i] = e;
+            sum += e;
+        }
+        /* 5. top-p over the sorted candidates: the smallest prefix reaching top_p */
+        if (s->p.top_p < 1.0f) {
+            double target = (double)s->p.top_p * sum, cum = 0.0;
+            size_t keep = k;
+            for (size_t i = 0; i < k; i++) {
+                cum += s->prob[i];
+                if (cum >= target) { keep = i + 1; break; }
+            }
+            k = keep;
+        }
     }
 
     /* 6. min-p: p_i >= min_p · p_max (prob[0] is p_max, relative to the same sum); then draw */

@@ -7,7 +7,8 @@
  *      logit is divided by repeat_penalty, a negative one multiplied (once per id, however often it occurs);
  *   2. temp <= 0: argmax (lowest id on ties) — steps 3..6 are skipped;
  *   3. top-k: the k largest logits by a bounded heap over the vocabulary (O(n log k), no full sort when
- *      top_k bounds it), then those k sorted (descending logit, ascending id on ties);
+ *      top_k bounds it), then those k sorted (descending logit, ascending id on ties); without a top-k,
+ *      top-p pops ids from a heap of the whole vocabulary only until its prefix is complete;
  *   4. softmax of logit/temp over the candidates;
  *   5. top-p: the smallest prefix whose cumulative probability is >= top_p (at least one);
  *   6. min-p: keep p_i >= min_p · p_max; renormalise; draw one.

@@ -245,12 +245,17 @@ static void test_top_p_min_p(void **state)
     uint64_t st = 4;
     for (uint32_t i = 0; i < BV; i++) bl[i] = frand(&st, -30, -20);   /* ~e^-20 each: never kept below */
     bl[40000] = logf(0.5f); bl[123] = logf(0.3f); bl[49999] = logf(0.15f); bl[0] = logf(0.05f);
-    qr_sampler *s = make(1.0f, 40, 0.75f, 0.0f, 1.0f, 0, 400, BV);
-    for (int i = 0; i < 300; i++) {
-        int32_t id = qr_sampler_sample(s, bl);
-        assert_true(id == 40000 || id == 123);
+    for (int lazy = 0; lazy < 2; lazy++) {   /* top-k 40 then top-p; top-p alone (ids popped from a heap) */
+        qr_sampler *s = make(1.0f, lazy ? 0 : 40, 0.75f, 0.0f, 1.0f, 0, 400, BV);
+        int seen[2] = { 0, 0 };
+        for (int i = 0; i < 300; i++) {
+            int32_t id = qr_sampler_sample(s, bl);
+            assert_true(id == 40000 || id == 123);
+            seen[id == 123]++;
+        }
+        assert_true(seen[0] > 0 && seen[1] > 0);
+        qr_sampler_free(s);
     }
-    qr_sampler_free(s);
     free(bl);
 }
 
