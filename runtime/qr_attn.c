@@ -137,6 +137,30 @@ static void tile_wsum(const qr_attn_kernels *kr, const kv_view *w, const block_r
     }
 }
 
+/* Largest of x[0..n), n >= 1: eight running maxima (one vector), then their maximum. */
+static float max_range(const float *x, size_t n)
+{
+    float mx[8] = { -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY };
+    size_t t = 0;
+    for (; t + 8 <= n; t += 8)
+        for (int j = 0; j < 8; j++) mx[j] = x[t + j] > mx[j] ? x[t + j] : mx[j];
+    for (; t < n; t++) mx[0] = x[t] > mx[0] ? x[t] : mx[0];
+    float m = mx[0];
+    for (int j = 1; j < 8; j++) m = mx[j] > m ? mx[j] : m;
+    return m;
+}
+
+/* Σ x[0..n) in double, four partial sums (a fixed order: the same bits on every call). */
+static double sum_range(const float *x, size_t n)
+{
+    double a[4] = { 0, 0, 0, 0 };
+    size_t t = 0;
+    for (; t + 4 <= n; t += 4)
+        for (int j = 0; j < 4; j++) a[j] += x[t + j];
+    for (; t < n; t++) a[0] += x[t];
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
 static void attend_block(const qr_attn_kernels *kr, const kv_view *w, float scale, const block_rows *B, float *sc)
 {
     const size_t hd = w->hd;
@@ -160,9 +184,7 @@ static void attend_block(const qr_attn_kernels *kr, const kv_view *w, float scal
             size_t va = B->lo[r] > a ? B->lo[r] - a : 0;
             size_t vb = B->hi[r] < b ? (B->hi[r] >= a ? B->hi[r] - a : 0) : n - 1;
             bool any = B->hi[r] >= a && B->lo[r] <= b;
-            float tm = -INFINITY;
-            if (any)
-                for (size_t t = va; t <= vb; t++) tm = s[t] > tm ? s[t] : tm;
+            float tm = any ? max_range(s + va, vb - va + 1) : -INFINITY;
             if (tm > m[r]) {   /* a larger max: rescale what was summed so far */
                 if (m[r] > -INFINITY) {
                     float f = expf(m[r] - tm);
@@ -173,10 +195,10 @@ static void attend_block(const qr_attn_kernels *kr, const kv_view *w, float scal
             }
             double sum = 0.0;
             if (any) {
-                for (size_t t = 0; t < n; t++)
-                    if (t < va || t > vb) s[t] = -INFINITY;   /* keys row r does not see weigh 0 */
+                for (size_t t = 0; t < va; t++) s[t] = -INFINITY;   /* keys row r does not see weigh 0 */
+                for (size_t t = vb + 1; t < n; t++) s[t] = -INFINITY;
                 kr->exp_sub(s, n, m[r]);
-                for (size_t t = 0; t < n; t++) sum += s[t];
+                sum = sum_range(s, n);
             } else {
                 memset(s, 0, n * sizeof *s);
             }

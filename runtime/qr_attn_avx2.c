@@ -1,7 +1,7 @@
 /* qr_attn_avx2.c — attention's inner loops with AVX2 + FMA + F16C (contract in qr_attn_kernels.h).
  * Compiled with -mavx2 -mfma -mf16c (mk/k.mk); only called after qr_attn.c checked the CPU.
  *
- * Each loop is instantiated for every block height NR = 1..8 (always_inline + a switch), so the NR
+ * Each loop is instantiated for every block height NR = 1..8 (always_inline + a switch), so its eight
  * accumulators live in registers. A row's arithmetic is the same in every instantiation: its own
  * accumulator, the same lane tree, the same scalar tail. */
 #include <immintrin.h>
@@ -27,57 +27,75 @@ INLINE __m256 hsum8(const __m256 *a)
     return _mm256_add_ps(_mm256_permute2f128_ps(t0, t2, 0x20), _mm256_permute2f128_ps(t0, t2, 0x31));
 }
 
+/* scores: NR rows × KJ = 8/NR keys per step, so the eight accumulators always fill hsum8's tree and a single
+ * row (multi-head attention) still has eight independent FMA chains. Accumulator (r, j) holds row r's dot
+ * with key t + j only: the same chain, lane tree and tail whatever NR and KJ are. */
 #define DEFINE_SCORES(NAME, T, LOAD, ELEM)                                                                   \
-    INLINE void NAME##_nr(const float *const *q, const int NR, const T *k, size_t ld, size_t nk, size_t hd, float scale, \
-                          float *sc, size_t ldsc)                                                            \
+    INLINE void NAME##_nr(const float *const *q, const int NR, const T *k, size_t ld, size_t nk, size_t hd,  \
+                          float scale, float *sc, size_t ldsc)                                               \
     {                                                                                                        \
+        const int KJ = 8 / NR;                                                                               \
         const size_t hd8 = hd & ~(size_t)7;                                                                  \
-        for (size_t t = 0; t < nk; t++) {                                                                    \
-            const T *kt = k + t * ld;                                                                        \
+        for (size_t t = 0; t < nk; t += (size_t)KJ) {                                                        \
+            const int nj = nk - t < (size_t)KJ ? (int)(nk - t) : KJ;                                         \
             __m256 acc[8];                                                                                   \
-            for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();                                        \
+            for (int a = 0; a < 8; a++) acc[a] = _mm256_setzero_ps();                                        \
             for (size_t d = 0; d < hd8; d += 8) {                                                            \
-                __m256 kv = LOAD(kt + d);                                                                    \
-                for (int r = 0; r < NR; r++) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + d), kv, acc[r]); \
+                for (int j = 0; j < nj; j++) {                                                               \
+                    __m256 kv = LOAD(k + (t + (size_t)j) * ld + d);                                          \
+                    for (int r = 0; r < NR; r++)                                                             \
+                        acc[r * KJ + j] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + d), kv, acc[r * KJ + j]);   \
+                }                                                                                            \
             }                                                                                                \
             float s[8];                                                                                      \
             _mm256_storeu_ps(s, hsum8(acc));                                                                 \
-            for (int r = 0; r < NR; r++) {                                                                   \
-                float x = s[r];                                                                              \
-                for (size_t d = hd8; d < hd; d++) x += q[r][d] * ELEM(kt + d);                               \
-                sc[(size_t)r * ldsc + t] = scale * x;                                                        \
-            }                                                                                                \
+            for (int r = 0; r < NR; r++)                                                                     \
+                for (int j = 0; j < nj; j++) {                                                               \
+                    const T *kt = k + (t + (size_t)j) * ld;                                                  \
+                    float x = s[r * KJ + j];                                                                 \
+                    for (size_t d = hd8; d < hd; d++) x += q[r][d] * ELEM(kt + d);                           \
+                    sc[(size_t)r * ldsc + t + (size_t)j] = scale * x;                                        \
+                }                                                                                            \
         }                                                                                                    \
     }                                                                                                        \
     static void NAME(const float *const *q, size_t nr, const T *k, size_t ld, size_t nk, size_t hd, float scale,      \
                      float *sc, size_t ldsc)                                                                 \
     {                                                                                                        \
         switch (nr) {                                                                                        \
-        case 1: NAME##_nr(q, 1, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
-        case 2: NAME##_nr(q, 2, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
-        case 3: NAME##_nr(q, 3, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
-        case 4: NAME##_nr(q, 4, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
-        case 5: NAME##_nr(q, 5, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
-        case 6: NAME##_nr(q, 6, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
-        case 7: NAME##_nr(q, 7, k, ld, nk, hd, scale, sc, ldsc); break;                                          \
-        default: NAME##_nr(q, 8, k, ld, nk, hd, scale, sc, ldsc); break;                                         \
+        case 1: NAME##_nr(q, 1, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
+        case 2: NAME##_nr(q, 2, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
+        case 3: NAME##_nr(q, 3, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
+        case 4: NAME##_nr(q, 4, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
+        case 5: NAME##_nr(q, 5, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
+        case 6: NAME##_nr(q, 6, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
+        case 7: NAME##_nr(q, 7, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
+        default: NAME##_nr(q, 8, k, ld, nk, hd, scale, sc, ldsc); break;                                     \
         }                                                                                                    \
     }
 
+/* wsum: NR rows × CP = 8/NR chunks of 8 dims per pass: again eight independent accumulators. Each (row, dim)
+ * is o + Σ_t p·v in key order, whatever NR and CP are. */
 #define DEFINE_WSUM(NAME, T, LOAD, ELEM)                                                                     \
-    INLINE void NAME##_nr(const float *p, size_t ldp, const int NR, const T *v, size_t ld, size_t nk, size_t hd,        \
+    INLINE void NAME##_nr(const float *p, size_t ldp, const int NR, const T *v, size_t ld, size_t nk, size_t hd, \
                           float *const *o)                                                                   \
     {                                                                                                        \
+        const int CP = 8 / NR;                                                                               \
         const size_t hd8 = hd & ~(size_t)7;                                                                  \
-        for (size_t d = 0; d < hd8; d += 8) {                                                                \
+        for (size_t d0 = 0; d0 < hd8; d0 += (size_t)CP * 8) {                                                \
+            const int nc = (hd8 - d0) / 8 < (size_t)CP ? (int)((hd8 - d0) / 8) : CP;                        \
             __m256 acc[8];                                                                                   \
-            for (int r = 0; r < NR; r++) acc[r] = _mm256_loadu_ps(o[r] + d);                                 \
+            for (int r = 0; r < NR; r++)                                                                     \
+                for (int c = 0; c < nc; c++) acc[r * CP + c] = _mm256_loadu_ps(o[r] + d0 + 8 * (size_t)c);  \
             for (size_t t = 0; t < nk; t++) {                                                                \
-                __m256 vv = LOAD(v + t * ld + d);                                                            \
-                for (int r = 0; r < NR; r++)                                                                 \
-                    acc[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + (size_t)r * ldp + t), vv, acc[r]);      \
+                for (int c = 0; c < nc; c++) {                                                               \
+                    __m256 vv = LOAD(v + t * ld + d0 + 8 * (size_t)c);                                       \
+                    for (int r = 0; r < NR; r++)                                                             \
+                        acc[r * CP + c] =                                                                    \
+                            _mm256_fmadd_ps(_mm256_broadcast_ss(p + (size_t)r * ldp + t), vv, acc[r * CP + c]); \
+                }                                                                                            \
             }                                                                                                \
-            for (int r = 0; r < NR; r++) _mm256_storeu_ps(o[r] + d, acc[r]);                                 \
+            for (int r = 0; r < NR; r++)                                                                     \
+                for (int c = 0; c < nc; c++) _mm256_storeu_ps(o[r] + d0 + 8 * (size_t)c, acc[r * CP + c]); \
         }                                                                                                    \
         for (size_t d = hd8; d < hd; d++)                                                                    \
             for (int r = 0; r < NR; r++) {                                                                   \
@@ -90,14 +108,14 @@ INLINE __m256 hsum8(const __m256 *a)
                      float *const *o)                                                                        \
     {                                                                                                        \
         switch (nr) {                                                                                        \
-        case 1: NAME##_nr(p, ldp, 1, v, ld, nk, hd, o); break;                                                   \
-        case 2: NAME##_nr(p, ldp, 2, v, ld, nk, hd, o); break;                                                   \
-        case 3: NAME##_nr(p, ldp, 3, v, ld, nk, hd, o); break;                                                   \
-        case 4: NAME##_nr(p, ldp, 4, v, ld, nk, hd, o); break;                                                   \
-        case 5: NAME##_nr(p, ldp, 5, v, ld, nk, hd, o); break;                                                   \
-        case 6: NAME##_nr(p, ldp, 6, v, ld, nk, hd, o); break;                                                   \
-        case 7: NAME##_nr(p, ldp, 7, v, ld, nk, hd, o); break;                                                   \
-        default: NAME##_nr(p, ldp, 8, v, ld, nk, hd, o); break;                                                  \
+        case 1: NAME##_nr(p, ldp, 1, v, ld, nk, hd, o); break;                                               \
+        case 2: NAME##_nr(p, ldp, 2, v, ld, nk, hd, o); break;                                               \
+        case 3: NAME##_nr(p, ldp, 3, v, ld, nk, hd, o); break;                                               \
+        case 4: NAME##_nr(p, ldp, 4, v, ld, nk, hd, o); break;                                               \
+        case 5: NAME##_nr(p, ldp, 5, v, ld, nk, hd, o); break;                                               \
+        case 6: NAME##_nr(p, ldp, 6, v, ld, nk, hd, o); break;                                               \
+        case 7: NAME##_nr(p, ldp, 7, v, ld, nk, hd, o); break;                                               \
+        default: NAME##_nr(p, ldp, 8, v, ld, nk, hd, o); break;                                              \
         }                                                                                                    \
     }
 
