@@ -63,6 +63,23 @@ void qr_kv_store(qr_kv_layer *l, uint32_t pos0, size_t n, const float *k, size_t
     }
 }
 
+void qr_kv_copy(qr_kv_layer *dst, const qr_kv_layer *src, uint32_t n_pos)
+{
+    const size_t esz = elem_bytes(src->type), hd = src->head_dim;
+    uint32_t first = n_pos > src->cap ? n_pos - src->cap : 0;
+    /* the slots of positions first..n_pos-1: one run, or two when the ring wraps */
+    for (uint32_t g = 0; g < src->n_kv_heads; g++) {
+        for (uint32_t x = first; x < n_pos;) {
+            uint32_t slot = x % src->cap, run = n_pos - x;
+            if (run > src->cap - slot) run = src->cap - slot;
+            size_t off = (((size_t)g * src->cap + slot) * hd) * esz, len = (size_t)run * hd * esz;
+            memcpy((char *)dst->k + off, (const char *)src->k + off, len);
+            memcpy((char *)dst->v + off, (const char *)src->v + off, len);
+            x += run;
+        }
+    }
+}
+
 void qr_kv_read(const qr_kv_layer *l, uint32_t p, uint32_t g, float *k_out, float *v_out)
 {
     size_t hd = l->head_dim, off = ((size_t)g * l->cap + p % l->cap) * hd;

@@ -40,6 +40,11 @@ void qr_kv_layer_init(qr_kv_layer *l, qr_kv_type type, uint32_t n_kv_heads, uint
  * (format/qm_half.h). n <= cap (a larger n would overwrite its own first rows). */
 void qr_kv_store(qr_kv_layer *l, uint32_t pos0, size_t n, const float *k, size_t ldk, const float *v, size_t ldv);
 
+/* Make dst hold what src holds for positions 0..n_pos-1 (only the last cap of them, as the ring keeps):
+ * a beam search copies the cache of the hypothesis a beam continues. Same type, heads, head_dim and cap;
+ * dst and src do not overlap. */
+void qr_kv_copy(qr_kv_layer *dst, const qr_kv_layer *src, uint32_t n_pos);
+
 /* The stored key / value of position p, head g as float (head_dim values); for tests and debugging. */
 void qr_kv_read(const qr_kv_layer *l, uint32_t p, uint32_t g, float *k_out, float *v_out);
 

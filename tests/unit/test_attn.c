@@ -440,6 +440,59 @@ static void test_kv_store_read(void **state)
     }
 }
 
+/* qr_kv_copy: the destination then reads back exactly what the source holds for the positions the ring
+ * keeps, and attention over it gives the same bits; slots outside the copied positions stay untouched. */
+static void test_kv_copy(void **state)
+{
+    (void)state;
+    const uint32_t nkv = 2, hd = 9, cap = 7;
+    for (int t = 0; t < 2; t++) {
+        qr_kv_type type = t ? QR_KV_F32 : QR_KV_F16;
+        size_t b = qr_kv_bytes(type, nkv, hd, cap);
+        void *km = malloc(b), *vm = malloc(b), *km2 = malloc(b), *vm2 = malloc(b);
+        memset(km2, 0x5a, b);
+        memset(vm2, 0x5a, b);
+        qr_kv_layer a, c;
+        qr_kv_layer_init(&a, type, nkv, hd, cap, 7, km, vm);
+        qr_kv_layer_init(&c, type, nkv, hd, cap, 7, km2, vm2);
+        float rows[2][20][18];
+        uint64_t st = 90;
+        for (int p = 0; p < 20; p++)
+            for (int i = 0; i < 18; i++) {
+                rows[0][p][i] = frand(&st, -1, 1);
+                rows[1][p][i] = frand(&st, -1, 1);
+            }
+        /* 3 positions: only slots 0..2 are copied, the rest keeps its bytes */
+        qr_kv_store(&a, 0, 3, rows[0][0], 18, rows[1][0], 18);
+        qr_kv_copy(&c, &a, 3);
+        size_t esz = t ? 4 : 2;
+        for (uint32_t g = 0; g < nkv; g++) {
+            assert_memory_equal((char *)km2 + (size_t)g * cap * hd * esz, (char *)km + (size_t)g * cap * hd * esz, 3 * hd * esz);
+            assert_true(((unsigned char *)km2)[((size_t)g * cap + 3) * hd * esz] == 0x5a);
+        }
+        /* 17 positions through a ring of 7: the last 7 (slots wrap) */
+        qr_kv_store(&a, 3, 7, rows[0][3], 18, rows[1][3], 18);
+        qr_kv_store(&a, 10, 7, rows[0][10], 18, rows[1][10], 18);
+        qr_kv_copy(&c, &a, 17);
+        float k1[9], v1[9], k2[9], v2[9];
+        for (uint32_t p = 10; p < 17; p++)
+            for (uint32_t g = 0; g < nkv; g++) {
+                qr_kv_read(&a, p, g, k1, v1);
+                qr_kv_read(&c, p, g, k2, v2);
+                assert_memory_equal(k1, k2, sizeof k1);
+                assert_memory_equal(v1, v2, sizeof v1);
+            }
+        float q[4 * 9], o1[4 * 9], o2[4 * 9];
+        for (int i = 0; i < 36; i++) q[i] = frand(&st, -1, 1);
+        float *scr = malloc(qr_attn_scratch_floats(&a, 1) * sizeof(float));
+        qr_attn_shape sh = { 4, nkv, hd, 0.3f };
+        qr_attn_causal(&sh, &a, 16, 1, q, 36, o1, 36, scr, 1);
+        qr_attn_causal(&sh, &c, 16, 1, q, 36, o2, 36, scr, 1);
+        assert_memory_equal(o1, o2, sizeof o1);
+        free(km); free(vm); free(km2); free(vm2); free(scr);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -453,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_batch_equals_decode),
         cmocka_unit_test(test_exp_kernels),
         cmocka_unit_test(test_full),
+        cmocka_unit_test(test_kv_copy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
