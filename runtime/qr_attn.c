@@ -198,7 +198,9 @@ static void attend_block(const qr_attn_kernels *kr, const kv_view *w, float scal
                 for (size_t t = 0; t < va; t++) s[t] = -INFINITY;   /* keys row r does not see weigh 0 */
                 for (size_t t = vb + 1; t < n; t++) s[t] = -INFINITY;
                 kr->exp_sub(s, n, m[r]);
-                sum = sum_range(s, n);
+                /* over the visible keys only, grouped from the first of them: the grouping then does not
+                 * depend on where the block's tile starts */
+                sum = sum_range(s + va, vb - va + 1);
             } else {
                 memset(s, 0, n * sizeof *s);
             }

@@ -229,12 +229,12 @@ static void test_threads_large(void **state)
 /* A row's output depends only on its query and its keys: the whole sequence in one batch (a cache sized for
  * it) and the same sequence one token at a time (a ring of only the window) give the same bits. */
 static void batch_vs_decode(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t window, uint32_t T, qr_kv_type type,
-                            uint64_t seed)
+                            float q_range, uint64_t seed)
 {
     const size_t qw = (size_t)nh * hd, kw = (size_t)nkv * hd;
     uint64_t st = seed;
     float *Q = malloc(T * qw * sizeof *Q), *K = malloc(T * kw * sizeof *K), *V = malloc(T * kw * sizeof *V);
-    for (size_t i = 0; i < T * qw; i++) Q[i] = frand(&st, -2.0f, 2.0f);
+    for (size_t i = 0; i < T * qw; i++) Q[i] = frand(&st, -q_range, q_range);
     for (size_t i = 0; i < T * kw; i++) K[i] = frand(&st, -2.0f, 2.0f);
     for (size_t i = 0; i < T * kw; i++) V[i] = frand(&st, -1.0f, 1.0f);
     qr_attn_shape sh = { nh, nkv, hd, 1.0f / sqrtf((float)hd) };
@@ -270,11 +270,14 @@ static void test_batch_equals_decode(void **state)
     (void)state;
     for (int t = 0; t < 2; t++) {
         qr_kv_type type = t ? QR_KV_F32 : QR_KV_F16;
-        batch_vs_decode(4, 4, 64, 0, 150, type, 30);    /* MHA: blocks of 8 positions vs 1 */
-        batch_vs_decode(8, 2, 64, 0, 150, type, 31);    /* GQA 4: 2 positions per block */
-        batch_vs_decode(8, 1, 17, 0, 100, type, 32);    /* group of 8, odd head_dim */
-        batch_vs_decode(12, 1, 16, 0, 70, type, 33);    /* group of 12: chunks of 8 and 4 */
-        batch_vs_decode(4, 2, 32, 37, 200, type, 34);   /* window 37: a ring of 37 slots vs the whole context */
+        batch_vs_decode(4, 4, 64, 0, 150, type, 2.0f, 30);    /* MHA: blocks of 8 positions vs 1 */
+        batch_vs_decode(8, 2, 64, 0, 150, type, 2.0f, 31);    /* GQA 4: 2 positions per block */
+        batch_vs_decode(8, 1, 17, 0, 100, type, 2.0f, 32);    /* group of 8, odd head_dim */
+        batch_vs_decode(12, 1, 16, 0, 70, type, 2.0f, 33);    /* group of 12: chunks of 8 and 4 */
+        batch_vs_decode(4, 2, 32, 37, 200, type, 2.0f, 34);   /* window 37: a ring of 37 slots vs the whole context */
+        /* scores spread over ±100: softmax weights over many binades, where the order of the sums shows */
+        batch_vs_decode(4, 2, 32, 37, 200, type, 12.0f, 35);
+        batch_vs_decode(4, 4, 64, 0, 150, type, 8.0f, 36);
     }
 }
 
