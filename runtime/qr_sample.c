@@ -250,7 +250,7 @@ int32_t qr_sampler_sample(qr_sampler *s, const float *logits)
     /* 4. softmax of logit/temp; cand[0] holds the largest logit */
     const double inv_t = 1.0 / (double)s->p.temp, m = s->cand[0].logit;
     double sum = 0.0;
-    if (m == -INFINITY) {          /* every logit -inf or NaN: nothing to prefer, take the best-ranked */
+    if (isinf(m)) {   /* every logit -inf or NaN: nothing to prefer; a +inf: it takes all the mass. The best-ranked. */
         id = s->cand[0].id;
         qr_sampler_accept(s, id);
         return id;

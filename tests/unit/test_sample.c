@@ -136,6 +136,16 @@ static void test_greedy(void **state)
     l[0] = NAN;
     assert_int_equal(qr_sampler_sample(s, l), 3);
     assert_int_equal(qr_sampler_sample(k1, l), 3);
+    /* sampling with an infinite logit: it takes all the mass (lowest id among several); all -inf/NaN: id 0 */
+    qr_sampler *t1 = make(1.0f, 0, 0.9f, 0.05f, 1.0f, 0, 9, V);
+    l[9] = l[600] = INFINITY;
+    for (int i = 0; i < 20; i++) assert_int_equal(qr_sampler_sample(t1, l), 9);
+    for (uint32_t i = 0; i < V; i++) l[i] = (i % 2) ? -INFINITY : NAN;
+    assert_int_equal(qr_sampler_sample(t1, l), 0);
+    qr_sampler_free(t1);
+    l[0] = NAN;
+    for (uint32_t i = 1; i < V; i++) l[i] = 1.0f;
+    l[3] = l[700] = 5.0f;
     /* a negative temperature is greedy too */
     qr_sampler *neg = make(-1.0f, 0, 1.0f, 0.0f, 1.0f, 0, 9, V);
     assert_int_equal(qr_sampler_sample(neg, l), 3);
