@@ -2,13 +2,17 @@
  *
  * Causal self-attention with grouped-query heads, an optional window (HF Mistral's sliding window and
  * GPT-Neo's local layers), a free score scale (1/√head_dim, or 1 for GPT-Neo); F16 or F32 keys/values.
- * Each (head, query) pair is one dot-product pass over its keys, a softmax, and one weighted pass over
- * the values; the pairs are split between OpenMP threads in one parallel region per call.
+ * Query rows that share a KV head (the heads of a GQA group, or several positions of one head) run as one
+ * block, so each key and value row read serves all of them; keys are walked in tiles of 64 positions with
+ * an online softmax. Blocks are split between OpenMP threads in one parallel region per call.
  *
  * Ownership: the caller owns q, out, the cache and the scratch (qr_attn_scratch_floats floats, sized once
- * per session). No allocation, no state. Results do not depend on the thread count (each output row is
- * computed by one thread, always in the same order); they may differ in the last bits between QMAP_CPU
- * levels (F16 rows are widened with F16C where the CPU has it).
+ * per session). No allocation, no state. A row's result depends only on its query and the keys and values
+ * it sees: not on the thread count, nor on the other rows of the call (the same token evaluated in a batch
+ * or alone gives the same bits). It may differ in the last bits between QMAP_CPU levels (the AVX2 + FMA
+ * + F16C loops of qr_attn_avx2.c against the portable ones). Accuracy: tests/unit/test_attn.c holds every
+ * output to an f64 reference within a bound derived there (float dot products, exp within 2 ulp, F16
+ * rounding of the cache).
  */
 #ifndef QR_ATTN_H
 #define QR_ATTN_H
@@ -23,8 +27,9 @@ typedef struct qr_attn_shape {
     float scale;                               /* scores = scale·q·k: 1/sqrt(head_dim) normally, 1 for GPT-Neo */
 } qr_attn_shape;
 
-/* Floats of scratch qr_attn_causal needs for `threads` threads (0 = omp_get_max_threads()): one score row
- * of cap entries per thread. Pass the same `threads` to qr_attn_causal. */
+/* Floats of scratch qr_attn_causal needs for `threads` threads (0 = omp_get_max_threads()): one tile of
+ * scores per thread (8 rows × 64 keys), whatever the context length. Pass the same `threads` to
+ * qr_attn_causal. */
 size_t qr_attn_scratch_floats(const qr_kv_layer *kv, int threads);
 
 /* For each query row i < n_q at position p = pos0 + i (q row i at q + i*ldq, n_heads*head_dim floats; out

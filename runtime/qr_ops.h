@@ -8,6 +8,8 @@
  * tests/unit/test_ops.c; reductions (sums of squares, softmax denominators) accumulate in double, so a
  * row of any length is within a few float roundings of the exact result.
  * Non-finite inputs propagate as IEEE arithmetic does (a NaN in a row makes that row's norm NaN).
+ * Sigmoid, SiLU, tanh-GELU and SwiGLU run through AVX2 versions (qr_ops_avx2.c) when the CPU has AVX2 + FMA
+ * and QMAP_CPU allows; the last bits may then differ from the portable loops, both within the tests' bounds.
  */
 #ifndef QR_OPS_H
 #define QR_OPS_H
