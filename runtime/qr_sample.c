@@ -247,8 +247,10 @@ int32_t qr_sampler_sample(qr_sampler *s, const float *logits)
         qr_cand t = s->cand[0]; s->cand[0] = s->cand[b]; s->cand[b] = t;
     }
 
-    /* 4. softmax of logit/temp; cand[0] holds the largest logit */
-    const double inv_t = 1.0 / (double)s->p.temp, m = s->cand[0].logit;
+    /* 4. probabilities of the candidates at temperature 1: top-p and min-p truncate by these, and the
+     * temperature shapes only the final draw (llama.cpp's chain: penalties, top-k, top-p, min-p, temp,
+     * dist), so a sampler configured as there keeps the same set. cand[0] holds the largest logit. */
+    const double inv_t = 1.0, m = s->cand[0].logit;
     double sum = 0.0;
     if (isinf(m)) {   /* every logit -inf or NaN: nothing to prefer; a +inf: it takes all the mass. The best-ranked. */
         id = s->cand[0].id;
@@ -301,6 +303,16 @@ int32_t qr_sampler_sample(qr_sampler *s, const float *logits)
     for (size_t i = 0; i < k; i++) {
         if (s->prob[i] < floor_p) s->prob[i] = 0.0;
         total += s->prob[i];
+    }
+    /* 7. the temperature: the kept candidates reweighted to softmax(logit / temp) */
+    if (s->p.temp != 1.0f) {
+        const double inv_temp = 1.0 / (double)s->p.temp;
+        total = 0.0;
+        for (size_t i = 0; i < k; i++) {
+            if (s->prob[i] == 0.0) continue;
+            s->prob[i] = exp(((double)s->cand[i].logit - m) * inv_temp);
+            total += s->prob[i];
+        }
     }
     double u = uniform01(s->rng) * total, cum = 0.0;
     id = s->cand[0].id;

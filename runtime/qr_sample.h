@@ -2,16 +2,18 @@
  * temperature, drawn from a seeded generator of our own (xoshiro256**), so the same seed and the same
  * logits give the same ids on every machine and build.
  *
- * Order (llama.cpp's chain, with the temperature applied in the softmax that top-p and min-p read):
+ * Order (llama.cpp's chain: the temperature shapes only the final draw, so the kept set is the one
+ * llama.cpp keeps with the same settings):
  *   1. repetition penalty on every distinct id among the last repeat_last_n accepted ids: a positive
  *      logit is divided by repeat_penalty, a negative one multiplied (once per id, however often it occurs);
  *   2. temp <= 0: argmax (lowest id on ties) — steps 3..6 are skipped;
  *   3. top-k: the k largest logits by a bounded heap over the vocabulary (O(n log k), no full sort when
  *      top_k bounds it), then those k sorted (descending logit, ascending id on ties); without a top-k,
  *      top-p pops ids from a heap of the whole vocabulary only until its prefix is complete;
- *   4. softmax of logit/temp over the candidates;
+ *   4. softmax of the candidates' logits (temperature 1);
  *   5. top-p: the smallest prefix whose cumulative probability is >= top_p (at least one);
- *   6. min-p: keep p_i >= min_p · p_max; renormalise; draw one.
+ *   6. min-p: keep p_i >= min_p · p_max;
+ *   7. temperature: the kept candidates reweighted to softmax(logit/temp); draw one.
  * NaN logits count as -inf.
  *
  * Ownership: qr_sampler_new allocates every buffer (a copy of the logits, candidates, probabilities, a

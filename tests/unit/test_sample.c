@@ -249,6 +249,19 @@ static void test_top_p_min_p(void **state)
         check_distribution(what, s, l, p, V, 5000);
         qr_sampler_free(s);
     }
+    /* the temperature shapes only the draw: top-p and min-p keep the set they keep at temperature 1 (as in
+     * llama.cpp's chain), and the kept ids are drawn by softmax(l/T) renormalised over that set */
+    static const float temps[] = { 0.5f, 2.0f };
+    for (size_t t = 0; t < 2; t++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            qr_sampler *s = make(temps[t], 0, cases[c].top_p, cases[c].min_p, 1.0f, 0, 700 + c, V);
+            ref_softmax(l, V, temps[t], cases[c].keep, p);
+            char what[80];
+            snprintf(what, sizeof what, "temp %.1f top_p %.2f min_p %.2f", (double)temps[t], (double)cases[c].top_p,
+                     (double)cases[c].min_p);
+            check_distribution(what, s, l, p, V, 5000);
+            qr_sampler_free(s);
+        }
     /* with a top-k in front: the same sets out of a large vocabulary (the heap path) */
     const uint32_t BV = 50000;
     float *bl = malloc(BV * sizeof *bl);
