@@ -15,6 +15,7 @@ static const struct {
     { "convert", cmd_convert, "PyTorch checkpoint (torch.save, safetensors, npz, raw dump) -> .qmap" },
     { "inspect", cmd_inspect, "print a container's header, metadata and tensor table (--json for scripts)" },
     { "quantize", cmd_quantize, "weight matrices to Q8_ROW (int8, per-row scales) or F16" },
+    { "run", cmd_run, "generate text with a language model (gpt2, gpt_neo, llama), read in place" },
     { "verify", cmd_verify, "check every tensor checksum; exit 1 if any tensor is damaged" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -32,7 +33,6 @@ static void usage(FILE *fp)
     fprintf(fp,
             "\n"
             "Run 'qmap <command> --help' for a command's options.\n"
-            "Not yet implemented (open issues): run.\n"
             "\n"
             "options:\n"
             "  -h, --help     this text\n"

@@ -1,0 +1,380 @@
+/* qmap run — generate text with a decoder language model, through the public API (include/qmap.h) only. */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli.h"
+#include "json_out.h"
+#include "opts.h"
+#include "qmap.h"
+
+/* Set by SIGINT: generation stops after the current token and the figures are still printed. The only
+ * global of the command; the library has none. */
+static volatile sig_atomic_t g_interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_interrupted = 1;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+typedef struct run_args {
+    const char *prompt, *file, *tokens;
+    long n_predict, top_k, repeat_last_n, ctx, threads, batch;
+    float temp, top_p, min_p, repeat_penalty;
+    uint64_t seed;
+    int kv, act;
+    bool no_bos, verify, json, quiet;
+} run_args;
+
+static const char *const kv_choices[] = { "f16", "f32", NULL };
+static const char *const act_choices[] = { "auto", "int8", "f32", NULL };
+
+/* Read a whole prompt file. NULL (and errno) on failure. */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, fp);
+        if (n < cap) break;
+        char *nb = cap > ((size_t)1 << 30) ? NULL : realloc(buf, cap *= 2);
+        if (!nb) { free(buf); buf = NULL; errno = EFBIG; }
+        else buf = nb;
+    }
+    if (buf && ferror(fp)) { free(buf); buf = NULL; }
+    fclose(fp);
+    *len = n;
+    return buf;
+}
+
+/* "1 2 3" or "1,2,3" -> ids. Returns the count, or -1 with a message. */
+static long parse_ids(const char *s, int32_t *ids, size_t cap, uint32_t vocab)
+{
+    size_t n = 0;
+    while (*s) {
+        while (*s == ' ' || *s == ',' || *s == '\t' || *s == '\n') s++;
+        if (!*s) break;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno) {
+            fprintf(stderr, "qmap run: --tokens: '%.20s' is not a token id\n", s);
+            return -1;
+        }
+        if (v < 0 || (uint64_t)v >= vocab) {
+            fprintf(stderr, "qmap run: --tokens: id %ld is outside the vocabulary of %u\n", v, vocab);
+            return -1;
+        }
+        if (n == cap) {
+            fprintf(stderr, "qmap run: --tokens: more than %zu ids\n", cap);
+            return -1;
+        }
+        ids[n++] = (int32_t)v;
+        s = end;
+    }
+    return (long)n;
+}
+
+typedef struct run_stats {
+    double load_s, prompt_s, gen_s;
+    size_t n_prompt, n_gen;
+    const char *stop;   /* "eos", "n_predict", "context", "interrupt" */
+} run_stats;
+
+static void print_stats(const run_stats *st, const qmap_model *m, FILE *fp)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    qmap_model_info in;
+    qmap_model_get_info(m, &in);
+    char a[32], b[32];
+    fprintf(fp, "\nqmap run: stopped: %s\n", st->stop);
+    fprintf(fp, "  load      %8.1f ms\n", st->load_s * 1e3);
+    fprintf(fp, "  prompt    %8zu tokens  %8.1f ms  %8.1f tok/s\n", st->n_prompt, st->prompt_s * 1e3,
+            st->prompt_s > 0 ? (double)st->n_prompt / st->prompt_s : 0.0);
+    fprintf(fp, "  generate  %8zu tokens  %8.1f ms  %8.2f tok/s\n", st->n_gen, st->gen_s * 1e3,
+            st->gen_s > 0 ? (double)st->n_gen / st->gen_s : 0.0);
+    fprintf(fp, "  memory    peak RSS %s, mapping resident %s of %s\n",
+            cli_human_bytes((uint64_t)ru.ru_maxrss * 1024, a, sizeof a),
+            cli_human_bytes(qmap_model_resident_bytes(m), b, sizeof b), cli_human_bytes(in.file_size, (char[32]){ 0 }, 32));
+}
+
+static void print_json(const run_stats *st, const qmap_model *m, const char *text, size_t text_len,
+                       const int32_t *prompt, const int32_t *gen)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    json_out j = { .fp = stdout };
+    json_begin_object(&j, NULL);
+    json_string(&j, "text", text ? text : "", text ? text_len : 0);
+    json_begin_array(&j, "prompt_ids");
+    for (size_t i = 0; i < st->n_prompt; i++) json_i64(&j, NULL, prompt[i]);
+    json_end_array(&j);
+    json_begin_array(&j, "ids");
+    for (size_t i = 0; i < st->n_gen; i++) json_i64(&j, NULL, gen[i]);
+    json_end_array(&j);
+    json_cstring(&j, "stop", st->stop);
+    json_f64(&j, "load_ms", st->load_s * 1e3);
+    json_u64(&j, "prompt_tokens", st->n_prompt);
+    json_f64(&j, "prompt_tok_per_s", st->prompt_s > 0 ? (double)st->n_prompt / st->prompt_s : 0.0);
+    json_u64(&j, "generated_tokens", st->n_gen);
+    json_f64(&j, "gen_tok_per_s", st->gen_s > 0 ? (double)st->n_gen / st->gen_s : 0.0);
+    json_u64(&j, "peak_rss_bytes", (uint64_t)ru.ru_maxrss * 1024);
+    json_u64(&j, "mapping_resident_bytes", qmap_model_resident_bytes(m));
+    json_end_object(&j);
+    fputc('\n', stdout);
+}
+
+/* Append to a growing text buffer (for --json); false on out of memory. */
+static bool text_append(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t nc = (*cap ? *cap : 4096);
+        while (nc < *len + n + 1) nc *= 2;
+        char *nb = realloc(*buf, nc);
+        if (!nb) return false;
+        *buf = nb;
+        *cap = nc;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = 0;
+    return true;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    qmap_sampler_params sd;
+    qmap_sampler_params_default(&sd);
+    run_args a = {
+        .n_predict = 128, .top_k = sd.top_k, .repeat_last_n = sd.repeat_last_n, .ctx = 0, .threads = 0,
+        .batch = 512, .temp = sd.temp, .top_p = sd.top_p, .min_p = sd.min_p, .repeat_penalty = sd.repeat_penalty,
+        .seed = sd.seed, .kv = 0, .act = 0,
+    };
+    const cli_opt opts[] = {
+        { "prompt", 'p', CLI_STRING, &a.prompt, "TEXT", 0, 0, NULL, "prompt text (encoded with the model's tokenizer)", true },
+        { "file", 'f', CLI_STRING, &a.file, "FILE", 0, 0, NULL, "read the prompt from FILE", true },
+        { "tokens", 0, CLI_STRING, &a.tokens, "IDS", 0, 0, NULL, "the prompt as token ids, \"1 2 3\" (no tokenizer needed)", true },
+        { "n-predict", 'n', CLI_INT, &a.n_predict, "N", 0, 1 << 24, NULL, "tokens to generate", false },
+        { "temp", 0, CLI_FLOAT, &a.temp, "T", 0, 100, NULL, "temperature; 0 is greedy", false },
+        { "top-k", 0, CLI_INT, &a.top_k, "K", 0, 1 << 24, NULL, "keep the K most likely tokens; 0 = all", false },
+        { "top-p", 0, CLI_FLOAT, &a.top_p, "P", 0, 1, NULL, "keep the smallest set with probability >= P; 1 = off", false },
+        { "min-p", 0, CLI_FLOAT, &a.min_p, "P", 0, 1, NULL, "drop tokens below P x the most likely one's probability", false },
+        { "repeat-penalty", 0, CLI_FLOAT, &a.repeat_penalty, "R", 0.01, 100, NULL, "penalise the last --repeat-last-n tokens; 1 = off", false },
+        { "repeat-last-n", 0, CLI_INT, &a.repeat_last_n, "N", 0, 1 << 20, NULL, "tokens the repeat penalty looks back on", false },
+        { "seed", 's', CLI_UINT64, &a.seed, "SEED", 0, 9007199254740992.0, NULL, "random seed: the same seed prints the same text", false },
+        { "ctx-size", 'c', CLI_INT, &a.ctx, "N", 0, 1 << 24, NULL, "context length in tokens; 0 = the model's (llama: more is allowed, with a warning)", false },
+        { "threads", 't', CLI_INT, &a.threads, "N", 0, 1024, NULL, "threads; 0 = all cores (or OMP_NUM_THREADS)", false },
+        { "batch-size", 'b', CLI_INT, &a.batch, "N", 1, 1 << 20, NULL, "prompt tokens evaluated per batch (the GEMM path)", false },
+        { "kv", 0, CLI_CHOICE, &a.kv, "TYPE", 0, 0, kv_choices, "KV cache element type", false },
+        { "act", 0, CLI_CHOICE, &a.act, "MODE", 0, 0, act_choices, "Q8_ROW activations: auto keeps float accuracy; int8 is faster", false },
+        { "no-bos", 0, CLI_FLAG, &a.no_bos, NULL, 0, 0, NULL, "do not add the tokenizer's BOS/EOS tokens to the prompt", true },
+        { "verify", 0, CLI_FLAG, &a.verify, NULL, 0, 0, NULL, "check every tensor's checksum before running", true },
+        { "json", 0, CLI_FLAG, &a.json, NULL, 0, 0, NULL, "print one JSON object (text, ids, figures) instead of streaming", true },
+        { "quiet", 'q', CLI_FLAG, &a.quiet, NULL, 0, 0, NULL, "no figures on stderr", true },
+    };
+    const cli_command cmd = {
+        .name = "run",
+        .usage = "qmap run MODEL.qmap (-p TEXT | -f FILE | --tokens IDS) [options]",
+        .description =
+            "Generate text with a decoder language model (gpt2, gpt_neo, llama/mistral/qwen2) read in place from\n"
+            "the container: F32, F16 and Q8_ROW weights are used where they lie, nothing is dequantized or copied.\n"
+            "The prompt runs in batches through the matrix-matrix kernels, then one token at a time. Text streams to\n"
+            "stdout as it is generated; generation stops at the end-of-sequence token, after -n tokens, at the\n"
+            "context limit, or on Ctrl-C. The figures (load time, prompt and generation tok/s, peak RSS, resident\n"
+            "part of the mapping) go to stderr. Sampling follows llama.cpp's defaults and order (penalty, top-k,\n"
+            "top-p, min-p, temperature).\n",
+        .opts = opts,
+        .n_opts = sizeof opts / sizeof opts[0],
+        .epilog = "exit status: 0 done, 1 bad model or input, 2 usage error\n",
+    };
+    int first;
+    int rc = cli_parse(&cmd, argc, argv, &first);
+    if (rc) return rc == 1 ? 0 : 2;
+    if (first != argc - 1) {
+        fprintf(stderr, "qmap run: give exactly one MODEL.qmap\nusage: %s\n", cmd.usage);
+        return 2;
+    }
+    if (!!a.prompt + !!a.file + !!a.tokens != 1) {
+        fprintf(stderr, "qmap run: give exactly one of -p TEXT, -f FILE, --tokens IDS\nusage: %s\n", cmd.usage);
+        return 2;
+    }
+    const char *path = argv[first];
+
+    run_stats st = { .stop = "n_predict" };
+    qmap_error err;
+    qmap_model *m = NULL;
+    qmap_session *s = NULL;
+    qmap_sampler *smp = NULL;
+    int32_t *ids = NULL;
+    char *file_text = NULL, *out_text = NULL;
+    size_t out_len = 0, out_cap = 0;
+    int status = 1;
+
+    qmap_model_params mp;
+    qmap_model_params_default(&mp);
+    mp.verify = a.verify;
+    double t0 = now_s();
+    if (qmap_model_open(path, &mp, &m, &err) != QMAP_OK) {
+        fprintf(stderr, "qmap run: %s\n", err.message);
+        goto done;
+    }
+    st.load_s = now_s() - t0;
+    qmap_model_info in;
+    qmap_model_get_info(m, &in);
+    if (in.kind != QMAP_KIND_LM) {
+        fprintf(stderr, "qmap run: %s: a %s container is not a language model; qmap run generates with gpt2, gpt_neo "
+                "and llama models\n", path, in.arch);
+        goto done;
+    }
+    uint32_t n_ctx = a.ctx ? (uint32_t)a.ctx : in.context_length;
+    if (n_ctx > in.context_length && !a.quiet && !strcmp(in.arch, "llama"))
+        fprintf(stderr, "qmap run: warning: context %u is above the %u the model was trained with; quality may drop\n",
+                n_ctx, in.context_length);
+
+    /* the prompt, as ids */
+    size_t n_prompt = 0, cap = (size_t)n_ctx + 1;
+    ids = malloc(cap * sizeof *ids);
+    if (!ids) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
+    if (a.tokens) {
+        long n = parse_ids(a.tokens, ids, cap, in.vocab_size);
+        if (n < 0) goto done;
+        n_prompt = (size_t)n;
+    } else {
+        const char *text = a.prompt;
+        size_t len = a.prompt ? strlen(a.prompt) : 0;
+        if (a.file) {
+            if (!(file_text = read_file(a.file, &len))) {
+                fprintf(stderr, "qmap run: %s: %s\n", a.file, strerror(errno));
+                goto done;
+            }
+            text = file_text;
+        }
+        qmap_status ts = qmap_tokenize(m, text, len, !a.no_bos, ids, cap, &n_prompt, &err);
+        if (ts == QMAP_ERR_INVALID_ARGUMENT && n_prompt > cap) {
+            fprintf(stderr, "qmap run: the prompt is %zu tokens, more than the context of %u (-c)\n", n_prompt, n_ctx);
+            goto done;
+        }
+        if (ts != QMAP_OK) {
+            fprintf(stderr, "qmap run: %s\n", err.message);
+            if (ts == QMAP_ERR_NOT_FOUND) fprintf(stderr, "qmap run: give the prompt as token ids with --tokens\n");
+            goto done;
+        }
+    }
+    if (n_prompt == 0) {
+        fprintf(stderr, "qmap run: the prompt has no tokens\n");
+        goto done;
+    }
+    if (n_prompt > n_ctx) {
+        fprintf(stderr, "qmap run: the prompt is %zu tokens, more than the context of %u (-c)\n", n_prompt, n_ctx);
+        goto done;
+    }
+
+    qmap_session_params sp;
+    qmap_session_params_default(&sp);
+    sp.n_ctx = n_ctx;
+    sp.n_batch = (uint32_t)a.batch;
+    sp.threads = (int)a.threads;
+    sp.kv_type = a.kv == 1 ? QMAP_KV_F32 : QMAP_KV_F16;
+    sp.act = a.act == 1 ? QMAP_ACT_INT8 : a.act == 2 ? QMAP_ACT_F32 : QMAP_ACT_AUTO;
+    if (qmap_session_new(m, &sp, &s, &err) != QMAP_OK) {
+        fprintf(stderr, "qmap run: %s\n", err.message);
+        goto done;
+    }
+    qmap_sampler_params smpp = { a.temp, (int32_t)a.top_k, a.top_p, a.min_p, a.repeat_penalty,
+                                 (uint32_t)a.repeat_last_n, a.seed };
+    if (qmap_sampler_new(&smpp, in.vocab_size, &smp, &err) != QMAP_OK) {
+        fprintf(stderr, "qmap run: %s\n", err.message);
+        goto done;
+    }
+
+    /* generated ids follow the prompt in the same buffer (a context never holds more) */
+    int32_t *gen = ids + n_prompt;
+    size_t gen_cap = cap - n_prompt;
+    struct sigaction sa = { .sa_handler = on_sigint }, old_sa;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_sa);
+
+    t0 = now_s();
+    qmap_status es = qmap_eval(s, ids, n_prompt, &err);
+    st.prompt_s = now_s() - t0;
+    st.n_prompt = n_prompt;
+    if (es != QMAP_OK) {
+        fprintf(stderr, "qmap run: %s\n", err.message);
+        sigaction(SIGINT, &old_sa, NULL);
+        goto done;
+    }
+    for (size_t i = 0; i < n_prompt; i++) qmap_sampler_accept(smp, ids[i]);
+
+    int32_t eos = qmap_token_eos(m);
+    qmap_detok dt;
+    qmap_detok_init(&dt);
+    char piece[4096];
+    t0 = now_s();
+    const float *logits = qmap_logits(s, n_prompt - 1);
+    for (;;) {
+        if ((long)st.n_gen >= a.n_predict) { st.stop = "n_predict"; break; }
+        if (g_interrupted) { st.stop = "interrupt"; break; }
+        int32_t id = qmap_sample(smp, logits);
+        gen[st.n_gen++] = id;
+        if (id == eos) { st.stop = "eos"; break; }
+        if (in.has_tokenizer) {
+            size_t n = 0;
+            if (qmap_detokenize(m, &dt, id, piece, sizeof piece, &n, &err) == QMAP_OK && n) {
+                if (a.json) {
+                    if (!text_append(&out_text, &out_len, &out_cap, piece, n)) { fprintf(stderr, "qmap run: out of memory\n"); break; }
+                } else {
+                    fwrite(piece, 1, n, stdout);
+                    fflush(stdout);
+                }
+            }
+        } else if (!a.json) {
+            printf("%s%d", st.n_gen > 1 ? " " : "", id);
+            fflush(stdout);
+        }
+        if (st.n_gen >= gen_cap || qmap_session_pos(s) >= n_ctx) { st.stop = "context"; break; }
+        if (qmap_eval(s, &id, 1, &err) != QMAP_OK) {
+            fprintf(stderr, "qmap run: %s\n", err.message);
+            sigaction(SIGINT, &old_sa, NULL);
+            goto done;
+        }
+        logits = qmap_logits(s, 0);
+    }
+    st.gen_s = now_s() - t0;
+    sigaction(SIGINT, &old_sa, NULL);
+    if (in.has_tokenizer) {
+        size_t n = qmap_detok_flush(&dt, piece, sizeof piece);
+        if (a.json) text_append(&out_text, &out_len, &out_cap, piece, n);
+        else fwrite(piece, 1, n, stdout);
+    }
+    if (a.json) print_json(&st, m, out_text, out_len, ids, gen);
+    else {
+        fputc('\n', stdout);
+        fflush(stdout);
+        if (!a.quiet) print_stats(&st, m, stderr);
+        if (!strcmp(st.stop, "context") && a.quiet) fprintf(stderr, "qmap run: stopped at the context limit (%u)\n", n_ctx);
+    }
+    status = 0;
+done:
+    qmap_sampler_free(smp);
+    qmap_session_free(s);
+    qmap_model_close(m);
+    free(ids);
+    free(file_text);
+    free(out_text);
+    return status;
+}
