@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""test_lm.py — decoder LMs run by qmap against PyTorch (issue 13 §5).
+
+For each family (tests/models: HF parameter names, HF math), a random-init model is saved as a real
+checkpoint (torch.save or safetensors), converted by `qmap convert`, quantized by `qmap quantize --f16 /
+--q8`, and run through the public API by tests/run/lm_logits.c. Checked:
+
+- F32 weights, F32 KV cache: logits at every position of a 64-token sequence within 1e-4 · max|logit| of
+  torch's; a 64-token greedy continuation identical to torch's (full recompute each step). With the default
+  F16 KV cache: within 1e-3 (the cache rounds K and V to 11 significant bits).
+- F16 weights: within 1e-3 of torch running the same F16-rounded weights, and 1e-2 of torch in F32.
+- Q8_ROW: against torch running the weights dequantized by spec/FORMAT.md 6.1 (quantized here with the
+  independent numpy transcription tests/spec_writer.py, and checked equal to the container's own tensors
+  read by tests/spec_reader.py): top-1 agreement >= 95% and mean KL(torch || qmap) <= 1e-3 nats (the
+  default activations keep float accuracy, so what remains is summation order); the cost of quantizing
+  (against torch in F32) is printed, not bounded.
+- Prefill in one batch = token by token (the decode path) within 1e-5 · max|logit|; batches of 7 = one
+  batch; 1 and 2 threads bit for bit.
+- Cases that matter: gpt_neo and mistral run past their attention windows (asserted), llama has fewer kv
+  heads than heads, qwen2 has q/k/v biases and a tied head, gpt2 a tied head.
+- Errors: an id outside the vocabulary, a sequence past the context, a container that is not an LM, a
+  tensor of the wrong shape, a missing metadata key — each refused with a message naming it.
+- No allocation in 100 decode steps (counted malloc family), and the counter itself seen to work.
+- The same runs under ASan+UBSan (lm_logits built with sanitizers) for every family and dtype.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "convert"))
+
+import spec_reader  # noqa: E402
+import spec_writer  # noqa: E402
+from checks import Checks, fresh_dir  # noqa: E402
+from models import gpt2, gpt_neo, llama, mlp  # noqa: E402
+from savers import save_safetensors, save_torch  # noqa: E402
+
+T = 64          # tokens of the compared sequence
+GREEDY = 64     # tokens of the greedy continuation
+CTX = 160       # positions of every test model (>= T + GREEDY)
+
+CASES = [
+    # name, module, build kwargs, saver, attention window the sequence must pass (None: full)
+    ("gpt2", gpt2, dict(n_positions=CTX, n_ctx=CTX), save_torch, None),
+    ("gpt_neo", gpt_neo, dict(max_position_embeddings=CTX, window_size=8,
+                              attention_types=[[["global", "local"], 1]]), save_safetensors, 8),
+    ("llama", llama, dict(variant="llama", max_position_embeddings=CTX), save_safetensors, None),
+    ("mistral", llama, dict(variant="mistral", max_position_embeddings=CTX, sliding_window=8), save_torch, 8),
+    ("qwen2", llama, dict(variant="qwen2", max_position_embeddings=CTX), save_safetensors, None),
+]
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+class Env:
+    def __init__(self, args, c):
+        self.qmap, self.tool, self.asan_tool, self.c = args.qmap, args.tool, args.asan_tool, c
+
+    def logits(self, model_path, ids, V, *opts, tool=None):
+        out = model_path + ".logits"
+        r = run([tool or self.tool, model_path, out, *opts] + [str(i) for i in ids])
+        if r.returncode:
+            raise RuntimeError("lm_logits %s: %s" % (" ".join(opts), r.stderr.strip()))
+        return np.fromfile(out, dtype=np.float32).reshape(len(ids), V)
+
+    def greedy(self, model_path, ids, n, *opts):
+        out = model_path + ".greedy"
+        r = run([self.tool, model_path, out, "--greedy", str(n), *opts] + [str(i) for i in ids])
+        if r.returncode:
+            raise RuntimeError("lm_logits --greedy: " + r.stderr.strip())
+        return [int(x) for x in open(out).read().split()]
+
+
+def rel(a, b):
+    return float(np.abs(a - b).max() / np.abs(b).max())
+
+
+def torch_logits(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor([ids]))[0].double().numpy()
+
+
+def torch_greedy(model, ids, n):
+    seq = list(ids)
+    with torch.no_grad():
+        for _ in range(n):
+            seq.append(int(model(torch.tensor([seq]))[0, -1].argmax()))
+    return seq[len(ids):]
+
+
+def log_softmax(x):
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def kl(p_logits, q_logits):
+    lp, lq = log_softmax(p_logits.astype(np.float64)), log_softmax(q_logits.astype(np.float64))
+    return (np.exp(lp) * (lp - lq)).sum(axis=-1)
+
+
+def is_gpt2_conv(name):
+    """HF GPT-2's Conv1D weights are stored [in, out]: convert transposes them (ARCHITECTURES.md §4)."""
+    return any(name.endswith(s) for s in ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+                                           "mlp.c_proj.weight")) and ".attention." not in name
+
+
+def quantized_copy(model, family, how):
+    """A copy of `model` whose matrices (rank >= 2 `.weight`, not the position table: ARCHITECTURES.md §1a)
+    hold what `qmap quantize` stores: F16-rounded, or Q8_ROW dequantized per spec 6.1 (rows of the [out, in]
+    layout the container uses)."""
+    import copy
+    m = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if p.dim() < 2 or not name.endswith("weight") or name.endswith("wpe.weight"):
+                continue
+            w = p.detach().numpy().astype(np.float32)
+            conv = family == "gpt2" and is_gpt2_conv(name)
+            rows = w.T if conv else w
+            if how == "f16":
+                d = rows.astype(np.float16).astype(np.float32)
+            else:
+                q, scales, _ = spec_writer.quantize_q8row(np.ascontiguousarray(rows))
+                d = q.astype(np.float32) * scales.astype(np.float32)[:, None]
+            p.copy_(torch.from_numpy(np.ascontiguousarray(d.T if conv else d)))
+    return m
+
+
+def mutate(src, dst, drop_key=None, reshape=None):
+    """Rewrite container src as dst with one metadata key dropped or one tensor given another shape (same
+    bytes), through the independent writer of tests/spec_writer.py."""
+    qf = spec_reader.read(src)
+    meta = []
+    for e in qf.meta_entries:
+        if e.key == drop_key:
+            continue
+        meta.append(spec_writer.meta_entry(e.key, e.type_id, None, raw_value=bytes(e.raw)))
+    tensors = []
+    for t in qf.tensors.values():
+        shape = reshape[1] if reshape and t.name == reshape[0] else t.shape
+        tensors.append(spec_writer.TensorDef(t.name, t.dtype_id, shape, bytes(t.raw)))
+    spec_writer.write(dst, spec_writer.build(meta, tensors, alignment=qf.header["alignment"]))
+
+
+def spread_logits(model, ids, target=2.5):
+    """Scale the output head so logits have about the spread of a trained LM's (std ~2.5). Random init gives
+    either near-uniform distributions (untied heads: std ~0.6) or near one-hot ones (tied embeddings: std
+    ~10), and both hide quantization error from KL and top-1."""
+    head = model.lm_head.weight
+    with torch.no_grad():
+        std = float(model(torch.tensor([ids]))[0].std())
+        head.mul_(target / std)
+
+
+def family_case(env, name, mod, kw, saver, window, workdir, summary):
+    c = env.c
+    model, cfg = mod.build(seed=11, **kw)
+    V = cfg["vocab_size"]
+    g = torch.Generator().manual_seed(sum(map(ord, name)))
+    ids = torch.randint(0, V, (T,), generator=g).tolist()
+    spread_logits(model, ids)
+    d = fresh_dir(os.path.join(workdir, name))
+    srcs, _ = saver(model, cfg, d)
+    f32 = os.path.join(d, "f32.qmap")
+    r = run([env.qmap, "convert", *srcs, "-o", f32, "--no-tokenizer", "--quiet"])
+    if not c.check(name, "convert", r.returncode == 0, r.stderr.strip()):
+        return
+    paths = {"f32": f32}
+    for how in ("f16", "q8"):
+        paths[how] = os.path.join(d, how + ".qmap")
+        r = run([env.qmap, "quantize", "--" + how, f32, "-o", paths[how], "--quiet"])
+        c.check(name, "quantize --" + how, r.returncode == 0, r.stderr.strip())
+
+    if window:
+        c.check(name, "the sequence passes the attention window (%d < %d)" % (window, T), window < T)
+    ref = torch_logits(model, ids)
+    row = {"case": name, "std": float(ref.std())}
+
+    # F32 weights
+    got = env.logits(f32, ids, V, "--kv", "f32")
+    e = rel(got, ref)
+    row["f32"] = e
+    c.check(name, "F32 weights, F32 KV: logits within 1e-4 of torch", e <= 1e-4, "max rel diff %.3g" % e)
+    got16kv = env.logits(f32, ids, V)
+    e = rel(got16kv, ref)
+    row["f32_kv16"] = e
+    c.check(name, "F32 weights, F16 KV (default): within 1e-3", e <= 1e-3, "max rel diff %.3g" % e)
+    step = env.logits(f32, ids, V, "--kv", "f32", "--step")
+    e = rel(step, got)
+    c.check(name, "prefill in one batch = token by token (1e-5)", e <= 1e-5, "max rel diff %.3g" % e)
+    chunks = env.logits(f32, ids, V, "--kv", "f32", "-b", "7")
+    e = rel(chunks, got)
+    c.check(name, "batches of 7 = one batch (1e-5)", e <= 1e-5, "max rel diff %.3g" % e)
+    t1 = env.logits(f32, ids, V, "--kv", "f32", "-t", "1")
+    t2 = env.logits(f32, ids, V, "--kv", "f32", "-t", "2")
+    c.check(name, "1 and 2 threads give the same bits", np.array_equal(t1, t2))
+    mine = env.greedy(f32, ids, GREEDY, "--kv", "f32")
+    theirs = torch_greedy(model, ids, GREEDY)
+    same = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
+    c.check(name, "greedy continuation of %d tokens identical to torch's" % GREEDY,
+            mine == theirs, "first difference at %s" % same)
+
+    # F16 weights
+    ref16 = torch_logits(quantized_copy(model, name if name == "gpt2" else "", "f16"), ids)
+    got = env.logits(paths["f16"], ids, V, "--kv", "f32")
+    e16, e32 = rel(got, ref16), rel(got, ref)
+    row["f16"] = e16
+    c.check(name, "F16 weights: within 1e-3 of torch on the same F16 weights", e16 <= 1e-3, "%.3g" % e16)
+    c.check(name, "F16 weights: within 1e-2 of torch in F32", e32 <= 1e-2, "%.3g" % e32)
+
+    # Q8_ROW
+    qf = spec_reader.read(paths["q8"])
+    emb_name = "tok_embd.weight"
+    src_emb = dict(model.named_parameters())[
+        {"gpt2": "transformer.wte.weight", "gpt_neo": "transformer.wte.weight"}.get(
+            mod.__name__.split(".")[-1], "model.embed_tokens.weight")].detach().numpy()
+    q, scales, _ = spec_writer.quantize_q8row(src_emb.astype(np.float32))
+    c.check(name, "the numpy transcription of spec 6.1 equals the container's Q8_ROW bytes",
+            np.array_equal(qf.tensors[emb_name].q, q) and np.array_equal(qf.tensors[emb_name].scales, scales))
+    refq = torch_logits(quantized_copy(model, name if name == "gpt2" else "", "q8"), ids)
+    for act in ("auto", "int8"):
+        got = env.logits(paths["q8"], ids, V, "--kv", "f32", "--act", act)
+        top1 = float(np.mean(got.argmax(-1) == refq.argmax(-1)))
+        mkl = float(kl(refq, got).mean())
+        top1_f32 = float(np.mean(got.argmax(-1) == ref.argmax(-1)))
+        mkl_f32 = float(kl(ref, got).mean())
+        row["q8_" + act] = (top1, mkl, top1_f32, mkl_f32)
+        if act == "auto":
+            c.check(name, "Q8_ROW: top-1 agreement with torch on the dequantized weights >= 95%", top1 >= 0.95,
+                    "%.3f" % top1)
+            c.check(name, "Q8_ROW: mean KL to torch on the dequantized weights <= 1e-3", mkl <= 1e-3, "%.3g" % mkl)
+        else:   # one int8 term per activation row adds its rounding: a looser bound, still far from noise
+            c.check(name, "Q8_ROW --act int8: top-1 agreement >= 90%", top1 >= 0.90, "%.3f" % top1)
+            c.check(name, "Q8_ROW --act int8: mean KL <= 1e-2", mkl <= 1e-2, "%.3g" % mkl)
+
+    # the same paths under ASan+UBSan
+    if env.asan_tool:
+        for how in ("f32", "f16", "q8"):
+            try:
+                a = env.logits(paths[how], ids[:20], V, "-b", "7", tool=env.asan_tool)
+                b = env.logits(paths[how], ids[:20], V, "--step", tool=env.asan_tool)
+                ok = np.isfinite(a).all() and rel(a, b) <= 1e-3
+                c.check(name, "ASan+UBSan: %s batches and steps run clean" % how, ok)
+            except RuntimeError as ex:
+                c.check(name, "ASan+UBSan: %s batches and steps run clean" % how, False, str(ex)[-400:])
+    summary.append(row)
+    return f32
+
+
+def error_cases(env, llama_f32, workdir):
+    c = env.c
+    d = fresh_dir(os.path.join(workdir, "errors"))
+    g = "errors"
+    r = run([env.tool, llama_f32, os.path.join(d, "o"), "1", "2", "97"])
+    c.check(g, "an id outside the vocabulary is refused, naming it",
+            r.returncode == 1 and "token id 97" in r.stderr and "vocabulary of 97" in r.stderr, r.stderr)
+    r = run([env.qmap, "run", llama_f32, "--tokens", "1 2 300"])
+    c.check(g, "qmap run --tokens: out-of-range id, exit 1", r.returncode == 1 and "300" in r.stderr, r.stderr)
+    r = run([env.qmap, "run", llama_f32, "--tokens", " ".join(["1"] * (CTX + 1))])
+    c.check(g, "qmap run: a prompt longer than the context, exit 1",
+            r.returncode == 1 and "context" in r.stderr, r.stderr)
+    r = run([env.qmap, "run", llama_f32, "--tokens", "1 2", "-n", "500", "--quiet", "--temp", "0"])
+    c.check(g, "qmap run stops at the context limit and says so",
+            r.returncode == 0 and "context limit" in r.stderr, r.stderr)
+    r = run([env.qmap, "run", llama_f32, "-p", "hello"])
+    c.check(g, "qmap run -p on a container without a tokenizer, exit 1 naming --tokens",
+            r.returncode == 1 and "--tokens" in r.stderr, r.stderr)
+    r = run([env.qmap, "run", llama_f32, "--tokens", "1", "--kv", "f8"])
+    c.check(g, "qmap run: a bad flag value is a usage error (2)", r.returncode == 2 and "--kv" in r.stderr, r.stderr)
+
+    # a classifier is not a language model
+    m, cfg = mlp.build(seed=3) if hasattr(mlp, "build") else (None, None)
+    if m is not None:
+        md = fresh_dir(os.path.join(d, "mlp"))
+        srcs, _ = save_torch(m, cfg, md)
+        mq = os.path.join(d, "mlp.qmap")
+        rc = run([env.qmap, "convert", *srcs, "-o", mq, "--quiet"])
+        if c.check(g, "convert an mlp", rc.returncode == 0, rc.stderr):
+            r = run([env.qmap, "run", mq, "--tokens", "1"])
+            c.check(g, "qmap run on an mlp: not a language model, exit 1",
+                    r.returncode == 1 and "not a language model" in r.stderr, r.stderr)
+
+    # a tensor of the wrong shape, a missing key: refused at open, naming them
+    bad = os.path.join(d, "shape.qmap")
+    qf = spec_reader.read(llama_f32)
+    rows, cols = qf.tensors["blk.1.attn_k.weight"].shape
+    mutate(llama_f32, bad, reshape=("blk.1.attn_k.weight", (rows * 2, cols // 2)))
+    r = run([env.tool, bad, os.path.join(d, "o"), "1"])
+    c.check(g, "a tensor of the wrong shape is refused naming it and both shapes",
+            r.returncode == 1 and "blk.1.attn_k.weight" in r.stderr and "[%d, %d]" % (rows, cols) in r.stderr
+            and "QM_ERR_SHAPE" in r.stderr, r.stderr)
+    bad = os.path.join(d, "key.qmap")
+    mutate(llama_f32, bad, drop_key="llama.n_heads")
+    r = run([env.tool, bad, os.path.join(d, "o"), "1"])
+    c.check(g, "a missing metadata key is refused naming it",
+            r.returncode == 1 and "llama.n_heads" in r.stderr and "QM_ERR_NOT_FOUND" in r.stderr, r.stderr)
+    bad = os.path.join(d, "notqmap.qmap")
+    with open(bad, "wb") as fp:
+        fp.write(b"not a container at all" * 10)
+    r = run([env.qmap, "run", bad, "--tokens", "1"])
+    c.check(g, "qmap run on a file that is not a container, exit 1",
+            r.returncode == 1 and "QM_ERR_BAD_MAGIC" in r.stderr, r.stderr)
+
+    # no allocation per token, and the counter seen to count
+    r = run([env.tool, llama_f32, os.path.join(d, "o"), "--alloc-check", "1", "2", "3", "4"])
+    c.check(g, "100 decode steps allocate nothing", r.returncode == 0 and ": 0" in r.stdout, r.stdout + r.stderr)
+    r = run([env.tool, llama_f32, os.path.join(d, "o"), "--alloc-check", "-t", "2", "1", "2", "3"])
+    c.check(g, "100 decode steps allocate nothing (2 threads)", r.returncode == 0, r.stdout + r.stderr)
+    r = run([env.tool, llama_f32, os.path.join(d, "o"), "--alloc-check", "1", "2"],
+            env=dict(os.environ, LM_LOGITS_SELFTEST="1"))
+    c.check(g, "the allocation counter sees an allocation (self-test)", r.returncode == 1 and ": 1" in r.stdout,
+            r.stdout)
+
+    # same seed, same text
+    a = run([env.qmap, "run", llama_f32, "--tokens", "5 6 7", "-n", "24", "-s", "42", "--json"])
+    b = run([env.qmap, "run", llama_f32, "--tokens", "5 6 7", "-n", "24", "-s", "42", "--json"])
+    ok = a.returncode == 0 and b.returncode == 0 and json.loads(a.stdout)["ids"] == json.loads(b.stdout)["ids"]
+    c.check(g, "qmap run: the same seed gives the same ids", ok, a.stderr + b.stderr)
+    if ok:
+        j = json.loads(a.stdout)
+        c.check(g, "qmap run --json: ids, counts and figures", len(j["ids"]) == 24 and j["prompt_tokens"] == 3
+                and j["gen_tok_per_s"] > 0 and j["peak_rss_bytes"] > 0, a.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qmap", required=True)
+    ap.add_argument("--tool", required=True)
+    ap.add_argument("--asan-tool")
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("-k", dest="filt")
+    args = ap.parse_args()
+    c = Checks(args.filt)
+    env = Env(args, c)
+    os.makedirs(args.workdir, exist_ok=True)
+    torch.set_num_threads(2)
+    summary = []
+    llama_f32 = None
+    for name, mod, kw, saver, window in CASES:
+        if c.want(name):
+            p = family_case(env, name, mod, kw, saver, window, args.workdir, summary)
+            if name == "llama":
+                llama_f32 = p
+    if llama_f32 and c.want("errors"):
+        error_cases(env, llama_f32, args.workdir)
+
+    print("\n%-8s %6s %10s %10s %10s   %-28s %-28s" % ("model", "std", "F32", "F32 kv16", "F16", "Q8 auto: top1 KL (vs F32)",
+                                                   "Q8 int8: top1 KL (vs F32)"))
+    for r in summary:
+        qa, qi = r.get("q8_auto"), r.get("q8_int8")
+        fmt = lambda q: "%.3f %.1e (%.3f %.1e)" % q if q else "-"  # noqa: E731
+        print("%-8s %6.2f %10.2e %10.2e %10.2e   %-28s %-28s" % (r["case"], r["std"], r.get("f32", np.nan), r.get("f32_kv16", np.nan),
+                                                           r.get("f16", np.nan), fmt(qa), fmt(qi)))
+    print("\n%d passed, %d failed" % (c.passed, len(c.failed)))
+    for f in c.failed:
+        print("FAILED: " + f)
+    return 1 if c.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
