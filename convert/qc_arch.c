@@ -16,8 +16,10 @@
 #include <string.h>
 
 #include "qm_format.h"
+#include "qm_names.h"
 
 #define MAX_LAYERS 4096
+#define NO_DST QM_TENSOR_COUNT            /* a rule that maps to no container tensor */
 
 /* ---- hyperparameters and shape symbols ---- */
 
@@ -46,136 +48,143 @@ enum {
 
 typedef struct rule {
     const char *src;
-    const char *dst;
+    qm_tensor_id dst;                     /* container tensor (format/qm_names.h); NO_DST: skipped */
     unsigned flags;
     sym s0, s1;                           /* expected container shape; X_NONE ends it */
 } rule;
 
 typedef struct arch_def {
-    const char *name;
+    qm_arch arch;
     const char *prefix;                   /* optional model prefix on source names */
     const rule *rules;
     size_t n_rules;
-    const char *embd;                     /* canonical name of the token embedding (for tying) */
+    qm_tensor_id embd;                    /* the token embedding (for tying); NO_DST: none */
 } arch_def;
 
 static const rule gpt2_rules[] = {
-    { "wte.weight", "tok_embd.weight", 0, X_V, X_D },
-    { "wpe.weight", "pos_embd.weight", 0, X_CTX, X_D },
-    { "h.{i}.ln_1.weight", "blk.{i}.ln1.weight", PL, X_D, 0 },
-    { "h.{i}.ln_1.bias", "blk.{i}.ln1.bias", PL, X_D, 0 },
-    { "h.{i}.attn.c_attn.weight", "blk.{i}.attn_qkv.weight", PL | TR, X_3D, X_D },
-    { "h.{i}.attn.c_attn.bias", "blk.{i}.attn_qkv.bias", PL, X_3D, 0 },
-    { "h.{i}.attn.c_proj.weight", "blk.{i}.attn_out.weight", PL | TR, X_D, X_D },
-    { "h.{i}.attn.c_proj.bias", "blk.{i}.attn_out.bias", PL, X_D, 0 },
-    { "h.{i}.ln_2.weight", "blk.{i}.ln2.weight", PL, X_D, 0 },
-    { "h.{i}.ln_2.bias", "blk.{i}.ln2.bias", PL, X_D, 0 },
-    { "h.{i}.mlp.c_fc.weight", "blk.{i}.ffn_up.weight", PL | TR, X_FF, X_D },
-    { "h.{i}.mlp.c_fc.bias", "blk.{i}.ffn_up.bias", PL, X_FF, 0 },
-    { "h.{i}.mlp.c_proj.weight", "blk.{i}.ffn_down.weight", PL | TR, X_D, X_FF },
-    { "h.{i}.mlp.c_proj.bias", "blk.{i}.ffn_down.bias", PL, X_D, 0 },
-    { "h.{i}.attn.bias", NULL, PL | IGN | OPT, 0, 0 },
-    { "h.{i}.attn.masked_bias", NULL, PL | IGN | OPT, 0, 0 },
-    { "ln_f.weight", "out_norm.weight", 0, X_D, 0 },
-    { "ln_f.bias", "out_norm.bias", 0, X_D, 0 },
-    { "lm_head.weight", "output.weight", HEAD | OPT | NOPFX, X_V, X_D },
+    { "wte.weight", QM_TENSOR_TOK_EMBD, 0, X_V, X_D },
+    { "wpe.weight", QM_TENSOR_POS_EMBD, 0, X_CTX, X_D },
+    { "h.{i}.ln_1.weight", QM_TENSOR_BLK_LN1, PL, X_D, 0 },
+    { "h.{i}.ln_1.bias", QM_TENSOR_BLK_LN1_B, PL, X_D, 0 },
+    { "h.{i}.attn.c_attn.weight", QM_TENSOR_BLK_ATTN_QKV, PL | TR, X_3D, X_D },
+    { "h.{i}.attn.c_attn.bias", QM_TENSOR_BLK_ATTN_QKV_B, PL, X_3D, 0 },
+    { "h.{i}.attn.c_proj.weight", QM_TENSOR_BLK_ATTN_OUT, PL | TR, X_D, X_D },
+    { "h.{i}.attn.c_proj.bias", QM_TENSOR_BLK_ATTN_OUT_B, PL, X_D, 0 },
+    { "h.{i}.ln_2.weight", QM_TENSOR_BLK_LN2, PL, X_D, 0 },
+    { "h.{i}.ln_2.bias", QM_TENSOR_BLK_LN2_B, PL, X_D, 0 },
+    { "h.{i}.mlp.c_fc.weight", QM_TENSOR_BLK_FFN_UP, PL | TR, X_FF, X_D },
+    { "h.{i}.mlp.c_fc.bias", QM_TENSOR_BLK_FFN_UP_B, PL, X_FF, 0 },
+    { "h.{i}.mlp.c_proj.weight", QM_TENSOR_BLK_FFN_DOWN, PL | TR, X_D, X_FF },
+    { "h.{i}.mlp.c_proj.bias", QM_TENSOR_BLK_FFN_DOWN_B, PL, X_D, 0 },
+    { "h.{i}.attn.bias", NO_DST, PL | IGN | OPT, 0, 0 },
+    { "h.{i}.attn.masked_bias", NO_DST, PL | IGN | OPT, 0, 0 },
+    { "ln_f.weight", QM_TENSOR_OUT_NORM, 0, X_D, 0 },
+    { "ln_f.bias", QM_TENSOR_OUT_NORM_B, 0, X_D, 0 },
+    { "lm_head.weight", QM_TENSOR_OUTPUT, HEAD | OPT | NOPFX, X_V, X_D },
 };
 
 static const rule gpt_neo_rules[] = {
-    { "wte.weight", "tok_embd.weight", 0, X_V, X_D },
-    { "wpe.weight", "pos_embd.weight", 0, X_CTX, X_D },
-    { "h.{i}.ln_1.weight", "blk.{i}.ln1.weight", PL, X_D, 0 },
-    { "h.{i}.ln_1.bias", "blk.{i}.ln1.bias", PL, X_D, 0 },
-    { "h.{i}.attn.attention.q_proj.weight", "blk.{i}.attn_q.weight", PL, X_D, X_D },
-    { "h.{i}.attn.attention.k_proj.weight", "blk.{i}.attn_k.weight", PL, X_D, X_D },
-    { "h.{i}.attn.attention.v_proj.weight", "blk.{i}.attn_v.weight", PL, X_D, X_D },
-    { "h.{i}.attn.attention.out_proj.weight", "blk.{i}.attn_out.weight", PL, X_D, X_D },
-    { "h.{i}.attn.attention.out_proj.bias", "blk.{i}.attn_out.bias", PL, X_D, 0 },
-    { "h.{i}.ln_2.weight", "blk.{i}.ln2.weight", PL, X_D, 0 },
-    { "h.{i}.ln_2.bias", "blk.{i}.ln2.bias", PL, X_D, 0 },
-    { "h.{i}.mlp.c_fc.weight", "blk.{i}.ffn_up.weight", PL, X_FF, X_D },
-    { "h.{i}.mlp.c_fc.bias", "blk.{i}.ffn_up.bias", PL, X_FF, 0 },
-    { "h.{i}.mlp.c_proj.weight", "blk.{i}.ffn_down.weight", PL, X_D, X_FF },
-    { "h.{i}.mlp.c_proj.bias", "blk.{i}.ffn_down.bias", PL, X_D, 0 },
-    { "h.{i}.attn.attention.bias", NULL, PL | IGN | OPT, 0, 0 },
-    { "h.{i}.attn.attention.masked_bias", NULL, PL | IGN | OPT, 0, 0 },
-    { "ln_f.weight", "out_norm.weight", 0, X_D, 0 },
-    { "ln_f.bias", "out_norm.bias", 0, X_D, 0 },
-    { "lm_head.weight", "output.weight", HEAD | OPT | NOPFX, X_V, X_D },
+    { "wte.weight", QM_TENSOR_TOK_EMBD, 0, X_V, X_D },
+    { "wpe.weight", QM_TENSOR_POS_EMBD, 0, X_CTX, X_D },
+    { "h.{i}.ln_1.weight", QM_TENSOR_BLK_LN1, PL, X_D, 0 },
+    { "h.{i}.ln_1.bias", QM_TENSOR_BLK_LN1_B, PL, X_D, 0 },
+    { "h.{i}.attn.attention.q_proj.weight", QM_TENSOR_BLK_ATTN_Q, PL, X_D, X_D },
+    { "h.{i}.attn.attention.k_proj.weight", QM_TENSOR_BLK_ATTN_K, PL, X_D, X_D },
+    { "h.{i}.attn.attention.v_proj.weight", QM_TENSOR_BLK_ATTN_V, PL, X_D, X_D },
+    { "h.{i}.attn.attention.out_proj.weight", QM_TENSOR_BLK_ATTN_OUT, PL, X_D, X_D },
+    { "h.{i}.attn.attention.out_proj.bias", QM_TENSOR_BLK_ATTN_OUT_B, PL, X_D, 0 },
+    { "h.{i}.ln_2.weight", QM_TENSOR_BLK_LN2, PL, X_D, 0 },
+    { "h.{i}.ln_2.bias", QM_TENSOR_BLK_LN2_B, PL, X_D, 0 },
+    { "h.{i}.mlp.c_fc.weight", QM_TENSOR_BLK_FFN_UP, PL, X_FF, X_D },
+    { "h.{i}.mlp.c_fc.bias", QM_TENSOR_BLK_FFN_UP_B, PL, X_FF, 0 },
+    { "h.{i}.mlp.c_proj.weight", QM_TENSOR_BLK_FFN_DOWN, PL, X_D, X_FF },
+    { "h.{i}.mlp.c_proj.bias", QM_TENSOR_BLK_FFN_DOWN_B, PL, X_D, 0 },
+    { "h.{i}.attn.attention.bias", NO_DST, PL | IGN | OPT, 0, 0 },
+    { "h.{i}.attn.attention.masked_bias", NO_DST, PL | IGN | OPT, 0, 0 },
+    { "ln_f.weight", QM_TENSOR_OUT_NORM, 0, X_D, 0 },
+    { "ln_f.bias", QM_TENSOR_OUT_NORM_B, 0, X_D, 0 },
+    { "lm_head.weight", QM_TENSOR_OUTPUT, HEAD | OPT | NOPFX, X_V, X_D },
 };
 
 static const rule llama_rules[] = {
-    { "embed_tokens.weight", "tok_embd.weight", 0, X_V, X_D },
-    { "layers.{i}.input_layernorm.weight", "blk.{i}.attn_norm.weight", PL, X_D, 0 },
-    { "layers.{i}.self_attn.q_proj.weight", "blk.{i}.attn_q.weight", PL, X_Q, X_D },
-    { "layers.{i}.self_attn.q_proj.bias", "blk.{i}.attn_q.bias", PL | OPT, X_Q, 0 },
-    { "layers.{i}.self_attn.k_proj.weight", "blk.{i}.attn_k.weight", PL, X_KV, X_D },
-    { "layers.{i}.self_attn.k_proj.bias", "blk.{i}.attn_k.bias", PL | OPT, X_KV, 0 },
-    { "layers.{i}.self_attn.v_proj.weight", "blk.{i}.attn_v.weight", PL, X_KV, X_D },
-    { "layers.{i}.self_attn.v_proj.bias", "blk.{i}.attn_v.bias", PL | OPT, X_KV, 0 },
-    { "layers.{i}.self_attn.o_proj.weight", "blk.{i}.attn_o.weight", PL, X_D, X_Q },
-    { "layers.{i}.post_attention_layernorm.weight", "blk.{i}.ffn_norm.weight", PL, X_D, 0 },
-    { "layers.{i}.mlp.gate_proj.weight", "blk.{i}.ffn_gate.weight", PL, X_FF, X_D },
-    { "layers.{i}.mlp.up_proj.weight", "blk.{i}.ffn_up.weight", PL, X_FF, X_D },
-    { "layers.{i}.mlp.down_proj.weight", "blk.{i}.ffn_down.weight", PL, X_D, X_FF },
-    { "layers.{i}.self_attn.rotary_emb.inv_freq", NULL, PL | IGN | OPT, 0, 0 },
-    { "norm.weight", "out_norm.weight", 0, X_D, 0 },
-    { "lm_head.weight", "output.weight", HEAD | OPT | NOPFX, X_V, X_D },
+    { "embed_tokens.weight", QM_TENSOR_TOK_EMBD, 0, X_V, X_D },
+    { "layers.{i}.input_layernorm.weight", QM_TENSOR_BLK_ATTN_NORM, PL, X_D, 0 },
+    { "layers.{i}.self_attn.q_proj.weight", QM_TENSOR_BLK_ATTN_Q, PL, X_Q, X_D },
+    { "layers.{i}.self_attn.q_proj.bias", QM_TENSOR_BLK_ATTN_Q_B, PL | OPT, X_Q, 0 },
+    { "layers.{i}.self_attn.k_proj.weight", QM_TENSOR_BLK_ATTN_K, PL, X_KV, X_D },
+    { "layers.{i}.self_attn.k_proj.bias", QM_TENSOR_BLK_ATTN_K_B, PL | OPT, X_KV, 0 },
+    { "layers.{i}.self_attn.v_proj.weight", QM_TENSOR_BLK_ATTN_V, PL, X_KV, X_D },
+    { "layers.{i}.self_attn.v_proj.bias", QM_TENSOR_BLK_ATTN_V_B, PL | OPT, X_KV, 0 },
+    { "layers.{i}.self_attn.o_proj.weight", QM_TENSOR_BLK_ATTN_O, PL, X_D, X_Q },
+    { "layers.{i}.post_attention_layernorm.weight", QM_TENSOR_BLK_FFN_NORM, PL, X_D, 0 },
+    { "layers.{i}.mlp.gate_proj.weight", QM_TENSOR_BLK_FFN_GATE, PL, X_FF, X_D },
+    { "layers.{i}.mlp.up_proj.weight", QM_TENSOR_BLK_FFN_UP, PL, X_FF, X_D },
+    { "layers.{i}.mlp.down_proj.weight", QM_TENSOR_BLK_FFN_DOWN, PL, X_D, X_FF },
+    { "layers.{i}.self_attn.rotary_emb.inv_freq", NO_DST, PL | IGN | OPT, 0, 0 },
+    { "norm.weight", QM_TENSOR_OUT_NORM, 0, X_D, 0 },
+    { "lm_head.weight", QM_TENSOR_OUTPUT, HEAD | OPT | NOPFX, X_V, X_D },
 };
 
 #define ENC "transformer.encoder.layers.{i}."
 #define DECL "transformer.decoder.layers.{i}."
 static const rule seq2seq_rules[] = {
-    { "src_tok_emb.embedding.weight", "enc_embd.weight", 0, X_SV, X_D },
-    { "tgt_tok_emb.embedding.weight", "dec_embd.weight", 0, X_TV, X_D },
-    { "positional_encoding.pos_embedding", "pos_enc", SQZ, X_ML, X_D },
-    { ENC "self_attn.in_proj_weight", "enc.{i}.attn_qkv.weight", PL, X_3D, X_D },
-    { ENC "self_attn.in_proj_bias", "enc.{i}.attn_qkv.bias", PL, X_3D, 0 },
-    { ENC "self_attn.out_proj.weight", "enc.{i}.attn_out.weight", PL, X_D, X_D },
-    { ENC "self_attn.out_proj.bias", "enc.{i}.attn_out.bias", PL, X_D, 0 },
-    { ENC "linear1.weight", "enc.{i}.ffn_up.weight", PL, X_FF, X_D },
-    { ENC "linear1.bias", "enc.{i}.ffn_up.bias", PL, X_FF, 0 },
-    { ENC "linear2.weight", "enc.{i}.ffn_down.weight", PL, X_D, X_FF },
-    { ENC "linear2.bias", "enc.{i}.ffn_down.bias", PL, X_D, 0 },
-    { ENC "norm1.weight", "enc.{i}.ln1.weight", PL, X_D, 0 },
-    { ENC "norm1.bias", "enc.{i}.ln1.bias", PL, X_D, 0 },
-    { ENC "norm2.weight", "enc.{i}.ln2.weight", PL, X_D, 0 },
-    { ENC "norm2.bias", "enc.{i}.ln2.bias", PL, X_D, 0 },
-    { "transformer.encoder.norm.weight", "enc_norm.weight", 0, X_D, 0 },
-    { "transformer.encoder.norm.bias", "enc_norm.bias", 0, X_D, 0 },
-    { DECL "self_attn.in_proj_weight", "dec.{i}.attn_qkv.weight", PL | DEC, X_3D, X_D },
-    { DECL "self_attn.in_proj_bias", "dec.{i}.attn_qkv.bias", PL | DEC, X_3D, 0 },
-    { DECL "self_attn.out_proj.weight", "dec.{i}.attn_out.weight", PL | DEC, X_D, X_D },
-    { DECL "self_attn.out_proj.bias", "dec.{i}.attn_out.bias", PL | DEC, X_D, 0 },
-    { DECL "multihead_attn.in_proj_weight", "dec.{i}.cross_qkv.weight", PL | DEC, X_3D, X_D },
-    { DECL "multihead_attn.in_proj_bias", "dec.{i}.cross_qkv.bias", PL | DEC, X_3D, 0 },
-    { DECL "multihead_attn.out_proj.weight", "dec.{i}.cross_out.weight", PL | DEC, X_D, X_D },
-    { DECL "multihead_attn.out_proj.bias", "dec.{i}.cross_out.bias", PL | DEC, X_D, 0 },
-    { DECL "linear1.weight", "dec.{i}.ffn_up.weight", PL | DEC, X_FF, X_D },
-    { DECL "linear1.bias", "dec.{i}.ffn_up.bias", PL | DEC, X_FF, 0 },
-    { DECL "linear2.weight", "dec.{i}.ffn_down.weight", PL | DEC, X_D, X_FF },
-    { DECL "linear2.bias", "dec.{i}.ffn_down.bias", PL | DEC, X_D, 0 },
-    { DECL "norm1.weight", "dec.{i}.ln1.weight", PL | DEC, X_D, 0 },
-    { DECL "norm1.bias", "dec.{i}.ln1.bias", PL | DEC, X_D, 0 },
-    { DECL "norm2.weight", "dec.{i}.ln2.weight", PL | DEC, X_D, 0 },
-    { DECL "norm2.bias", "dec.{i}.ln2.bias", PL | DEC, X_D, 0 },
-    { DECL "norm3.weight", "dec.{i}.ln3.weight", PL | DEC, X_D, 0 },
-    { DECL "norm3.bias", "dec.{i}.ln3.bias", PL | DEC, X_D, 0 },
-    { "transformer.decoder.norm.weight", "dec_norm.weight", 0, X_D, 0 },
-    { "transformer.decoder.norm.bias", "dec_norm.bias", 0, X_D, 0 },
-    { "generator.weight", "output.weight", 0, X_TV, X_D },
-    { "generator.bias", "output.bias", 0, X_TV, 0 },
+    { "src_tok_emb.embedding.weight", QM_TENSOR_ENC_EMBD, 0, X_SV, X_D },
+    { "tgt_tok_emb.embedding.weight", QM_TENSOR_DEC_EMBD, 0, X_TV, X_D },
+    { "positional_encoding.pos_embedding", QM_TENSOR_POS_ENC, SQZ, X_ML, X_D },
+    { ENC "self_attn.in_proj_weight", QM_TENSOR_ENC_ATTN_QKV, PL, X_3D, X_D },
+    { ENC "self_attn.in_proj_bias", QM_TENSOR_ENC_ATTN_QKV_B, PL, X_3D, 0 },
+    { ENC "self_attn.out_proj.weight", QM_TENSOR_ENC_ATTN_OUT, PL, X_D, X_D },
+    { ENC "self_attn.out_proj.bias", QM_TENSOR_ENC_ATTN_OUT_B, PL, X_D, 0 },
+    { ENC "linear1.weight", QM_TENSOR_ENC_FFN_UP, PL, X_FF, X_D },
+    { ENC "linear1.bias", QM_TENSOR_ENC_FFN_UP_B, PL, X_FF, 0 },
+    { ENC "linear2.weight", QM_TENSOR_ENC_FFN_DOWN, PL, X_D, X_FF },
+    { ENC "linear2.bias", QM_TENSOR_ENC_FFN_DOWN_B, PL, X_D, 0 },
+    { ENC "norm1.weight", QM_TENSOR_ENC_LN1, PL, X_D, 0 },
+    { ENC "norm1.bias", QM_TENSOR_ENC_LN1_B, PL, X_D, 0 },
+    { ENC "norm2.weight", QM_TENSOR_ENC_LN2, PL, X_D, 0 },
+    { ENC "norm2.bias", QM_TENSOR_ENC_LN2_B, PL, X_D, 0 },
+    { "transformer.encoder.norm.weight", QM_TENSOR_ENC_NORM, 0, X_D, 0 },
+    { "transformer.encoder.norm.bias", QM_TENSOR_ENC_NORM_B, 0, X_D, 0 },
+    { DECL "self_attn.in_proj_weight", QM_TENSOR_DEC_ATTN_QKV, PL | DEC, X_3D, X_D },
+    { DECL "self_attn.in_proj_bias", QM_TENSOR_DEC_ATTN_QKV_B, PL | DEC, X_3D, 0 },
+    { DECL "self_attn.out_proj.weight", QM_TENSOR_DEC_ATTN_OUT, PL | DEC, X_D, X_D },
+    { DECL "self_attn.out_proj.bias", QM_TENSOR_DEC_ATTN_OUT_B, PL | DEC, X_D, 0 },
+    { DECL "multihead_attn.in_proj_weight", QM_TENSOR_DEC_CROSS_QKV, PL | DEC, X_3D, X_D },
+    { DECL "multihead_attn.in_proj_bias", QM_TENSOR_DEC_CROSS_QKV_B, PL | DEC, X_3D, 0 },
+    { DECL "multihead_attn.out_proj.weight", QM_TENSOR_DEC_CROSS_OUT, PL | DEC, X_D, X_D },
+    { DECL "multihead_attn.out_proj.bias", QM_TENSOR_DEC_CROSS_OUT_B, PL | DEC, X_D, 0 },
+    { DECL "linear1.weight", QM_TENSOR_DEC_FFN_UP, PL | DEC, X_FF, X_D },
+    { DECL "linear1.bias", QM_TENSOR_DEC_FFN_UP_B, PL | DEC, X_FF, 0 },
+    { DECL "linear2.weight", QM_TENSOR_DEC_FFN_DOWN, PL | DEC, X_D, X_FF },
+    { DECL "linear2.bias", QM_TENSOR_DEC_FFN_DOWN_B, PL | DEC, X_D, 0 },
+    { DECL "norm1.weight", QM_TENSOR_DEC_LN1, PL | DEC, X_D, 0 },
+    { DECL "norm1.bias", QM_TENSOR_DEC_LN1_B, PL | DEC, X_D, 0 },
+    { DECL "norm2.weight", QM_TENSOR_DEC_LN2, PL | DEC, X_D, 0 },
+    { DECL "norm2.bias", QM_TENSOR_DEC_LN2_B, PL | DEC, X_D, 0 },
+    { DECL "norm3.weight", QM_TENSOR_DEC_LN3, PL | DEC, X_D, 0 },
+    { DECL "norm3.bias", QM_TENSOR_DEC_LN3_B, PL | DEC, X_D, 0 },
+    { "transformer.decoder.norm.weight", QM_TENSOR_DEC_NORM, 0, X_D, 0 },
+    { "transformer.decoder.norm.bias", QM_TENSOR_DEC_NORM_B, 0, X_D, 0 },
+    { "generator.weight", QM_TENSOR_OUTPUT, 0, X_TV, X_D },
+    { "generator.bias", QM_TENSOR_OUTPUT_B, 0, X_TV, 0 },
 };
 
 #define N(a) (sizeof a / sizeof a[0])
 static const arch_def archs[] = {
-    { "gpt2", "transformer.", gpt2_rules, N(gpt2_rules), "tok_embd.weight" },
-    { "gpt_neo", "transformer.", gpt_neo_rules, N(gpt_neo_rules), "tok_embd.weight" },
-    { "llama", "model.", llama_rules, N(llama_rules), "tok_embd.weight" },
-    { "seq2seq", "", seq2seq_rules, N(seq2seq_rules), NULL },
+    { QM_ARCH_GPT2, "transformer.", gpt2_rules, N(gpt2_rules), QM_TENSOR_TOK_EMBD },
+    { QM_ARCH_GPT_NEO, "transformer.", gpt_neo_rules, N(gpt_neo_rules), QM_TENSOR_TOK_EMBD },
+    { QM_ARCH_LLAMA, "model.", llama_rules, N(llama_rules), QM_TENSOR_TOK_EMBD },
+    { QM_ARCH_SEQ2SEQ, "", seq2seq_rules, N(seq2seq_rules), NO_DST },
 };
 
-const char *qc_arch_list(void) { return "mlp, gpt2, gpt_neo, llama, seq2seq"; }
+/* The architectures convert plans, from the names table (every one but "none"). */
+const char *qc_arch_list(void)
+{
+#define QM_X(id, name) ", " name
+    static const char all[] = QM_ARCH_LIST(QM_X);
+#undef QM_X
+    return all + sizeof(", none, ") - 1;   /* the table lists "none" first: skip it and the separators */
+}
 
 /* ---- source tensor index: every tensor of every shard, by name ---- */
 
@@ -282,7 +291,7 @@ static int cfg_bool(ctx *c, const char *const *keys, int dflt)
 
 /* ---- metadata items ---- */
 
-static qc_meta_item *meta_add(ctx *c, const char *key, uint32_t type)
+static qc_meta_item *meta_add(ctx *c, qm_hparam key, uint32_t type)
 {
     qc_plan *p = c->plan;
     qc_meta_item *m = realloc(p->meta, (p->n_meta + 1) * sizeof *m);
@@ -290,40 +299,40 @@ static qc_meta_item *meta_add(ctx *c, const char *key, uint32_t type)
     p->meta = m;
     m = &p->meta[p->n_meta++];
     memset(m, 0, sizeof *m);
-    snprintf(m->key, sizeof m->key, "%s.%s", p->arch, key);
+    snprintf(m->key, sizeof m->key, "%s.%s", p->arch, qm_hparam_suffix(key));
     m->type = type;
     return m;
 }
 
-static qm_status meta_u32(ctx *c, const char *key, uint64_t v)
+static qm_status meta_u32(ctx *c, qm_hparam key, uint64_t v)
 {
     qc_meta_item *m = meta_add(c, key, QM_META_U32);
     if (!m) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
     m->u32 = (uint32_t)v;
     return QM_OK;
 }
-static qm_status meta_f32(ctx *c, const char *key, double v)
+static qm_status meta_f32(ctx *c, qm_hparam key, double v)
 {
     qc_meta_item *m = meta_add(c, key, QM_META_F32);
     if (!m) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
     m->f32 = (float)v;
     return QM_OK;
 }
-static qm_status meta_bool(ctx *c, const char *key, bool v)
+static qm_status meta_bool(ctx *c, qm_hparam key, bool v)
 {
     qc_meta_item *m = meta_add(c, key, QM_META_BOOL);
     if (!m) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
     m->b = v;
     return QM_OK;
 }
-static qm_status meta_str(ctx *c, const char *key, const char *v)
+static qm_status meta_str(ctx *c, qm_hparam key, const char *v)
 {
     qc_meta_item *m = meta_add(c, key, QM_META_STRING);
     if (!m || !(m->str = strdup(v))) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
     return QM_OK;
 }
 /* Takes ownership of strs (n strings) whatever happens. */
-static qm_status meta_strs(ctx *c, const char *key, char **strs, uint64_t n)
+static qm_status meta_strs(ctx *c, qm_hparam key, char **strs, uint64_t n)
 {
     qc_meta_item *m = meta_add(c, key, QM_META_ARRAY);
     if (!m) {
@@ -457,11 +466,11 @@ static qm_status match_all(ctx *c, const arch_def *a, matched *m)
 }
 
 /* Fill unknown symbols from an anchor: the source tensor of rule `k` (layer 0) gives dims 0/1. */
-static void infer(const ctx *c, const arch_def *a, matched *m, hparams *hp, const char *canon, sym s, int dim)
+static void infer(const ctx *c, const arch_def *a, matched *m, hparams *hp, qm_tensor_id canon, sym s, int dim)
 {
     if (hp->known[s]) return;
     for (size_t k = 0; k < a->n_rules; k++) {
-        if (!a->rules[k].dst || strcmp(a->rules[k].dst, canon) != 0) continue;
+        if (a->rules[k].dst != canon) continue;
         int64_t r = *slot_at(m, k, 0);
         if (r < 0) return;
         const qc_tensor *t = ref_tensor(c, (uint64_t)r);
@@ -495,14 +504,14 @@ static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hpa
                 expand(ru->src, l, src_name, sizeof src_name);
                 if (r < 0) {
                     if (ru->flags & OPT) continue;
-                    expand(ru->dst, l, dst, sizeof dst);
+                    qm_tensor_name(dst, sizeof dst, ru->dst, (unsigned)l);
                     return qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, src_name, QM_NO_OFFSET,
                                    "tensor '%s%s' (container '%s') is missing", (ru->flags & NOPFX) ? "" : a->prefix,
                                    src_name, dst);
                 }
                 c->used[r] = (ru->flags & IGN) ? 2 : 1;
                 if (ru->flags & IGN) { c->plan->n_skipped++; continue; }
-                expand(ru->dst, l, dst, sizeof dst);
+                qm_tensor_name(dst, sizeof dst, ru->dst, (unsigned)l);
                 uint32_t rank;
                 uint64_t dims[QM_MAX_RANK];
                 qm_status st = container_shape(c, (uint64_t)r, ru->flags, &rank, dims);
@@ -534,7 +543,7 @@ static qm_status resolve_head(ctx *c, const arch_def *a, matched *m, bool tie_de
     size_t head = a->n_rules, embd = a->n_rules;
     for (size_t k = 0; k < a->n_rules; k++) {
         if (a->rules[k].flags & HEAD) head = k;
-        if (a->embd && a->rules[k].dst && !strcmp(a->rules[k].dst, a->embd)) embd = k;
+        if (a->embd != NO_DST && a->rules[k].dst == a->embd) embd = k;
     }
     *tied = false;
     if (head == a->n_rules) return QM_OK;
@@ -651,11 +660,11 @@ static qm_status plan_gpt(ctx *c, const arch_def *a, bool neo)
     if ((st = sym_from_cfg(c, &hp, X_CTX, neo ? KEYS("max_position_embeddings") : KEYS("n_positions", "n_ctx")))) goto out;
     if ((st = sym_from_cfg(c, &hp, X_D, neo ? KEYS("hidden_size") : KEYS("n_embd", "hidden_size")))) goto out;
     if ((st = sym_from_cfg(c, &hp, X_FF, neo ? KEYS("intermediate_size") : KEYS("n_inner")))) goto out;
-    infer(c, a, &m, &hp, "tok_embd.weight", X_V, 0);
-    infer(c, a, &m, &hp, "tok_embd.weight", X_D, 1);
-    infer(c, a, &m, &hp, "pos_embd.weight", X_CTX, 0);
+    infer(c, a, &m, &hp, QM_TENSOR_TOK_EMBD, X_V, 0);
+    infer(c, a, &m, &hp, QM_TENSOR_TOK_EMBD, X_D, 1);
+    infer(c, a, &m, &hp, QM_TENSOR_POS_EMBD, X_CTX, 0);
     if (!hp.known[X_FF] && hp.known[X_D] && c->config) { hp.v[X_FF] = 4 * hp.v[X_D]; hp.known[X_FF] = true; }
-    infer(c, a, &m, &hp, "blk.{i}.ffn_up.weight", X_FF, 0);
+    infer(c, a, &m, &hp, QM_TENSOR_BLK_FFN_UP, X_FF, 0);
     hp.v[X_3D] = 3 * hp.v[X_D];
     uint32_t n_layers;
     if ((st = layer_count(c, neo ? KEYS("num_layers") : KEYS("n_layer", "num_hidden_layers"), m.max_layer[0], &n_layers))) goto out;
@@ -668,12 +677,12 @@ static qm_status plan_gpt(ctx *c, const arch_def *a, bool neo)
     double eps;
     if ((st = cfg_f64(c, KEYS("layer_norm_epsilon", "layer_norm_eps"), 1e-5, &eps))) goto out;
     c->plan->tied_output = tied;
-    if ((st = meta_u32(c, "vocab_size", hp.v[X_V])) || (st = meta_u32(c, "context_length", hp.v[X_CTX])) ||
-        (st = meta_u32(c, "dim", hp.v[X_D])) || (st = meta_u32(c, "n_layers", n_layers)) ||
-        (st = meta_u32(c, "n_heads", heads)) || (st = meta_u32(c, "ffn_dim", hp.v[X_FF])) ||
-        (st = meta_f32(c, "norm_eps", eps)) ||
-        (st = meta_str(c, "activation", cfg_str(c, KEYS("activation_function"), "gelu_new"))) ||
-        (st = meta_bool(c, "tied_output", tied)))
+    if ((st = meta_u32(c, QM_HP_VOCAB_SIZE, hp.v[X_V])) || (st = meta_u32(c, QM_HP_CONTEXT_LENGTH, hp.v[X_CTX])) ||
+        (st = meta_u32(c, QM_HP_DIM, hp.v[X_D])) || (st = meta_u32(c, QM_HP_N_LAYERS, n_layers)) ||
+        (st = meta_u32(c, QM_HP_N_HEADS, heads)) || (st = meta_u32(c, QM_HP_FFN_DIM, hp.v[X_FF])) ||
+        (st = meta_f32(c, QM_HP_NORM_EPS, eps)) ||
+        (st = meta_str(c, QM_HP_ACTIVATION, cfg_str(c, KEYS("activation_function"), "gelu_new"))) ||
+        (st = meta_bool(c, QM_HP_TIED_OUTPUT, tied)))
         goto out;
     if (neo) {
         /* attention_types: [[["global", "local"], 2]] repeats the inner list n times */
@@ -711,11 +720,11 @@ static qm_status plan_gpt(ctx *c, const arch_def *a, bool neo)
                          "of its %u layers", n_layers);
             goto out;
         }
-        if ((st = meta_strs(c, "attention_layers", kinds, n_layers))) goto out;
+        if ((st = meta_strs(c, QM_HP_ATTENTION_LAYERS, kinds, n_layers))) goto out;
         uint64_t win;
         bool found;
         if ((st = cfg_u64(c, KEYS("window_size"), &win, &found))) goto out;
-        if ((st = meta_u32(c, "window_size", found ? win : 256))) goto out;
+        if ((st = meta_u32(c, QM_HP_WINDOW_SIZE, found ? win : 256))) goto out;
     }
 out:
     free(m.slot);
@@ -732,9 +741,9 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
         (st = sym_from_cfg(c, &hp, X_FF, KEYS("intermediate_size"))) ||
         (st = sym_from_cfg(c, &hp, X_CTX, KEYS("max_position_embeddings"))))
         goto out;
-    infer(c, a, &m, &hp, "tok_embd.weight", X_V, 0);
-    infer(c, a, &m, &hp, "tok_embd.weight", X_D, 1);
-    infer(c, a, &m, &hp, "blk.{i}.ffn_gate.weight", X_FF, 0);
+    infer(c, a, &m, &hp, QM_TENSOR_TOK_EMBD, X_V, 0);
+    infer(c, a, &m, &hp, QM_TENSOR_TOK_EMBD, X_D, 1);
+    infer(c, a, &m, &hp, QM_TENSOR_BLK_FFN_GATE, X_FF, 0);
     uint32_t n_layers, heads;
     if ((st = layer_count(c, KEYS("num_hidden_layers"), m.max_layer[0], &n_layers))) goto out;
     if ((st = need_heads(c, KEYS("num_attention_heads"), 0, &heads))) goto out;
@@ -788,15 +797,15 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
         goto out;
     if (cfg_bool(c, KEYS("use_sliding_window"), 1) && (st = cfg_u64(c, KEYS("sliding_window"), &window, &found))) goto out;
     c->plan->tied_output = tied;
-    if ((st = meta_str(c, "variant", variant)) || (st = meta_u32(c, "vocab_size", hp.v[X_V])) ||
-        (st = meta_u32(c, "context_length", hp.v[X_CTX])) || (st = meta_u32(c, "dim", hp.v[X_D])) ||
-        (st = meta_u32(c, "n_layers", n_layers)) || (st = meta_u32(c, "n_heads", heads)) ||
-        (st = meta_u32(c, "n_kv_heads", kv)) || (st = meta_u32(c, "head_dim", head_dim)) ||
-        (st = meta_u32(c, "ffn_dim", hp.v[X_FF])) || (st = meta_f32(c, "norm_eps", eps)) ||
-        (st = meta_f32(c, "rope_theta", theta)) || (st = meta_str(c, "rope_style", "half")) ||
-        (st = meta_u32(c, "sliding_window", window)) || (st = meta_bool(c, "qkv_bias", with_bias > 0)) ||
-        (st = meta_str(c, "activation", cfg_str(c, KEYS("hidden_act"), "silu"))) ||
-        (st = meta_bool(c, "tied_output", tied)))
+    if ((st = meta_str(c, QM_HP_VARIANT, variant)) || (st = meta_u32(c, QM_HP_VOCAB_SIZE, hp.v[X_V])) ||
+        (st = meta_u32(c, QM_HP_CONTEXT_LENGTH, hp.v[X_CTX])) || (st = meta_u32(c, QM_HP_DIM, hp.v[X_D])) ||
+        (st = meta_u32(c, QM_HP_N_LAYERS, n_layers)) || (st = meta_u32(c, QM_HP_N_HEADS, heads)) ||
+        (st = meta_u32(c, QM_HP_N_KV_HEADS, kv)) || (st = meta_u32(c, QM_HP_HEAD_DIM, head_dim)) ||
+        (st = meta_u32(c, QM_HP_FFN_DIM, hp.v[X_FF])) || (st = meta_f32(c, QM_HP_NORM_EPS, eps)) ||
+        (st = meta_f32(c, QM_HP_ROPE_THETA, theta)) || (st = meta_str(c, QM_HP_ROPE_STYLE, "half")) ||
+        (st = meta_u32(c, QM_HP_SLIDING_WINDOW, window)) || (st = meta_bool(c, QM_HP_QKV_BIAS, with_bias > 0)) ||
+        (st = meta_str(c, QM_HP_ACTIVATION, cfg_str(c, KEYS("hidden_act"), "silu"))) ||
+        (st = meta_bool(c, QM_HP_TIED_OUTPUT, tied)))
         goto out;
 out:
     free(m.slot);
@@ -813,11 +822,11 @@ static qm_status plan_seq2seq(ctx *c, const arch_def *a)
         (st = sym_from_cfg(c, &hp, X_TV, KEYS("tgt_vocab_size"))) ||
         (st = sym_from_cfg(c, &hp, X_FF, KEYS("dim_feedforward"))) || (st = sym_from_cfg(c, &hp, X_ML, KEYS("max_len"))))
         goto out;
-    infer(c, a, &m, &hp, "enc_embd.weight", X_SV, 0);
-    infer(c, a, &m, &hp, "enc_embd.weight", X_D, 1);
-    infer(c, a, &m, &hp, "dec_embd.weight", X_TV, 0);
-    infer(c, a, &m, &hp, "pos_enc", X_ML, 0);
-    infer(c, a, &m, &hp, "enc.{i}.ffn_up.weight", X_FF, 0);
+    infer(c, a, &m, &hp, QM_TENSOR_ENC_EMBD, X_SV, 0);
+    infer(c, a, &m, &hp, QM_TENSOR_ENC_EMBD, X_D, 1);
+    infer(c, a, &m, &hp, QM_TENSOR_DEC_EMBD, X_TV, 0);
+    infer(c, a, &m, &hp, QM_TENSOR_POS_ENC, X_ML, 0);
+    infer(c, a, &m, &hp, QM_TENSOR_ENC_FFN_UP, X_FF, 0);
     hp.v[X_3D] = 3 * hp.v[X_D];
     uint32_t n_enc, n_dec, heads;
     if ((st = layer_count(c, KEYS("num_encoder_layers"), m.max_layer[0], &n_enc)) ||
@@ -836,12 +845,12 @@ static qm_status plan_seq2seq(ctx *c, const arch_def *a)
                      "activation \"%s\": nn.Transformer layers use relu or gelu", act);
         goto out;
     }
-    if ((st = meta_u32(c, "src_vocab_size", hp.v[X_SV])) || (st = meta_u32(c, "tgt_vocab_size", hp.v[X_TV])) ||
-        (st = meta_u32(c, "dim", hp.v[X_D])) || (st = meta_u32(c, "n_heads", heads)) ||
-        (st = meta_u32(c, "n_enc_layers", n_enc)) || (st = meta_u32(c, "n_dec_layers", n_dec)) ||
-        (st = meta_u32(c, "ffn_dim", hp.v[X_FF])) || (st = meta_u32(c, "max_len", hp.v[X_ML])) ||
-        (st = meta_f32(c, "norm_eps", eps)) || (st = meta_str(c, "activation", act)) ||
-        (st = meta_bool(c, "norm_first", cfg_bool(c, KEYS("norm_first"), 0))) || (st = meta_f32(c, "embed_scale", scale)))
+    if ((st = meta_u32(c, QM_HP_SRC_VOCAB_SIZE, hp.v[X_SV])) || (st = meta_u32(c, QM_HP_TGT_VOCAB_SIZE, hp.v[X_TV])) ||
+        (st = meta_u32(c, QM_HP_DIM, hp.v[X_D])) || (st = meta_u32(c, QM_HP_N_HEADS, heads)) ||
+        (st = meta_u32(c, QM_HP_N_ENC_LAYERS, n_enc)) || (st = meta_u32(c, QM_HP_N_DEC_LAYERS, n_dec)) ||
+        (st = meta_u32(c, QM_HP_FFN_DIM, hp.v[X_FF])) || (st = meta_u32(c, QM_HP_MAX_LEN, hp.v[X_ML])) ||
+        (st = meta_f32(c, QM_HP_NORM_EPS, eps)) || (st = meta_str(c, QM_HP_ACTIVATION, act)) ||
+        (st = meta_bool(c, QM_HP_NORM_FIRST, cfg_bool(c, KEYS("norm_first"), 0))) || (st = meta_f32(c, QM_HP_EMBED_SCALE, scale)))
         goto out;
 out:
     free(m.slot);
@@ -998,7 +1007,7 @@ static qm_status plan_mlp(ctx *c)
             goto out;
         }
         prev_out = w->shape[0];
-        snprintf(name, sizeof name, "layers.%u.weight", i);
+        qm_tensor_name(name, sizeof name, QM_TENSOR_MLP_WEIGHT, i);
         c->used[L[i].w] = 1;
         if ((st = add_out(c, name, (uint64_t)L[i].w, 0))) goto out;
         if (L[i].b >= 0) {
@@ -1011,7 +1020,7 @@ static qm_status plan_mlp(ctx *c)
                              (unsigned long long)w->shape[0], (unsigned long long)w->shape[0]);
                 goto out;
             }
-            snprintf(name, sizeof name, "layers.%u.bias", i);
+            qm_tensor_name(name, sizeof name, QM_TENSOR_MLP_BIAS, i);
             c->used[L[i].b] = 1;
             if ((st = add_out(c, name, (uint64_t)L[i].b, 0))) goto out;
         }
@@ -1023,10 +1032,10 @@ static qm_status plan_mlp(ctx *c)
                      "\"output\" must be logits, softmax or log_softmax");
         goto out;
     }
-    if ((st = meta_u32(c, "n_layers", n)) || (st = meta_u32(c, "input_dim", in_dim)) ||
-        (st = meta_u32(c, "output_dim", prev_out)) || (st = meta_str(c, "output", output)))
+    if ((st = meta_u32(c, QM_HP_N_LAYERS, n)) || (st = meta_u32(c, QM_HP_INPUT_DIM, in_dim)) ||
+        (st = meta_u32(c, QM_HP_OUTPUT_DIM, prev_out)) || (st = meta_str(c, QM_HP_OUTPUT, output)))
         goto out;
-    st = meta_strs(c, "activations", acts, n);
+    st = meta_strs(c, QM_HP_ACTIVATIONS, acts, n);
     acts = NULL;
 out:
     if (acts) { for (uint32_t i = 0; i < n; i++) free(acts[i]); free(acts); }
@@ -1036,27 +1045,30 @@ out:
 
 /* ---- choosing the architecture ---- */
 
-static const char *canonical_arch(const char *name)
+/* The architecture a config's model_type (or --arch, or the manifest) names: a canonical name of
+ * format/qm_names.h, or one of the HF model_types that share a layout. QM_ARCH_COUNT if none. */
+static qm_arch canonical_arch(const char *name)
 {
-    static const struct { const char *alias, *arch; } names[] = {
-        { "mlp", "mlp" }, { "gpt2", "gpt2" }, { "gpt_neo", "gpt_neo" }, { "gpt-neo", "gpt_neo" },
-        { "llama", "llama" }, { "mistral", "llama" }, { "qwen2", "llama" }, { "tinyllama", "llama" },
-        { "seq2seq", "seq2seq" }, { "transformer", "seq2seq" },
+    static const struct { const char *alias; qm_arch arch; } aliases[] = {
+        { "gpt-neo", QM_ARCH_GPT_NEO }, { "mistral", QM_ARCH_LLAMA }, { "qwen2", QM_ARCH_LLAMA },
+        { "tinyllama", QM_ARCH_LLAMA }, { "transformer", QM_ARCH_SEQ2SEQ },
     };
-    for (size_t i = 0; i < N(names); i++) if (!strcmp(names[i].alias, name)) return names[i].arch;
-    return NULL;
+    qm_arch a = qm_arch_from_name(name, strlen(name));
+    if (a != QM_ARCH_COUNT && a != QM_ARCH_NONE) return a;
+    for (size_t i = 0; i < N(aliases); i++) if (!strcmp(aliases[i].alias, name)) return aliases[i].arch;
+    return QM_ARCH_COUNT;
 }
 
-static const char *guess_arch(const ctx *c)
+static qm_arch guess_arch(const ctx *c)
 {
     for (uint64_t r = 0; r < c->n_refs; r++) {
         const char *n = c->refs[r].name;
-        if (strstr(n, "attn.c_attn.")) return "gpt2";
-        if (strstr(n, "attn.attention.q_proj.")) return "gpt_neo";
-        if (strstr(n, "self_attn.q_proj.") || strstr(n, "embed_tokens.")) return "llama";
-        if (strstr(n, "transformer.encoder.layers.")) return "seq2seq";
+        if (strstr(n, "attn.c_attn.")) return QM_ARCH_GPT2;
+        if (strstr(n, "attn.attention.q_proj.")) return QM_ARCH_GPT_NEO;
+        if (strstr(n, "self_attn.q_proj.") || strstr(n, "embed_tokens.")) return QM_ARCH_LLAMA;
+        if (strstr(n, "transformer.encoder.layers.")) return QM_ARCH_SEQ2SEQ;
     }
-    return NULL;
+    return QM_ARCH_COUNT;
 }
 
 qm_status qc_plan_build(const char *arch, qc_source *const *srcs, uint32_t n_srcs, const char *config_json,
@@ -1079,28 +1091,30 @@ qm_status qc_plan_build(const char *arch, qc_source *const *srcs, uint32_t n_src
     const char *how = "--arch";
     if (!arch && c.manifest) { arch = json_string_value(json_object_get(c.manifest, "arch")); how = "the manifest's \"arch\""; }
     if (!arch && c.config) { arch = json_string_value(json_object_get(c.config, "model_type")); how = "the config's \"model_type\""; }
-    if (!arch) { arch = guess_arch(&c); how = "the tensor names"; }
-    if (!arch && c.manifest && json_is_array(json_object_get(c.manifest, "layers"))) arch = "mlp";
-    if (!arch) {
+    qm_arch canon = QM_ARCH_COUNT;
+    if (!arch) { canon = guess_arch(&c); how = "the tensor names"; }
+    if (!arch && canon == QM_ARCH_COUNT && c.manifest && json_is_array(json_object_get(c.manifest, "layers")))
+        canon = QM_ARCH_MLP;
+    if (!arch && canon == QM_ARCH_COUNT) {
         st = qm_fail(err, QM_ERR_UNKNOWN_ARCH, srcs[0]->path, NULL, QM_NO_OFFSET,
                      "cannot tell the architecture from the config or the tensor names; give --arch (%s)",
                      qc_arch_list());
         goto out;
     }
-    const char *canon = canonical_arch(arch);
-    if (!canon) {
+    if (arch) canon = canonical_arch(arch);
+    if (canon == QM_ARCH_COUNT) {
         st = qm_fail(err, QM_ERR_UNKNOWN_ARCH, srcs[0]->path, NULL, QM_NO_OFFSET,
                      "architecture \"%s\" (from %s) is not one qmap knows: %s", arch, how, qc_arch_list());
         goto out;
     }
-    plan->arch = canon;
-    if (!strcmp(canon, "mlp")) st = plan_mlp(&c);
+    plan->arch = qm_arch_name(canon);
+    if (canon == QM_ARCH_MLP) st = plan_mlp(&c);
     else
         for (size_t i = 0; i < N(archs); i++) {
-            if (strcmp(archs[i].name, canon)) continue;
-            if (!strcmp(canon, "gpt2")) st = plan_gpt(&c, &archs[i], false);
-            else if (!strcmp(canon, "gpt_neo")) st = plan_gpt(&c, &archs[i], true);
-            else if (!strcmp(canon, "llama")) st = plan_llama(&c, &archs[i]);
+            if (archs[i].arch != canon) continue;
+            if (canon == QM_ARCH_GPT2) st = plan_gpt(&c, &archs[i], false);
+            else if (canon == QM_ARCH_GPT_NEO) st = plan_gpt(&c, &archs[i], true);
+            else if (canon == QM_ARCH_LLAMA) st = plan_llama(&c, &archs[i]);
             else st = plan_seq2seq(&c, &archs[i]);
         }
 out:
@@ -1114,7 +1128,7 @@ out:
 
 qm_status qc_plan_write_meta(const qc_plan *plan, qm_writer *w, qm_error *err)
 {
-    qm_status st = qm_writer_meta_string(w, "general.architecture", plan->arch, strlen(plan->arch), err);
+    qm_status st = qm_writer_meta_string(w, QM_KEY_ARCHITECTURE, plan->arch, strlen(plan->arch), err);
     for (uint64_t i = 0; i < plan->n_meta && st == QM_OK; i++) {
         const qc_meta_item *m = &plan->meta[i];
         switch (m->type) {

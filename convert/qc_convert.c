@@ -22,6 +22,7 @@
 #include "qc_source.h"
 #include "qc_tokenizer.h"
 #include "qm_format.h"
+#include "qm_names.h"
 #include "qm_half.h"
 #include "qm_reader.h"
 #include "qm_version.h"
@@ -247,8 +248,8 @@ static qm_status write_provenance(job *j, qm_writer *w)
     j->sum->n_inputs_files = n;
     char conv[64];
     snprintf(conv, sizeof conv, "qmap %s", QMAP_VERSION);
-    if (st == QM_OK) st = qm_writer_meta_string(w, "general.converter", conv, strlen(conv), j->err);
-    if (st == QM_OK) st = qm_writer_meta_string(w, "general.source.kind", j->sum->kinds, strlen(j->sum->kinds), j->err);
+    if (st == QM_OK) st = qm_writer_meta_string(w, QM_KEY_CONVERTER, conv, strlen(conv), j->err);
+    if (st == QM_OK) st = qm_writer_meta_string(w, QM_KEY_SOURCE_KIND, j->sum->kinds, strlen(j->sum->kinds), j->err);
     /* base names only: the container must not depend on where the inputs happened to sit */
     const char **bases = calloc(n, sizeof *bases);
     if (!bases && st == QM_OK) st = qm_fail(j->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
@@ -256,10 +257,10 @@ static qm_status write_provenance(job *j, qm_writer *w)
         const char *slash = strrchr(names[i], '/');
         bases[i] = slash ? slash + 1 : names[i];
     }
-    if (st == QM_OK) st = qm_writer_meta_string_array(w, "general.source.files", bases, NULL, n, j->err);
+    if (st == QM_OK) st = qm_writer_meta_string_array(w, QM_KEY_SOURCE_FILES, bases, NULL, n, j->err);
     free(bases);
-    if (st == QM_OK) st = qm_writer_meta_array(w, "general.source.sizes", QM_META_U64, sizes, n, j->err);
-    if (st == QM_OK) st = qm_writer_meta_array(w, "general.source.xxh3", QM_META_U64, hashes, n, j->err);
+    if (st == QM_OK) st = qm_writer_meta_array(w, QM_KEY_SOURCE_SIZES, QM_META_U64, sizes, n, j->err);
+    if (st == QM_OK) st = qm_writer_meta_array(w, QM_KEY_SOURCE_XXH3, QM_META_U64, hashes, n, j->err);
 out:
     free(names);
     free(sizes);
@@ -438,14 +439,14 @@ static qm_status write_container(job *j)
     if (st != QM_OK) return st;
     const char *ft = j->o->dtype == QM_DTYPE_F16 ? "f16" : "f32";
     if ((st = qc_plan_write_meta(&j->plan, w, j->err))) goto fail;
-    if ((st = qm_writer_meta_string(w, "general.file_type", ft, strlen(ft), j->err))) goto fail;
+    if ((st = qm_writer_meta_string(w, QM_KEY_FILE_TYPE, ft, strlen(ft), j->err))) goto fail;
     if ((st = write_provenance(j, w))) goto fail;
     if (j->config_json &&
-        (st = qm_writer_meta_string(w, "general.config_json", j->config_json, strlen(j->config_json), j->err)))
+        (st = qm_writer_meta_string(w, QM_KEY_CONFIG_JSON, j->config_json, strlen(j->config_json), j->err)))
         goto fail;
-    if (j->tok && (st = qc_tokenizer_write_meta(j->tok, w, "tokenizer.", j->err))) goto fail;
-    if (j->src_tok && (st = qc_tokenizer_write_meta(j->src_tok, w, "tokenizer.src.", j->err))) goto fail;
-    if (j->tgt_tok && (st = qc_tokenizer_write_meta(j->tgt_tok, w, "tokenizer.tgt.", j->err))) goto fail;
+    if (j->tok && (st = qc_tokenizer_write_meta(j->tok, w, QM_TOK_PREFIX, j->err))) goto fail;
+    if (j->src_tok && (st = qc_tokenizer_write_meta(j->src_tok, w, QM_TOK_SRC_PREFIX, j->err))) goto fail;
+    if (j->tgt_tok && (st = qc_tokenizer_write_meta(j->tgt_tok, w, QM_TOK_TGT_PREFIX, j->err))) goto fail;
     uint64_t total = 0;
     for (uint64_t i = 0; i < j->plan.n_out; i++) {
         const qc_out *o = &j->plan.out[i];

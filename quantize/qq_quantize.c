@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "qm_format.h"
+#include "qm_names.h"
 #include "qm_half.h"
 #include "qm_reader.h"
 #include "qm_writer.h"
@@ -42,7 +43,8 @@ typedef struct plan_item {
 static bool selected_by_rule(const qm_tensor *t)
 {
     size_t n = t->name_len;
-    return t->rank >= 2 && n >= 7 && !strcmp(t->name + n - 7, ".weight") && strcmp(t->name, "pos_embd.weight") != 0;
+    return t->rank >= 2 && n >= 7 && !strcmp(t->name + n - 7, ".weight") &&
+           strcmp(t->name, qm_tensor_pattern(QM_TENSOR_POS_EMBD)) != 0;   /* a table added, not multiplied */
 }
 
 static bool kept(const qq_opts *o, const char *name)
@@ -194,21 +196,21 @@ static qm_status write_metadata(const qq_opts *o, const qm_file *f, qm_writer *w
     qm_status st = QM_OK;
     for (uint64_t i = 0; i < qm_meta_count(f) && st == QM_OK; i++) {
         const qm_meta *m = qm_meta_at(f, i);
-        if (!strncmp(m->key, "quantize.", 9)) continue;   /* an F16 input's own record: replaced below */
-        if (!strcmp(m->key, "general.file_type")) {
+        if (!strncmp(m->key, QM_KEY_QUANTIZE_PREFIX, strlen(QM_KEY_QUANTIZE_PREFIX))) continue;   /* an F16 input's own record: replaced below */
+        if (!strcmp(m->key, QM_KEY_FILE_TYPE)) {
             st = qm_writer_meta_string(w, m->key, ft, strlen(ft), err);
             had_ft = true;
         } else {
             st = qm_writer_meta_copy(w, m, err);
         }
     }
-    if (st == QM_OK && !had_ft) st = qm_writer_meta_string(w, "general.file_type", ft, strlen(ft), err);
-    if (st == QM_OK) st = qm_writer_meta_string(w, "quantize.scheme", ft, strlen(ft), err);
-    if (st == QM_OK) st = qm_writer_meta_u32(w, "quantize.version", QQ_SCHEME_VERSION, err);
+    if (st == QM_OK && !had_ft) st = qm_writer_meta_string(w, QM_KEY_FILE_TYPE, ft, strlen(ft), err);
+    if (st == QM_OK) st = qm_writer_meta_string(w, QM_KEY_QUANTIZE_SCHEME, ft, strlen(ft), err);
+    if (st == QM_OK) st = qm_writer_meta_u32(w, QM_KEY_QUANTIZE_VERSION, QQ_SCHEME_VERSION, err);
     if (st == QM_OK)
-        st = qm_writer_meta_u64(w, "quantize.source_xxh3",
+        st = qm_writer_meta_u64(w, QM_KEY_QUANTIZE_SOURCE,
                                 qm_checksum(qm_file_bytes(f), (size_t)qm_file_header(f)->file_size), err);
-    if (st == QM_OK) st = qm_writer_meta_string_array(w, "quantize.keep", o->keep, NULL, o->n_keep, err);
+    if (st == QM_OK) st = qm_writer_meta_string_array(w, QM_KEY_QUANTIZE_KEEP, o->keep, NULL, o->n_keep, err);
     return st;
 }
 
