@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "qm_q8.h"
 #include "qq_kernels.h"
 
 #define QQ_CAT2(a, b) a##b
@@ -39,7 +40,7 @@ static bool QQ_NAME(q8row_)(const float *w, uint64_t cols, int8_t *q, float *sca
         amax = lane_max[l] > amax ? lane_max[l] : amax;
     }
     if (!finite) return false;
-    float s = amax / 127.0f;             /* spec 6.1 step 2: a binary32 division */
+    float s = qm_q8_scale(amax);         /* spec 6.1 step 2 */
     if (s == 0.0f) {                     /* amax is 0, or so small that amax/127 underflows: +0, all q 0 */
         *scale = 0.0f;
         memset(q, 0, (size_t)cols);
@@ -49,13 +50,7 @@ static bool QQ_NAME(q8row_)(const float *w, uint64_t cols, int8_t *q, float *sca
     *scale = s;
     int32_t sum = 0;
     for (j = 0; j < cols; j++) {
-        float x = w[j] / s;              /* step 3: a binary32 division, not a reciprocal multiply */
-        /* round half to even: adding and subtracting 1.5·2^23 leaves x rounded to an integer in the
-         * current (nearest-even) mode; exact for |x| < 2^22, and |x| ≤ 127·(1 + a few ulps) here */
-        float r = (x + 12582912.0f) - 12582912.0f;
-        r = r > 127.0f ? 127.0f : r;
-        r = r < -127.0f ? -127.0f : r;
-        int32_t v = (int32_t)r;
+        int32_t v = (int32_t)qm_q8_round(w[j] / s);   /* step 3 */
         q[j] = (int8_t)v;
         sum += v;
     }

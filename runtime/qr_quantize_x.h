@@ -3,10 +3,10 @@
  * division, the round-to-nearest-even of adding and subtracting 1.5·2²³) and max is order-independent,
  * so every variant writes the same bytes and returns the same scale.
  *
- * Rule (as spec/FORMAT.md 6.1 for weight rows): s = max|x| / 127; q = round_half_even(x / s), which lies
- * in [-127, 127] by construction; s = 0 and q = 0 for a row whose max|x| is below 2⁻¹⁰⁰ (zero, or so
- * small that s would lose precision to underflow); s = NaN (so every output of the row is NaN, as the
- * float product would be) if the row holds NaN or Inf. `flip` is XORed into each byte:
+ * Rule: spec/FORMAT.md 6.1's, for weight rows, through format/qm_q8.h (s = max|x| / 127;
+ * q = round_half_even(x / s) in [-127, 127]); at the edges, as qm_q8.h documents, s = 0 and q = 0 for a row
+ * whose max|x| is below 2⁻¹⁰⁰, and s = NaN (so every output of the row is NaN, as the float product would
+ * be) if the row holds NaN or Inf. `flip` is XORed into each byte:
  * 0x80 turns q into q + 128, the unsigned operand of vpdpbusd.
  */
 #ifndef QR_QUANTIZE_X_H
@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "qm_q8.h"
 
 #define QR_QX_LANES 16
 
@@ -56,13 +58,10 @@ static inline __attribute__((always_inline)) float qr_quantize_values(const floa
     }
     memset(out, flip, kpad);
     if (bad) return NAN;
-    if (amax < 0x1p-100f) return 0.0f;
-    const float s = amax / 127.0f;
-    const float magic = 12582912.0f; /* 1.5·2²³: adding it rounds |v| < 2²² to an integer, ties to even */
+    if (amax < QM_Q8_ACT_FLOOR) return 0.0f;   /* format/qm_q8.h says why activations stop here */
+    const float s = qm_q8_scale(amax);
     for (c = 0; c < cols; c++) {
-        float v = qr_qx_value(x, q1, s1, flip, c) / s;
-        v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v; /* already so; keeps the cast defined */
-        float r = (v + magic) - magic;
+        float r = qm_q8_round(qr_qx_value(x, q1, s1, flip, c) / s);
         out[c] = (uint8_t)((uint8_t)(int8_t)(int32_t)r ^ flip);
     }
     return s;
