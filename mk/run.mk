@@ -15,3 +15,21 @@ run-test: $(BUILD)/qmap $(BUILD)/tests/lm_logits $(BUILD)/asan/lm_logits
 	  --asan-tool $(BUILD)/asan/lm_logits --workdir $(BUILD)/tests/run
 
 EXTRA_TESTS += run-test
+
+# make demo, decoder LMs: a Llama of stories110M's shape with random weights (tests/tools/make_lm.py; no
+# trained LM ships yet, so the ids it prints mean nothing), converted, quantized to Q8_ROW, and run from
+# both containers: what a run prints, and how the speed and the size change.
+DEB_BUILD_PACKAGES += python3-numpy
+DEMO_LM_IDS := 1 450 3681 310 263 931 29892 727 471 263
+demo-lm: $(BUILD)/qmap
+	@mkdir -p $(BUILD)/demo
+	$(PYTHON) tests/tools/make_lm.py llama-110m $(BUILD)/demo/llama-110m
+	$(BUILD)/qmap convert $(BUILD)/demo/llama-110m/model.safetensors -o $(BUILD)/demo/llama-110m.qmap --quiet
+	$(BUILD)/qmap quantize --q8 $(BUILD)/demo/llama-110m.qmap -o $(BUILD)/demo/llama-110m-q8.qmap --quiet
+	@for m in llama-110m llama-110m-q8; do \
+	  echo "== qmap run $(BUILD)/demo/$$m.qmap --tokens '$(DEMO_LM_IDS)' -n 48 --temp 0"; \
+	  $(BUILD)/qmap run $(BUILD)/demo/$$m.qmap --tokens "$(DEMO_LM_IDS)" -n 48 --temp 0 || exit 1; \
+	done
+	@ls -l $(BUILD)/demo/llama-110m.qmap $(BUILD)/demo/llama-110m-q8.qmap | awk '{printf "%-40s %6.1f MB\n", $$9, $$5/1e6}'
+
+EXTRA_DEMO += demo-lm
