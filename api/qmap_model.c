@@ -142,20 +142,23 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
         if (st != QM_OK) goto fail;
     }
 
-    char kind_key[QM_KEY_NAME_MAX];
+    char kind_key[QM_KEY_NAME_MAX], tokens_key[QM_KEY_NAME_MAX];
     qm_tok_key(kind_key, sizeof kind_key, QM_TOK_PREFIX, QM_TOK_KIND);
+    qm_tok_key(tokens_key, sizeof tokens_key, QM_TOK_PREFIX, QM_TOK_TOKENS);
+    const qm_meta *tokens = qm_find_meta(m->file, tokens_key);
+    if (m->lm && tokens && tokens->type == QM_META_ARRAY && tokens->count > m->hp.vocab) {
+        /* ids past the embedding would index outside it (spec/ARCHITECTURES.md §9) */
+        st = qm_fail(&e, QM_ERR_BAD_CONFIG, path, tokens_key, tokens->entry_offset,
+                     "the tokenizer has %llu tokens but the model's embedding only %u rows",
+                     (unsigned long long)tokens->count, m->hp.vocab);
+        goto fail;
+    }
     if (qm_find_meta(m->file, kind_key)) {
         /* A tokenizer that cannot be loaded does not stop the model from running on ids: remember why. */
         qm_error te;
         qm_error_clear(&te);
         if (qr_tok_load(m->file, QM_TOK_PREFIX, &m->tok, &te) != QM_OK)
             snprintf(m->tok_error, sizeof m->tok_error, "%s", te.message);
-        else if (m->lm && qr_tok_n_tokens(m->tok) > m->hp.vocab) {
-            st = qm_fail(&e, QM_ERR_BAD_CONFIG, path, kind_key, QM_NO_OFFSET,
-                         "the tokenizer has %u tokens but the model's embedding only %u rows",
-                         qr_tok_n_tokens(m->tok), m->hp.vocab);
-            goto fail;
-        }
     }
     fill_info(m);
     *out = m;
