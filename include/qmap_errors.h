@@ -31,7 +31,7 @@
     X(P##ERR_PADDING_NONZERO, 17, "padding byte is not zero") /* R-HDR-10, R-DATA-2 */ \
     X(P##ERR_META_OVERRUN, 18, "metadata entry extends past its section") /* R-META-1 */ \
     X(P##ERR_BAD_KEY, 19, "metadata key is empty or too long") /* R-META-2 */ \
-    X(P##ERR_BAD_UTF8          , 20, "string is not valid UTF-8 or contains NUL") /* R-META-3,7, R-TENSOR-3 */ \
+    X(P##ERR_BAD_UTF8, 20, "string is not valid UTF-8 or contains NUL") /* R-META-3,7, R-TENSOR-3 */ \
     X(P##ERR_UNKNOWN_META_TYPE, 21, "unknown metadata value type") /* R-META-4 */ \
     X(P##ERR_BAD_BOOL, 22, "boolean byte is not 0 or 1") /* R-META-5 */ \
     X(P##ERR_META_TOO_LONG, 23, "string or array longer than the format's cap") /* R-META-6 */ \

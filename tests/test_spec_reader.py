@@ -81,13 +81,14 @@ def run_check(name, fn):
 # ------------------------------------------------------------------------------------ error names
 
 def load_error_rules():
-    """{ERROR_NAME: set of rules} from the X-macro comments of format/qm_error.h."""
-    path = os.path.join(ROOT, "format", "qm_error.h")
+    """{ERROR_NAME: set of rules} from the X-macro comments of the status list (include/qmap_errors.h, which
+    format/qm_error.h spells with the prefix QM_)."""
+    path = os.path.join(ROOT, "include", "qmap_errors.h")
     names = {}
     if not os.path.exists(path):
         return None
     for line in open(path, encoding="utf-8"):
-        m = re.search(r'X\(QM_(?:ERR_)?(\w+),\s*\d+,\s*"[^"]*"\)\s*(?:/\*(.*?)\*/)?', line)
+        m = re.search(r'X\(P##(?:ERR_)?(\w+),\s*\d+,\s*"[^"]*"\)\s*(?:/\*(.*?)\*/)?', line)
         if not m:
             continue
         rules = set()
@@ -108,7 +109,7 @@ def test_golden(workdir):
     gdir = os.path.join(TESTS, "golden")
     errs = load_error_rules()
     if errs is None:
-        skip("error names", "format/qm_error.h not found")
+        skip("error names", "include/qmap_errors.h not found")
 
     for fn in sorted(os.listdir(os.path.join(gdir, "valid"))):
         if not fn.endswith(".qmap"):
@@ -138,9 +139,9 @@ def test_golden(workdir):
         rules_seen.add(rule)
         if errs is not None:
             if err not in errs:
-                fail("golden invalid/%s error name" % fn, "%s is not in qm_error.h" % err)
+                fail("golden invalid/%s error name" % fn, "%s is not in qmap_errors.h" % err)
             elif rule not in errs[err]:
-                fail("golden invalid/%s error name" % fn, "qm_error.h says %s covers %s, not %s"
+                fail("golden invalid/%s error name" % fn, "qmap_errors.h says %s covers %s, not %s"
                      % (err, sorted(errs[err]), rule))
 
         def t(path=path, rule=rule, err=err):
