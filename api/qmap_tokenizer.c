@@ -1,20 +1,36 @@
-/* qmap_tokenizer.c — placeholder for the public tokenizer functions until the runtime tokenizer lands
- * (issue 12): tokenizing reports that it is not available, so `qmap run` works on token ids (--tokens);
- * the special ids are read from the stored metadata. */
+/* qmap_tokenizer.c — the public tokenizer functions of include/qmap.h over runtime/qr_tok.h. */
 #include <string.h>
 
 #include "qa_model.h"
+#include "qr_tok.h"
+
+/* The public streaming state and the runtime's are one layout. */
+_Static_assert(sizeof(qmap_detok) == sizeof(qr_detok), "qmap_detok and qr_detok must match");
+
+static const qr_tokenizer *need_tok(const qmap_model *m, qmap_error *err, qmap_status *st)
+{
+    const qr_tokenizer *t = qa_model_tokenizer(m);
+    if (t) return t;
+    const char *why = qa_model_tokenizer_error(m);
+    if (why) *st = qa_fail(err, QMAP_ERR_UNSUPPORTED, "%s: the stored tokenizer cannot be used: %s", m->info.path, why);
+    else *st = qa_fail(err, QMAP_ERR_NOT_FOUND, "%s: the container has no tokenizer", m->info.path);
+    return NULL;
+}
 
 qmap_status qmap_tokenize(const qmap_model *m, const char *text, size_t len, bool add_special, int32_t *ids,
                           size_t cap, size_t *n_ids, qmap_error *err)
 {
-    (void)text; (void)len; (void)add_special; (void)ids; (void)cap;
-    if (n_ids) *n_ids = 0;
-    if (!m) return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_tokenize: model is NULL");
-    if (!qm_find_meta(m->file, QM_TOK_PREFIX "kind"))
-        return qa_fail(err, QMAP_ERR_NOT_FOUND, "%s: the container has no tokenizer", m->info.path);
-    return qa_fail(err, QMAP_ERR_UNSUPPORTED, "%s: this build cannot encode text yet (the runtime tokenizer is not built)",
-                   m->info.path);
+    size_t dummy;
+    if (!n_ids) n_ids = &dummy;
+    *n_ids = 0;
+    if (!m || (!text && len) || (!ids && cap)) return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_tokenize: NULL argument");
+    qmap_status st = QMAP_OK;
+    const qr_tokenizer *t = need_tok(m, err, &st);
+    if (!t) return st;
+    qm_error e;
+    qm_error_clear(&e);
+    if (qr_tok_encode(t, text ? text : "", len, add_special, ids, cap, n_ids, &e) != QM_OK) return qa_error_export(err, &e);
+    return QMAP_OK;
 }
 
 void qmap_detok_init(qmap_detok *st) { memset(st, 0, sizeof *st); }
@@ -22,23 +38,27 @@ void qmap_detok_init(qmap_detok *st) { memset(st, 0, sizeof *st); }
 qmap_status qmap_detokenize(const qmap_model *m, qmap_detok *st, int32_t id, char *out, size_t cap, size_t *n_out,
                             qmap_error *err)
 {
-    (void)m; (void)st; (void)id; (void)out; (void)cap;
-    if (n_out) *n_out = 0;
-    return qa_fail(err, QMAP_ERR_UNSUPPORTED, "this build cannot decode tokens yet (the runtime tokenizer is not built)");
+    size_t dummy;
+    if (!n_out) n_out = &dummy;
+    *n_out = 0;
+    if (!m || !st || (!out && cap)) return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_detokenize: NULL argument");
+    qmap_status s = QMAP_OK;
+    const qr_tokenizer *t = need_tok(m, err, &s);
+    if (!t) return s;
+    qm_error e;
+    qm_error_clear(&e);
+    if (qr_tok_decode(t, (qr_detok *)st, id, out, cap, n_out, &e) != QM_OK) return qa_error_export(err, &e);
+    return QMAP_OK;
 }
 
 size_t qmap_detok_flush(qmap_detok *st, char *out, size_t cap)
 {
-    (void)out; (void)cap;
-    memset(st, 0, sizeof *st);
-    return 0;
+    return st && out ? qr_tok_decode_flush((qr_detok *)st, out, cap) : 0;
 }
 
 const char *qmap_token_piece(const qmap_model *m, int32_t id, size_t *len)
 {
-    (void)m; (void)id;
-    if (len) *len = 0;
-    return NULL;
+    return qr_tok_piece(qa_model_tokenizer(m), id, len);
 }
 
 static int32_t special_id(const qmap_model *m, const char *key)
@@ -48,5 +68,6 @@ static int32_t special_id(const qmap_model *m, const char *key)
     return (int32_t)v;
 }
 
+/* Read from the metadata, so they are known even when the tokenizer itself cannot be used. */
 int32_t qmap_token_bos(const qmap_model *m) { return special_id(m, QM_TOK_PREFIX "bos_id"); }
 int32_t qmap_token_eos(const qmap_model *m) { return special_id(m, QM_TOK_PREFIX "eos_id"); }

@@ -16,6 +16,7 @@ static const struct {
     { "inspect", cmd_inspect, "print a container's header, metadata and tensor table (--json for scripts)" },
     { "quantize", cmd_quantize, "weight matrices to Q8_ROW (int8, per-row scales) or F16" },
     { "run", cmd_run, "generate text with a language model (gpt2, gpt_neo, llama), read in place" },
+    { "tokenize", cmd_tokenize, "text -> token ids with the container's tokenizer (--json for scripts)" },
     { "verify", cmd_verify, "check every tensor checksum; exit 1 if any tensor is damaged" },
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

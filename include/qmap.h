@@ -125,8 +125,9 @@ QMAP_API void qmap_detok_init(qmap_detok *st);
 
 /* Append the text of token `id` to `out` (cap bytes) and set *n_out. Text is valid UTF-8: bytes of a
  * character split across tokens wait in *st for the rest; bytes that can never form a character come out
- * as U+FFFD. `cap` >= 64 + the longest token is always enough. QMAP_ERR_INVALID_ARGUMENT for an id out of
- * range or a too small buffer (nothing written, *st unchanged). */
+ * as U+FFFD. `cap` >= 3 x (the token's bytes + 9) is always enough (every byte could become U+FFFD); 4096
+ * covers every token of the common vocabularies. QMAP_ERR_INVALID_ARGUMENT for an id out of range or a
+ * too small buffer (nothing written, *st unchanged). */
 QMAP_API qmap_status qmap_detokenize(const qmap_model *m, qmap_detok *st, int32_t id, char *out, size_t cap,
                                      size_t *n_out, qmap_error *err);
 /* Emit what is still pending in *st (as U+FFFD) at the end of a text. cap >= 32 is enough. */

@@ -1,0 +1,330 @@
+/* qr_tok_encode.c — text → ids and id → text for the stored tokenizer (spec/TOKENIZER.md §3). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "qr_tok_internal.h"
+
+/* ---- UTF-8 ----------------------------------------------------------------------------------------- */
+
+/* Length of the well-formed sequence at s (RFC 3629), or 0 if none starts there. */
+static size_t utf8_seq(const uint8_t *s, size_t n)
+{
+    uint8_t c = s[0];
+    if (c < 0x80) return 1;
+    size_t k = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (!k || k > n) return 0;
+    for (size_t i = 1; i < k; i++) if ((s[i] & 0xc0) != 0x80) return 0;
+    if (c == 0xe0 && s[1] < 0xa0) return 0;          /* overlong */
+    if (c == 0xed && s[1] > 0x9f) return 0;          /* surrogates */
+    if (c == 0xf0 && s[1] < 0x90) return 0;          /* overlong */
+    if (c == 0xf4 && s[1] > 0x8f) return 0;          /* above U+10FFFF */
+    return k;
+}
+
+/* ---- encoding ------------------------------------------------------------------------------------- */
+
+typedef struct enc {
+    const qr_tokenizer *t;
+    int32_t *ids;
+    size_t cap, n;
+    qr_bpe_work w;
+    char *buf;                   /* a rewritten segment (prefix space, ▁) */
+    pcre2_match_data *md;
+    qm_error *err;
+    bool oom;
+} enc;
+
+static void emit(enc *e, int32_t id)
+{
+    if (e->n < e->cap) e->ids[e->n] = id;
+    e->n++;
+}
+
+/* The symbols w.id[0..n) merged and emitted; a -1 symbol (no token for it) becomes unk. */
+static void merge_emit(enc *e, size_t n)
+{
+    bool missing = false;
+    for (size_t i = 0; i < n; i++) missing |= e->w.id[i] < 0;
+    if (missing) {   /* merges are between tokens only: runs without a token stay apart as unk */
+        for (size_t i = 0; i < n; i++) if (e->w.id[i] < 0) e->w.id[i] = e->t->unk;
+    }
+    size_t m = qr_bpe_merge(e->t, &e->w, n);
+    for (size_t i = 0; i < m; i++) emit(e, e->w.id[i]);
+}
+
+/* §3.2: one pre-split piece of a byte-level BPE: its bytes as GPT-2 characters, then merges. */
+static void bytelevel_piece(enc *e, const uint8_t *p, size_t n)
+{
+    const qr_tokenizer *t = e->t;
+    if (!n) return;
+    if (!qr_bpe_reserve(&e->w, n)) { e->oom = true; return; }
+    if (t->ignore_merges) {
+        char *m = e->buf + 4 * n + 8;   /* the mapped piece, after the segment's copy */
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            int32_t id = t->byte_id[p[i]];
+            if (id < 0) { k = 0; break; }
+            memcpy(m + k, t->str[id], t->len[id]);
+            k += t->len[id];
+        }
+        int32_t whole = k ? qr_tok_lookup(t, m, k) : -1;
+        if (whole >= 0) { emit(e, whole); return; }
+    }
+    for (size_t i = 0; i < n; i++) e->w.id[i] = t->byte_id[p[i]];
+    merge_emit(e, n);
+}
+
+/* §3.4: a word-level piece is looked up whole. */
+static void word_piece(enc *e, const uint8_t *p, size_t n)
+{
+    if (!n) return;
+    int32_t id = qr_tok_lookup(e->t, (const char *)p, n);
+    emit(e, id >= 0 ? id : e->t->unk);
+}
+
+/* Split s[0..n) into the matches of the pre-split pattern and the text between them; each is a piece. */
+static void split_pieces(enc *e, const uint8_t *s, size_t n, void (*piece)(enc *, const uint8_t *, size_t),
+                         bool keep_gaps)
+{
+    const qr_tokenizer *t = e->t;
+    if (!t->re) {
+        if (keep_gaps) { piece(e, s, n); return; }
+        for (size_t i = 0; i < n;) {   /* \S+ over ASCII whitespace */
+            while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r' || s[i] == '\f' || s[i] == '\v')) i++;
+            size_t j = i;
+            while (j < n && !(s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r' || s[j] == '\f' || s[j] == '\v')) j++;
+            if (j > i) piece(e, s + i, j - i);
+            i = j;
+        }
+        return;
+    }
+    size_t at = 0, done = 0;
+    while (at <= n) {
+        int rc = pcre2_match(t->re, (PCRE2_SPTR)s, n, at, at ? PCRE2_NO_UTF_CHECK : 0, e->md, NULL);
+        if (rc < 0) break;   /* no more matches (or a resource limit: the rest becomes one piece) */
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
+        size_t a = ov[0], b = ov[1];
+        if (b == a) {        /* an empty match: step over one character */
+            at = a + (a < n ? (utf8_seq(s + a, n - a) ? utf8_seq(s + a, n - a) : 1) : 1);
+            continue;
+        }
+        if (a > done && keep_gaps) piece(e, s + done, a - done);
+        piece(e, s + a, b - a);
+        done = at = b;
+    }
+    if (done < n && keep_gaps) piece(e, s + done, n - done);
+}
+
+/* §3.3: ' ' → ▁, the prefix ▁ per the prepend scheme, then one BPE word of characters with byte fallback. */
+static void sentencepiece_segment(enc *e, const uint8_t *s, size_t n, bool at_input_start)
+{
+    const qr_tokenizer *t = e->t;
+    char *b = e->buf;
+    size_t k = 0;
+    if (t->prepend == QR_PREPEND_ALWAYS || (t->prepend == QR_PREPEND_FIRST && at_input_start)) {
+        memcpy(b, "\xe2\x96\x81", 3);
+        k = 3;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') { memcpy(b + k, "\xe2\x96\x81", 3); k += 3; }
+        else b[k++] = (char)s[i];
+    }
+    if (!qr_bpe_reserve(&e->w, 4 * k + 4)) { e->oom = true; return; }
+    size_t m = 0;
+    for (size_t i = 0; i < k;) {
+        size_t c = utf8_seq((const uint8_t *)b + i, k - i);
+        int32_t id = qr_tok_lookup(t, b + i, c);
+        if (id >= 0) e->w.id[m++] = id;
+        else if (t->byte_fallback)
+            for (size_t j = 0; j < c; j++) {
+                int32_t bid = t->byte_id[(uint8_t)b[i + j]];
+                e->w.id[m++] = bid >= 0 ? bid : t->unk;
+            }
+        else e->w.id[m++] = t->unk;
+        i += c;
+    }
+    merge_emit(e, m);
+}
+
+static void segment(enc *e, const uint8_t *s, size_t n, bool at_input_start)
+{
+    const qr_tokenizer *t = e->t;
+    if (!n) return;
+    switch (t->kind) {
+    case QR_TOK_BYTELEVEL:
+        if (t->add_prefix_space && s[0] != ' ') {
+            e->buf[0] = ' ';
+            memcpy(e->buf + 1, s, n);
+            split_pieces(e, (const uint8_t *)e->buf, n + 1, bytelevel_piece, true);
+        } else {
+            split_pieces(e, s, n, bytelevel_piece, true);
+        }
+        break;
+    case QR_TOK_SENTENCEPIECE: sentencepiece_segment(e, s, n, at_input_start); break;
+    case QR_TOK_WORDLEVEL: split_pieces(e, s, n, word_piece, false); break;
+    }
+}
+
+qm_status qr_tok_encode(const qr_tokenizer *t, const char *text, size_t len, bool add_special, int32_t *ids,
+                        size_t cap, size_t *n_ids, qm_error *err)
+{
+    *n_ids = 0;
+    const uint8_t *s = (const uint8_t *)text;
+    for (size_t i = 0; i < len;) {   /* the whole input first: never read a broken sequence later */
+        size_t k = utf8_seq(s + i, len - i);
+        if (!k) return qm_fail(err, QM_ERR_BAD_UTF8, NULL, "text", i, "the text is not valid UTF-8 at byte %zu", i);
+        i += k;
+    }
+    if (len > ((size_t)1 << 32)) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, "text", QM_NO_OFFSET, "text above 4 GiB");
+    enc e = { .t = t, .ids = ids, .cap = cap, .err = err };
+    e.buf = malloc(8 * len + 16);
+    if (t->re) e.md = pcre2_match_data_create_from_pattern(t->re, NULL);
+    if (!e.buf || (t->re && !e.md)) e.oom = true;
+    if (!e.oom && add_special && t->add_bos) emit(&e, t->bos);
+    size_t seg = 0;
+    for (size_t i = 0; i < len && !e.oom;) {   /* §3.1: added tokens first, longest then lowest id */
+        int32_t hit = -1;
+        if (t->added_first[s[i]])
+            for (uint32_t a = 0; a < t->n_added; a++) {
+                uint32_t id = t->added[a];
+                if (t->len[id] && t->len[id] <= len - i && !memcmp(s + i, t->str[id], t->len[id])) { hit = (int32_t)id; break; }
+            }
+        if (hit < 0) { i++; continue; }
+        segment(&e, s + seg, i - seg, seg == 0);
+        emit(&e, hit);
+        i += t->len[hit];
+        seg = i;
+    }
+    if (!e.oom) segment(&e, s + seg, len - seg, seg == 0);
+    if (!e.oom && add_special && t->add_eos) emit(&e, t->eos);
+    qr_bpe_free(&e.w);
+    free(e.buf);
+    pcre2_match_data_free(e.md);
+    if (e.oom) return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory encoding %zu bytes", len);
+    for (size_t i = 0; i < e.n && i < cap; i++)
+        if (ids[i] < 0)
+            return qm_fail(err, QM_ERR_BAD_CONFIG, NULL, "unk_id", QM_NO_OFFSET,
+                           "the text has a piece with no token and the tokenizer states no unk_id");
+    *n_ids = e.n;
+    if (e.n > cap)
+        return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET,
+                       "the text needs %zu ids, the buffer holds %zu", e.n, cap);
+    return QM_OK;
+}
+
+/* ---- decoding ------------------------------------------------------------------------------------- */
+
+#define DT_STARTED 1u   /* a token was decoded: sentencepiece's leading space is gone, wordlevel joins */
+
+typedef struct sink { qr_detok *st; char *out; size_t n; } sink;
+
+static void put_fffd(sink *k)
+{
+    memcpy(k->out + k->n, "\xef\xbf\xbd", 3);
+    k->n += 3;
+}
+
+/* Feed one byte: complete characters are written, bytes that cannot be part of one become U+FFFD, the
+ * start of a character waits in st->pending. */
+static void sink_byte(sink *k, uint8_t b)
+{
+    qr_detok *st = k->st;
+    for (;;) {
+        if (st->n_pending) {
+            if ((b & 0xc0) == 0x80) {
+                st->pending[st->n_pending++] = b;
+                size_t need = st->pending[0] >= 0xf0 ? 4 : st->pending[0] >= 0xe0 ? 3 : 2;
+                if (st->n_pending < need) {
+                    /* reject early what can never complete (overlong, surrogate, above U+10FFFF) */
+                    uint8_t c = st->pending[0], c1 = st->pending[1];
+                    if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f) || (c == 0xf0 && c1 < 0x90) ||
+                        (c == 0xf4 && c1 > 0x8f)) {
+                        put_fffd(k);
+                        st->n_pending = 0;
+                    }
+                    return;
+                }
+                if (utf8_seq(st->pending, need) == need) {
+                    memcpy(k->out + k->n, st->pending, need);
+                    k->n += need;
+                } else {
+                    put_fffd(k);
+                }
+                st->n_pending = 0;
+                return;
+            }
+            put_fffd(k);        /* an interrupted character; b starts afresh */
+            st->n_pending = 0;
+            continue;
+        }
+        if (b < 0x80) { k->out[k->n++] = (char)b; return; }
+        if (b >= 0xc2 && b <= 0xf4) { st->pending[0] = b; st->n_pending = 1; return; }
+        put_fffd(k);
+        return;
+    }
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+qm_status qr_tok_decode(const qr_tokenizer *t, qr_detok *st, int32_t id, char *out, size_t cap, size_t *n_out,
+                        qm_error *err)
+{
+    *n_out = 0;
+    if (id < 0 || (uint32_t)id >= t->n)
+        return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET, "token id %d is outside the vocabulary of %u", id, t->n);
+    const char *s = t->str[id];
+    size_t n = t->len[id];
+    if (cap < 3 * ((size_t)st->n_pending + n + 1) + 3)   /* every byte may become U+FFFD */
+        return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET,
+                       "decode buffer of %zu bytes is too small for token %d (needs %zu)", cap, id,
+                       3 * ((size_t)st->n_pending + n + 1) + 3);
+    sink k = { st, out, 0 };
+    bool first = !(st->flags & DT_STARTED);
+    st->flags |= DT_STARTED;
+    if (t->is_added[id]) {                                   /* added tokens are their own text */
+        for (size_t i = 0; i < n; i++) sink_byte(&k, (uint8_t)s[i]);
+    } else if (t->kind == QR_TOK_BYTELEVEL) {                /* characters back to the bytes they stand for */
+        for (size_t i = 0; i < n;) {
+            size_t c = utf8_seq((const uint8_t *)s + i, n - i);
+            if (!c) c = 1;
+            uint32_t cp = c == 1 ? (uint8_t)s[i] : c == 2 ? ((uint32_t)(s[i] & 0x1f) << 6 | (s[i + 1] & 0x3f)) : 0xffff;
+            if (cp < 0x144 && t->char_byte[cp] != 0xffff) sink_byte(&k, (uint8_t)t->char_byte[cp]);
+            else for (size_t j = 0; j < c; j++) sink_byte(&k, (uint8_t)s[i + j]);
+            i += c;
+        }
+    } else if (t->kind == QR_TOK_SENTENCEPIECE) {
+        if (n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[5] == '>' && hexval(s[3]) >= 0 && hexval(s[4]) >= 0) {
+            sink_byte(&k, (uint8_t)(hexval(s[3]) << 4 | hexval(s[4])));   /* byte fallback */
+        } else {
+            for (size_t i = 0; i < n;) {
+                bool space = n - i >= 3 && !memcmp(s + i, "\xe2\x96\x81", 3);
+                /* the prefix space the encoder added is not part of the text */
+                if (!(space && first && i == 0 && t->add_prefix_space)) {
+                    if (space) sink_byte(&k, ' ');
+                    else sink_byte(&k, (uint8_t)s[i]);
+                }
+                i += space ? 3 : 1;
+            }
+        }
+    } else {                                                 /* wordlevel: tokens joined by single spaces */
+        if (!first) sink_byte(&k, ' ');
+        for (size_t i = 0; i < n; i++) sink_byte(&k, (uint8_t)s[i]);
+    }
+    *n_out = k.n;
+    return QM_OK;
+}
+
+size_t qr_tok_decode_flush(qr_detok *st, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (st->n_pending && cap >= 3) {
+        memcpy(out, "\xef\xbf\xbd", 3);
+        n = 3;
+    }
+    st->n_pending = 0;
+    st->flags = 0;
+    return n;
+}
