@@ -125,24 +125,25 @@ static qm_status read_whole(const char *path, char **out, size_t *len, qm_error 
     return qc_read_small_file(path, QC_TOKENIZER_MAX_FILE, "tokenizer files", out, len, err);
 }
 
-/* Duplicate object keys are refused: a vocabulary with two entries for one string is ambiguous. */
-static qm_status parse_json(const char *path, const char *buf, size_t len, json_t **out, qm_error *err)
+/* Duplicate object keys are refused: a vocabulary with two entries for one string is ambiguous.
+ * `extra` adds decode flags (JSON_DECODE_INT_AS_REAL for files whose integers qmap never reads). */
+static qm_status parse_json(const char *path, const char *buf, size_t len, size_t extra, json_t **out, qm_error *err)
 {
     json_error_t je;
-    *out = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    *out = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | extra, &je);
     if (!*out)
         return qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, (uint64_t)je.position,
                        "invalid JSON (line %d, column %d): %s", je.line, je.column, je.text);
     return QM_OK;
 }
 
-static qm_status load_json(const char *path, json_t **out, qm_error *err)
+static qm_status load_json(const char *path, size_t extra, json_t **out, qm_error *err)
 {
     char *buf;
     size_t len;
     qm_status s = read_whole(path, &buf, &len, err);
     if (s != QM_OK) return s;
-    s = parse_json(path, buf, len, out, err);
+    s = parse_json(path, buf, len, extra, out, err);
     free(buf);
     return s;
 }
@@ -728,8 +729,13 @@ static qm_status side_load(const char *path, side_files *sf, qm_error *err)
     sf->map_path = sibling(path, "special_tokens_map.json");
     if (!sf->config_path || !sf->map_path) return nomem(err, path);
     qm_status s;
-    if (is_regular_file(sf->config_path) && (s = load_json(sf->config_path, &sf->config, err)) != QM_OK) return s;
-    if (is_regular_file(sf->map_path) && (s = load_json(sf->map_path, &sf->map, err)) != QM_OK) return s;
+    /* qmap reads only strings, booleans and objects from these two: integers are decoded as reals, so one
+     * out of jansson's range (real Llama configs hold "model_max_length": int(1e30)) cannot fail the load */
+    if (is_regular_file(sf->config_path) &&
+        (s = load_json(sf->config_path, JSON_DECODE_INT_AS_REAL, &sf->config, err)) != QM_OK)
+        return s;
+    if (is_regular_file(sf->map_path) && (s = load_json(sf->map_path, JSON_DECODE_INT_AS_REAL, &sf->map, err)) != QM_OK)
+        return s;
     if (sf->config && !json_is_object(sf->config))
         return qm_fail(err, QM_ERR_BAD_SOURCE, sf->config_path, NULL, QM_NO_OFFSET, "is not a JSON object");
     if (sf->map && !json_is_object(sf->map))
@@ -1154,10 +1160,13 @@ qm_status qc_tokenizer_load(const char *path, qc_tokenizer **out, qm_error *err)
     json_t *root = NULL;
     qm_status s = side_load(path, &sf, err);
     if (s == QM_OK && ends_with(path, ".json")) {
-        s = load_json(path, &root, err);
+        s = load_json(path, 0, &root, err);
         if (s == QM_OK && !json_is_object(root))
             s = qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET, "is not a JSON object");
-        if (s == QM_OK && json_object_get(root, "model"))
+        /* Told apart by structure, never by a key that can be data (GPT-2's own vocab.json holds the token
+         * "model", id 19849): a tokenizer.json's "model" is an object with a "vocab". */
+        const json_t *model = s == QM_OK ? json_object_get(root, "model") : NULL;
+        if (s == QM_OK && json_is_object(model) && json_object_get(model, "vocab"))
             s = load_hf_json(t, path, root, &sf, err);
         else if (s == QM_OK)
             s = load_vocab_json(t, path, root, &sf, err);
