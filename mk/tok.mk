@@ -19,3 +19,24 @@ tokenizer-test: $(BUILD)/qmap $(BUILD)/libqmap.so $(BUILD)/npm/.installed
 
 .PHONY: npm-packages tokenizer-test
 EXTRA_TESTS += tokenizer-test
+
+# The encoder's fuzz target (tests/tokenizer/fuzz_tok_encode.c), over the real containers the test made.
+# Built only from format/ and the tokenizer's runtime files; replayed over the texts of the test as seeds and
+# fuzzed for TOK_FUZZ_SECONDS per tokenizer.
+TOK_FUZZ_SECONDS ?= 20
+TOK_FUZZ_SRC := $(FORMAT_SRC) runtime/qr_tok.c runtime/qr_tok_bpe.c runtime/qr_tok_encode.c
+$(BUILD)/fuzz/fuzz_tok_encode: tests/tokenizer/fuzz_tok_encode.c $(TOK_FUZZ_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(TOK_FUZZ_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(LDLIBS)
+
+tokenizer-fuzz: $(BUILD)/fuzz/fuzz_tok_encode
+	@set -e; for m in gpt2 llama; do \
+	  c=$(BUILD)/tests/tokenizer/corpus-$$m; rm -rf $$c; mkdir -p $$c; cp $(BUILD)/tests/tokenizer/seeds/* $$c/; \
+	  echo "== fuzz the $$m tokenizer for $(TOK_FUZZ_SECONDS) s"; \
+	  QMAP_FUZZ_TOKENIZER=$(BUILD)/tests/tokenizer/$$m.qmap $(BUILD)/fuzz/fuzz_tok_encode -max_total_time=$(TOK_FUZZ_SECONDS) \
+	    -max_len=4096 -print_final_stats=1 -artifact_prefix=$(BUILD)/tests/tokenizer/$$m- $$c \
+	    > $(BUILD)/tests/tokenizer/fuzz-$$m.log 2>&1 || { tail -30 $(BUILD)/tests/tokenizer/fuzz-$$m.log; exit 1; }; \
+	  grep -E "stat::number_of_executed_units" $(BUILD)/tests/tokenizer/fuzz-$$m.log; \
+	done
+.PHONY: tokenizer-fuzz
+EXTRA_TESTS += tokenizer-fuzz

@@ -207,6 +207,9 @@ def main():
     print("texts: %d hard strings, %d KJV lines, %d catalog strings" % (len(HARD), len(kjv_lines), len(cats)))
     csrc = open(os.path.join(os.path.dirname(HERE), "..", "runtime", "qr_tok_encode.c"), encoding="utf-8").read()
     texts = HARD + kjv_lines + cats + [csrc]
+    seeds = fresh_dir(os.path.join(d, "seeds"))   # the fuzz target's seeds (make tokenizer-fuzz)
+    for i, t in enumerate(HARD + kjv_lines[:40] + cats[:40]):
+        open(os.path.join(seeds, "%04d" % i), "wb").write(t.encode("utf-8"))
     tpath, rpath = os.path.join(d, "texts.json"), os.path.join(d, "ref.json")
     json.dump(texts, open(tpath, "w"))
     r = subprocess.run(["node", os.path.join(HERE, "reference.js"), tpath, rpath], capture_output=True, text=True,
