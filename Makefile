@@ -62,7 +62,7 @@ help:
 	@echo "make fuzz-import   fuzz every importer for IMPORT_FUZZ_SECONDS each (default $(IMPORT_FUZZ_SECONDS))"
 	@echo "make convert-test  qmap convert against PyTorch only"
 	@echo "make quantize-test qmap quantize against a numpy reference only"
-	@echo "make bench      open-time, verify, convert and quantize throughput, and qmap bench kernels (matmul)"
+	@echo "make bench      open-time, verify, convert and quantize throughput, qmap bench kernels (matmul), tokenizer MB/s"
 	@echo "make deps       apt-get install whatever build packages are missing (needs root); deps-test: test ones too"
 
 # ---- dependencies ----------------------------------------------------------------------------
@@ -303,6 +303,7 @@ bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(PYTHON) tests/bench/bench_convert.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench
 	$(PYTHON) tests/bench/bench_quantize.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench
 	$(BUILD)/qmap bench kernels --dir $(BUILD)/bench
+	$(MAKE) --no-print-directory bench-tokenizer
 
 clean:
 	rm -rf $(BUILD)

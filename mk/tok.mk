@@ -40,3 +40,8 @@ tokenizer-fuzz: $(BUILD)/fuzz/fuzz_tok_encode
 	done
 .PHONY: tokenizer-fuzz
 EXTRA_TESTS += tokenizer-fuzz
+
+# Encode MB/s on the KJV beside the npm references (a benchmark: make bench runs it; not part of make test).
+bench-tokenizer: tokenizer-test
+	$(PYTHON) tests/bench/bench_tokenizer.py --qmap $(BUILD)/qmap --npm $(abspath $(BUILD)/npm) --dir $(BUILD)/tests/tokenizer
+.PHONY: bench-tokenizer

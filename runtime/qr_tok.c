@@ -178,6 +178,15 @@ qm_status qr_tok_load(const qm_file *f, const char *prefix, qr_tokenizer **out, 
         t->byte_id[b] = qr_tok_lookup(t, buf, n);
     }
 
+    if (t->kind == QR_TOK_SENTENCEPIECE) {
+        t->sp_word_split = true;
+        for (uint32_t i = 0; i < t->n && t->sp_word_split; i++)
+            for (uint32_t k = 1; k + 3 <= t->len[i]; k++)
+                if (!memcmp(t->str[i] + k, "\xe2\x96\x81", 3) && !(k >= 3 && !memcmp(t->str[i] + k - 3, "\xe2\x96\x81", 3))) {
+                    t->sp_word_split = false;
+                    break;
+                }
+    }
     const qm_meta *split = key(&L, QM_TOK_PRE_SPLIT, name, sizeof name);
     if (split && split->type == QM_META_STRING) {
         int code;

@@ -29,6 +29,7 @@ struct qr_tokenizer {
     int32_t byte_id[256];        /* bytelevel: the token of each byte's character; sentencepiece: <0xXX>; -1 */
     int32_t bos, eos, unk;
     bool add_bos, add_eos, add_prefix_space, byte_fallback, ignore_merges;
+    bool sp_word_split;          /* sentencepiece: no token has a character then ▁, so words merge apart */
     qr_prepend prepend;
     pcre2_code *re;              /* pre_split, JIT-compiled when the JIT is there; NULL: none */
 };
