@@ -175,6 +175,37 @@ static qm_status find_config(job *j)
 }
 
 /* A tokenizer named on the command line: a file, or a directory to search. */
+/* The planned value of hyperparameter <arch>.<hp>, or 0 if the plan has none. */
+static uint64_t planned_u32(const job *j, qm_hparam hp)
+{
+    char key[QM_KEY_NAME_MAX];
+    qm_arch a = qm_arch_from_name(j->plan.arch, strlen(j->plan.arch));
+    if (qm_hparam_key(key, sizeof key, a, hp) < 0) return 0;
+    for (uint64_t i = 0; i < j->plan.n_meta; i++)
+        if (j->plan.meta[i].type == QM_META_U32 && !strcmp(j->plan.meta[i].key, key)) return j->plan.meta[i].u32;
+    return 0;
+}
+
+/* A tokenizer with more tokens than the embedding has rows would give ids past it at run time: refused,
+ * naming both sizes. Fewer is normal (HF pads embeddings). */
+static qm_status tokenizer_fits(job *j, const qc_tokenizer *tok, qm_hparam hp)
+{
+    uint64_t rows = planned_u32(j, hp), n = tok ? qc_tokenizer_vocab_size(tok) : 0;
+    if (!tok || !rows || n <= rows) return QM_OK;
+    return qm_fail(j->err, QM_ERR_SHAPE, qc_tokenizer_source(tok), NULL, QM_NO_OFFSET,
+                   "the tokenizer has %llu tokens but the model's embedding has %llu rows (%s.%s): ids past it "
+                   "could not be run; give the model's own tokenizer (--tokenizer) or --no-tokenizer",
+                   (unsigned long long)n, (unsigned long long)rows, j->plan.arch, qm_hparam_suffix(hp));
+}
+
+static qm_status check_tokenizer_fits(job *j)
+{
+    qm_status st = tokenizer_fits(j, j->tok, QM_HP_VOCAB_SIZE);
+    if (st == QM_OK) st = tokenizer_fits(j, j->src_tok, QM_HP_SRC_VOCAB_SIZE);
+    if (st == QM_OK) st = tokenizer_fits(j, j->tgt_tok, QM_HP_TGT_VOCAB_SIZE);
+    return st;
+}
+
 static qm_status load_tokenizer(job *j, const char *path, qc_tokenizer **tok)
 {
     struct stat sb;
@@ -510,6 +541,7 @@ qm_status qc_convert(const qc_convert_opts *opts, qc_convert_summary *summary, q
                             manifest, &j.plan, err)))
         goto out;
     if ((st = find_tokenizer(&j))) goto out;
+    if ((st = check_tokenizer_fits(&j))) goto out;
     if (!(j.chunk = malloc(CHUNK_BYTES))) { st = qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory"); goto out; }
     summary->arch = j.plan.arch;
     snprintf(summary->config, sizeof summary->config, "%.500s", j.config_name);
