@@ -117,6 +117,10 @@ static qm_status open_inputs(job *j)
                                "a shard index names its shards itself: give it alone");
             qm_status st = qc_index_read(path, &j->index, j->err);
             if (st != QM_OK) return st;
+            /* an index naming no shard would leave nothing to plan from (it crashed the planners) */
+            if (j->index->n_shards == 0)
+                return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, "weight_map", QM_NO_OFFSET,
+                               "the index names no shard: there are no tensors to convert");
             for (size_t k = 0; k < j->index->n_shards; k++) {
                 if ((st = open_one(j, j->index->shards[k], &kind)) != QM_OK) return st;
                 if (!first_kind) first_kind = kind;
@@ -534,6 +538,10 @@ qm_status qc_convert(const qc_convert_opts *opts, qc_convert_summary *summary, q
     if (opts->dtype && opts->dtype != QM_DTYPE_F32 && opts->dtype != QM_DTYPE_F16)
         return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET, "output dtype must be F32 or F16");
     if ((st = open_inputs(&j))) goto out;
+    if (j.n_srcs == 0) {   /* every planner reads the first source: refuse an empty set before planning */
+        st = qm_fail(err, QM_ERR_BAD_SOURCE, opts->inputs[0], NULL, QM_NO_OFFSET, "no tensors to convert");
+        goto out;
+    }
     if ((st = find_config(&j))) goto out;
     const char *manifest = NULL;
     for (uint32_t i = 0; i < j.n_srcs && !manifest; i++) manifest = j.srcs[i]->manifest_json;

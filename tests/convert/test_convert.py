@@ -587,6 +587,13 @@ class BadInputs:
         self.case("legacy_torch_save", torch_file(sd, _use_new_zipfile_serialization=False),
                   patterns=["re-sav|resav"])
 
+        # a shard index naming no shard (once a segfault: the planners read the first source)
+        for idx in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+            self.case("empty_index_" + idx.split(".")[0], bytes_file(b'{"weight_map": {}}', idx),
+                      patterns=["no shard|no tensors"])
+            self.case("empty_index_arch_" + idx.split(".")[0], bytes_file(b'{"weight_map": {}}', idx),
+                      opts=("--arch", "llama"), patterns=["no shard|no tensors"])
+
         # malformed safetensors
         st_path = os.path.join(work, "bad", "good.safetensors")
         savers.write_safetensors(st_path, savers.drop_shared(sd))
