@@ -22,6 +22,7 @@
 #include "qc_source.h"
 #include "qc_tokenizer.h"
 #include "qm_format.h"
+#include "qm_fileio.h"
 #include "qm_names.h"
 #include "qm_half.h"
 #include "qm_reader.h"
@@ -89,6 +90,8 @@ static qm_status open_one(job *j, const char *path, const char **kind_out)
             return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET,
                            "directory has no manifest.json (a raw dump written by convert/export_torch.py); "
                            "give the checkpoint file itself");
+        if (!S_ISREG(sb.st_mode))   /* a FIFO, device or socket: refused without ever opening it for reading */
+            return qm_fail(j->err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "not a regular file (a FIFO, device, socket or directory)");
         return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET,
                        "not a checkpoint qmap reads (torch.save zip, safetensors, .npy, .npz, raw dump directory, "
                        "shard index JSON)");
@@ -239,10 +242,9 @@ static qm_status find_tokenizer(job *j)
 /* XXH3 of a whole file, through a mapping (the provenance checksum). */
 static qm_status hash_file(job *j, const char *path, uint64_t *size, uint64_t *hash)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qm_fail(j->err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot reopen to checksum");
     struct stat sb;
-    if (fstat(fd, &sb) != 0) { close(fd); return qm_fail(j->err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot stat"); }
+    int fd = qm_open_regular(path, &sb, j->err);
+    if (fd < 0) return j->err ? j->err->code : QM_ERR_IO;
     *size = (uint64_t)sb.st_size;
     if (*size == 0) { close(fd); *hash = qm_checksum("", 0); return QM_OK; }
     void *m = mmap(NULL, (size_t)*size, PROT_READ, MAP_SHARED, fd, 0);
@@ -405,7 +407,7 @@ static qm_status write_tensor(job *j, qm_writer *w, uint64_t ti, uint32_t dst_dt
         int fd = -1;
         uint64_t file_off = 0;
         if (sg->kind == QC_STORAGE_MAPPED && s->files[sg->file].owned) {
-            fd = open(s->files[sg->file].path, O_RDONLY | O_CLOEXEC);
+            fd = qm_open_regular(s->files[sg->file].path, NULL, NULL);
             file_off = sg->file_offset + v.offset * es;
         }
         while (off < bytes) {

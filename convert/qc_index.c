@@ -1,5 +1,6 @@
 /* qc_index.c — sharded-checkpoint index files; see qc_index.h. */
 #include "qc_index.h"
+#include "qm_fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,13 +33,9 @@ void qc_index_free(qc_index *ix)
 
 static qm_status read_all(const char *path, char **buf, size_t *len, qm_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot open: %s", strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "not a readable regular file");
-    }
+    int fd = qm_open_regular(path, &st, err);
+    if (fd < 0) return err ? err->code : QM_ERR_IO;
     if ((uint64_t)st.st_size > INDEX_MAX_BYTES) {
         close(fd);
         return qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET,

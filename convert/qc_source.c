@@ -1,6 +1,7 @@
 /* qc_source.c — the importer-independent half of a qc_source: files, storages, tensors, view checks,
  * on-demand storage loads, and input sniffing. */
 #include "qc_source.h"
+#include "qm_fileio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -83,18 +84,9 @@ qm_status qc_read_small_file(const char *path, uint64_t max_bytes, const char *w
 {
     *out = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot open: %s", strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot stat: %s", strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET, "not a regular file");
-    }
+    int fd = qm_open_regular(path, &st, err);
+    if (fd < 0) return err ? err->code : QM_ERR_IO;
     if ((uint64_t)st.st_size > max_bytes) {
         close(fd);
         return qm_fail(err, QM_ERR_UNSUPPORTED, path, NULL, QM_NO_OFFSET,
@@ -151,18 +143,9 @@ static qm_status add_file(qc_source *s, const char *path, const uint8_t *data, u
 
 qm_status qc_source_map_file(qc_source *s, const char *path, uint32_t *index, qm_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot open: %s", strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot stat: %s", strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "not a regular file");
-    }
+    int fd = qm_open_regular(path, &st, err);
+    if (fd < 0) return err ? err->code : QM_ERR_IO;
     uint64_t size = (uint64_t)st.st_size;
     const uint8_t *data = NULL;
     if (size > 0) {
@@ -396,7 +379,7 @@ const char *qc_sniff(const char *path)
         free(m);
         return has ? "raw float32 dump" : NULL;
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = qm_open_regular(path, NULL, NULL);   /* a FIFO is no known input: the caller says so, at once */
     if (fd < 0) return NULL;
     uint8_t b[64] = { 0 };
     ssize_t got = read(fd, b, sizeof b);

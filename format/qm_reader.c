@@ -15,6 +15,7 @@
 
 #include "qm_bytes.h"
 #include "qm_file_internal.h"
+#include "qm_fileio.h"
 
 /* Header field offsets (spec §3). */
 enum {
@@ -458,18 +459,9 @@ qm_status qm_open(const char *path, qm_file **out, qm_error *err)
 {
     if (!out || !path) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, path, NULL, QM_NO_OFFSET, "null argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot open: %s", strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot stat: %s", strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "not a regular file");
-    }
+    int fd = qm_open_regular(path, &st, err);
+    if (fd < 0) return err ? err->code : QM_ERR_IO;
     if ((uint64_t)st.st_size > SIZE_MAX) {
         close(fd);
         return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "file too large to map");

@@ -33,3 +33,8 @@ demo-lm: $(BUILD)/qmap
 	@ls -l $(BUILD)/demo/llama-110m.qmap $(BUILD)/demo/llama-110m-q8.qmap | awk '{printf "%-40s %6.1f MB\n", $$9, $$5/1e6}'
 
 EXTRA_DEMO += demo-lm
+
+# Special files where regular ones are expected: a FIFO must never hang a command (tests/convert).
+special-files-test: $(BUILD)/qmap
+	$(PYTHON) tests/convert/test_special_files.py --qmap $(BUILD)/qmap --workdir $(BUILD)/tests/special
+EXTRA_TESTS += special-files-test

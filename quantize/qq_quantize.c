@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "qm_format.h"
+#include "qm_fileio.h"
 #include "qm_names.h"
 #include "qm_half.h"
 #include "qm_reader.h"
@@ -242,8 +243,8 @@ qm_status qq_quantize(const qq_opts *o, qq_report *report, qm_error *err)
     k.kern = qq_kernels_get();
     rep->kernels = k.kern->name;
     rep->threads = k.threads;
-    if ((fd = open(o->input, O_RDONLY | O_CLOEXEC)) < 0) {
-        st = qm_fail(err, QM_ERR_IO, o->input, NULL, QM_NO_OFFSET, "cannot reopen the input");
+    if ((fd = qm_open_regular(o->input, NULL, err)) < 0) {
+        st = err ? err->code : QM_ERR_IO;
         goto out;
     }
     qm_writer_opts wo = { .alignment = k.alignment };
