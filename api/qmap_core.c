@@ -8,10 +8,11 @@
 
 const char *qmap_version(void) { return QMAP_VERSION; }
 
-typedef struct { qmap_status code; const char *name; const char *desc; } status_row;
+typedef struct { qmap_status code; const char *name; } status_row;
 
+/* The public spelling of each code's name (QMAP_ERR_…); the descriptions are format/'s. */
 static const status_row status_rows[] = {
-#define QA_X_ROW(name, value, desc) { name, #name, desc },
+#define QA_X_ROW(name, value, desc) { name, #name },
     QMAP_STATUS_LIST(QA_X_ROW, QMAP_)
 #undef QA_X_ROW
 };
@@ -31,8 +32,7 @@ const char *qmap_status_name(qmap_status s)
 
 const char *qmap_status_string(qmap_status s)
 {
-    const status_row *r = find_row(s);
-    return r ? r->desc : "unknown error";
+    return qm_status_string((qm_status)s);   /* one list, one description table */
 }
 
 /* The two lists are one (qmap_errors.h), so a qm_status converts by value. */

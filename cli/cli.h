@@ -19,6 +19,8 @@ int cmd_tokenize(int argc, char **argv);
 
 /* "1.50 GB" style, decimal units. buf of ≥ 16 bytes. */
 const char *cli_human_bytes(uint64_t n, char *buf, size_t size);
+/* The whole file at path in a malloc'd buffer (*len bytes; not NUL-terminated), or NULL with errno set. */
+char *cli_read_file(const char *path, size_t *len);
 /* Parse a non-negative integer argument; -1 if it is not one. */
 long cli_parse_count(const char *s);
 

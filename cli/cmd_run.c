@@ -41,26 +41,6 @@ typedef struct run_args {
 static const char *const kv_choices[] = { "f16", "f32", NULL };
 static const char *const act_choices[] = { "auto", "int8", "f32", NULL };
 
-/* Read a whole prompt file. NULL (and errno) on failure. */
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, fp);
-        if (n < cap) break;
-        char *nb = cap > ((size_t)1 << 30) ? NULL : realloc(buf, cap *= 2);
-        if (!nb) { free(buf); buf = NULL; errno = EFBIG; }
-        else buf = nb;
-    }
-    if (buf && ferror(fp)) { free(buf); buf = NULL; }
-    fclose(fp);
-    *len = n;
-    return buf;
-}
-
 /* "1 2 3" or "1,2,3" -> ids. Returns the count, or -1 with a message. */
 static long parse_ids(const char *s, int32_t *ids, size_t cap, uint32_t vocab)
 {
@@ -258,7 +238,7 @@ int cmd_run(int argc, char **argv)
         const char *text = a.prompt;
         size_t len = a.prompt ? strlen(a.prompt) : 0;
         if (a.file) {
-            if (!(file_text = read_file(a.file, &len))) {
+            if (!(file_text = cli_read_file(a.file, &len))) {
                 fprintf(stderr, "qmap run: %s: %s\n", a.file, strerror(errno));
                 goto done;
             }

@@ -9,25 +9,6 @@
 #include "opts.h"
 #include "qmap.h"
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, fp);
-        if (n < cap) break;
-        char *nb = cap > ((size_t)1 << 31) ? NULL : realloc(buf, cap *= 2);
-        if (!nb) { free(buf); buf = NULL; errno = EFBIG; }
-        else buf = nb;
-    }
-    if (buf && ferror(fp)) { free(buf); buf = NULL; }
-    fclose(fp);
-    *len = n;
-    return buf;
-}
-
 int cmd_tokenize(int argc, char **argv)
 {
     const char *prompt = NULL, *file = NULL;
@@ -66,7 +47,7 @@ int cmd_tokenize(int argc, char **argv)
     }
     char *text = NULL;
     size_t len = prompt ? strlen(prompt) : 0;
-    if (file && !(text = slurp(file, &len))) {
+    if (file && !(text = cli_read_file(file, &len))) {
         fprintf(stderr, "qmap tokenize: %s: %s\n", file, strerror(errno));
         qmap_model_close(m);
         return 1;

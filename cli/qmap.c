@@ -1,4 +1,5 @@
 /* qmap — command-line entry point: dispatches to the subcommands. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +49,25 @@ const char *cli_human_bytes(uint64_t n, char *buf, size_t size)
     while (v >= 1000 && u < 4) { v /= 1000; u++; }
     if (u == 0) snprintf(buf, size, "%llu B", (unsigned long long)n);
     else snprintf(buf, size, "%.2f %s", v, units[u]);
+    return buf;
+}
+
+char *cli_read_file(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, fp);
+        if (n < cap) break;
+        char *nb = cap > ((size_t)1 << 31) ? NULL : realloc(buf, cap *= 2);
+        if (!nb) { free(buf); buf = NULL; errno = EFBIG; }
+        else buf = nb;
+    }
+    if (buf && ferror(fp)) { free(buf); buf = NULL; errno = EIO; }
+    fclose(fp);
+    *len = n;
     return buf;
 }
 

@@ -29,6 +29,13 @@ class Checks:
         sys.stdout.flush()
         return bool(ok)
 
+    def finish(self):
+        """Print the closing count line (and each failure); the exit status for sys.exit."""
+        print("\n%d passed, %d failed" % (self.passed, len(self.failed)))
+        for f in self.failed:
+            print("FAILED: " + f)
+        return 1 if self.failed else 0
+
 
 def fresh_dir(path):
     """An empty directory at `path` (removed first if it exists)."""

@@ -57,8 +57,7 @@ def main():
     except subprocess.TimeoutExpired:
         c.check("fifo", "convert with a FIFO config.json returns", False, "still running after 20 s")
     c.check("fifo", "no output file written", not os.path.exists(out))
-    print("\n%d passed, %d failed" % (c.passed, len(c.failed)))
-    return 1 if c.failed else 0
+    return c.finish()
 
 
 if __name__ == "__main__":

@@ -360,10 +360,7 @@ def main():
         fmt = lambda q: "%.3f %.1e (%.3f %.1e)" % q if q else "-"  # noqa: E731
         print("%-8s %6.2f %10.2e %10.2e %10.2e   %-28s %-28s" % (r["case"], r["std"], r.get("f32", np.nan), r.get("f32_kv16", np.nan),
                                                            r.get("f16", np.nan), fmt(qa), fmt(qi)))
-    print("\n%d passed, %d failed" % (c.passed, len(c.failed)))
-    for f in c.failed:
-        print("FAILED: " + f)
-    return 1 if c.failed else 0
+    return c.finish()
 
 
 if __name__ == "__main__":

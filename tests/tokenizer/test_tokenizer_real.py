@@ -167,7 +167,7 @@ def main():
         if c.check("convert", "a real %s tokenizer directory converts" % name, r.returncode == 0, r.stderr):
             conts[name] = out
     if len(conts) < 2:
-        return finish(c)
+        return c.finish()
     meta = {}
     for name, p in conts.items():
         j = json.loads(subprocess.run([args.qmap, "inspect", "--json", "--max-items", "0", p],
@@ -213,7 +213,7 @@ def main():
     r = subprocess.run(["node", os.path.join(HERE, "reference.js"), tpath, rpath], capture_output=True, text=True,
                        env=dict(os.environ, NPM_ROOT=args.npm))
     if not c.check("reference", "the npm reference encoders ran", r.returncode == 0, r.stderr[-2000:]):
-        return finish(c)
+        return c.finish()
     ref = json.load(open(rpath))
 
     lib = load_lib(args.lib)
@@ -285,14 +285,7 @@ def main():
                        capture_output=True, text=True)
     ok = r.returncode == 0 and json.loads(r.stdout)["prompt_ids"] == [464, 3616, 286]
     c.check("cli", "qmap run -p encodes the prompt with the stored tokenizer", ok, r.stdout + r.stderr)
-    return finish(c)
-
-
-def finish(c):
-    print("\n%d passed, %d failed" % (c.passed, len(c.failed)))
-    for f in c.failed:
-        print("FAILED: " + f)
-    return 1 if c.failed else 0
+    return c.finish()
 
 
 if __name__ == "__main__":
