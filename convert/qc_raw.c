@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,23 @@ static char *join(const char *dir, const char *name)
     return p;
 }
 
+/* Every key of object o must be one of `known` (NULL-terminated): an unknown one is refused by name. */
+static qm_status known_keys_in(const json_t *o, const char *const *known, const char *path, const char *where,
+                               qm_error *err)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)o, k, v) {
+        bool ok = false;
+        for (size_t i = 0; known[i] && !ok; i++) ok = !strcmp(known[i], k);
+        if (!ok)
+            return qm_fail(err, QM_ERR_BAD_SOURCE, path, where[0] ? where : NULL, QM_NO_OFFSET,
+                           "unknown key \"%.64s\" (spec/ARCHITECTURES.md §2 lists the keys a manifest may hold)", k);
+    }
+    return QM_OK;
+}
+#define known_keys(o, known, path, where) known_keys_in(o, known, path, where, err)
+
 qm_status qc_open_raw_dump(const char *dir, qc_source **out, qm_error *err)
 {
     *out = NULL;
@@ -35,6 +53,7 @@ qm_status qc_open_raw_dump(const char *dir, qc_source **out, qm_error *err)
     if (!s) return qm_fail(err, QM_ERR_NOMEM, dir, NULL, QM_NO_OFFSET, "out of memory");
     qm_status st = QM_OK;
     json_t *root = NULL;
+    char *real_dir = NULL;
     char *mpath = join(dir, "manifest.json");
     if (!mpath) { st = qm_fail(err, QM_ERR_NOMEM, dir, NULL, QM_NO_OFFSET, "out of memory"); goto done; }
 
@@ -64,11 +83,16 @@ qm_status qc_open_raw_dump(const char *dir, qc_source **out, qm_error *err)
                      "manifest version must be 1 (this qmap reads version 1)");
         goto done;
     }
+    /* Keys are checked, not skipped: an ignored "offset": -1 would convert something else than meant. */
+    static const char *const top_keys[] = { "format", "version", "tensors", "arch", "config", "layers", "skipped", NULL };
+    static const char *const tensor_keys[] = { "file", "shape", "dtype", NULL };
+    if ((st = known_keys(root, top_keys, mpath, "")) != QM_OK) goto done;
     json_t *tensors = json_object_get(root, "tensors");
     if (!json_is_object(tensors)) {
         st = qm_fail(err, QM_ERR_BAD_SOURCE, mpath, "tensors", QM_NO_OFFSET, "\"tensors\" must be an object");
         goto done;
     }
+    real_dir = realpath(dir, NULL);
     const char *key;
     json_t *e;
     json_object_foreach(tensors, key, e) {
@@ -82,6 +106,7 @@ qm_status qc_open_raw_dump(const char *dir, qc_source **out, qm_error *err)
                          "each tensor needs \"file\" (string) and \"shape\" (array)");
             goto done;
         }
+        if ((st = known_keys(e, tensor_keys, mpath, field)) != QM_OK) goto done;
         if (dtype && strcmp(dtype, "float32") != 0) {
             st = qm_fail(err, QM_ERR_UNSUPPORTED, mpath, field, QM_NO_OFFSET,
                          "dtype \"%.32s\": raw dumps hold float32 only", dtype);
@@ -120,6 +145,17 @@ qm_status qc_open_raw_dump(const char *dir, qc_source **out, qm_error *err)
         char *path = join(dir, file);
         if (!path) { st = qm_fail(err, QM_ERR_NOMEM, dir, NULL, QM_NO_OFFSET, "out of memory"); goto done; }
         uint32_t fi, si;
+        /* the name is plain, but a symlink could still lead out of the dump directory: resolve both */
+        char *real = realpath(path, NULL);
+        bool resolved = real != NULL;
+        bool inside = resolved && real_dir && !strncmp(real, real_dir, strlen(real_dir)) && real[strlen(real_dir)] == '/';
+        free(real);
+        if (!inside) {
+            st = qm_fail(err, QM_ERR_BAD_SOURCE, path, field, QM_NO_OFFSET, "%s",
+                         resolved ? "leads outside the dump directory (a symbolic link?)" : "cannot be resolved");
+            free(path);
+            goto done;
+        }
         st = qc_source_map_file(s, path, &fi, err);
         if (st == QM_OK && s->files[fi].size != nbytes)
             st = qm_fail(err, QM_ERR_BAD_SOURCE, path, key, QM_NO_OFFSET,
@@ -145,6 +181,7 @@ qm_status qc_open_raw_dump(const char *dir, qc_source **out, qm_error *err)
 done:
     json_decref(root);
     free(mpath);
+    free(real_dir);
     if (st != QM_OK) qc_source_free(s);
     else *out = s;
     return st;

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""test_special_files.py — a FIFO where a file is expected must never hang a command (issue 11 item 7).
+"""test_special_files.py — files that are not what they seem (issue 11 items 7 and 10): a FIFO where a file
+is expected must never hang a command, and a raw dump may not reach outside its directory or carry keys the
+format does not define.
 
 Every command that reads a file is pointed at a FIFO (with no writer, whose open() would block for ever
 without O_NONBLOCK): the container itself (inspect, verify, quantize, run, tokenize, convert), and a FIFO
@@ -57,6 +59,36 @@ def main():
     except subprocess.TimeoutExpired:
         c.check("fifo", "convert with a FIFO config.json returns", False, "still running after 20 s")
     c.check("fifo", "no output file written", not os.path.exists(out))
+
+    # raw dumps (issue 11 item 10): a tensor file that is a symlink out of the dump directory, and a key
+    # the manifest format does not have, are refused by name
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "..", "convert"))
+    from export_torch import export
+    dump = os.path.join(d, "dump")
+    export(m, dump, config=cfg)
+    rc = subprocess.run([a.qmap, "convert", dump, "-o", out, "--quiet"], capture_output=True, text=True)
+    c.check("raw", "the untouched dump converts", rc.returncode == 0, rc.stderr.strip())
+    os.remove(out)
+    man_path = os.path.join(dump, "manifest.json")
+    man = json.load(open(man_path))
+    victim = next(iter(man["tensors"].values()))["file"]
+    outside = os.path.join(d, "outside.bin")
+    os.replace(os.path.join(dump, victim), outside)
+    os.symlink(os.path.join("..", "outside.bin"), os.path.join(dump, victim))
+    r = subprocess.run([a.qmap, "convert", dump, "-o", out], capture_output=True, text=True)
+    c.check("raw", "a symlink leading out of the dump directory is refused, naming the file",
+            r.returncode == 1 and victim in r.stderr and "outside the dump directory" in r.stderr, r.stderr.strip())
+    os.remove(os.path.join(dump, victim))
+    os.replace(outside, os.path.join(dump, victim))
+    for where in ("top", "tensor"):
+        bad = json.loads(json.dumps(man))
+        (bad if where == "top" else next(iter(bad["tensors"].values())))["offset"] = -1
+        json.dump(bad, open(man_path, "w"))
+        r = subprocess.run([a.qmap, "convert", dump, "-o", out], capture_output=True, text=True)
+        c.check("raw", "an unknown key (%s level) is refused naming it" % where,
+                r.returncode == 1 and '"offset"' in r.stderr, r.stderr.strip())
+    json.dump(man, open(man_path, "w"))
+    c.check("raw", "no output file written", not os.path.exists(out))
     return c.finish()
 
 
