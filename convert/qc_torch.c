@@ -8,6 +8,7 @@
  * qc_source_load, so opening costs the size of data.pkl, not of the model.
  */
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zip.h>
@@ -225,6 +226,44 @@ static qm_status add_tensor(qc_source *s, const char *prefix, const qc_pickle_te
     return st;
 }
 
+static uint32_t rd16(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static uint32_t rd32(const uint8_t *p) { return rd16(p) | rd16(p + 2) << 16; }
+
+/* libzip says "not a zip" for any inconsistency it finds while reading the central directory. When the
+ * end-of-central-directory record is there, find what is wrong and say it: an entry whose data would pass
+ * the end of the file (names it and its size). Writes into why; false when it finds nothing to add. */
+static bool diagnose_zip(const uint8_t *d, uint64_t len, char *why, size_t cap)
+{
+    if (len < 22) return false;
+    uint64_t lo = len > 22 + 65535 ? len - 22 - 65535 : 0, eocd = UINT64_MAX;
+    for (uint64_t i = len - 22 + 1; i-- > lo;)
+        if (rd32(d + i) == 0x06054b50u) { eocd = i; break; }
+    if (eocd == UINT64_MAX) return false;
+    uint64_t n = rd16(d + eocd + 10), cd_size = rd32(d + eocd + 12), cd_off = rd32(d + eocd + 16);
+    if (cd_off == 0xffffffffu || n == 0xffffu) return false;   /* zip64: libzip's own words stand */
+    if (cd_off > len || cd_size > len - cd_off) {
+        snprintf(why, cap, "the central directory (%llu bytes at offset %llu) passes the end of the file (%llu bytes)",
+                 (unsigned long long)cd_size, (unsigned long long)cd_off, (unsigned long long)len);
+        return true;
+    }
+    uint64_t p = cd_off;
+    for (uint64_t e = 0; e < n; e++) {
+        if (p + 46 > cd_off + cd_size || rd32(d + p) != 0x02014b50u) return false;
+        uint64_t csize = rd32(d + p + 20), usize = rd32(d + p + 24), local = rd32(d + p + 42);
+        uint32_t nl = rd16(d + p + 28), xl = rd16(d + p + 30), cl = rd16(d + p + 32);
+        if (p + 46 + nl > cd_off + cd_size) return false;
+        if (csize != 0xffffffffu && local != 0xffffffffu && (local > len || csize > len - local)) {
+            snprintf(why, cap, "entry \"%.*s\" claims %llu bytes (%llu uncompressed) at offset %llu, past the end of "
+                     "the file (%llu bytes): the file is truncated or damaged", (int)(nl > 200 ? 200 : nl),
+                     (const char *)d + p + 46, (unsigned long long)csize, (unsigned long long)usize,
+                     (unsigned long long)local, (unsigned long long)len);
+            return true;
+        }
+        p += 46 + (uint64_t)nl + xl + cl;
+    }
+    return false;
+}
+
 static qm_status open_archive(qc_source *s, const uint8_t *data, uint64_t len, qm_error *err)
 {
     if (len >= sizeof legacy_magic && !memcmp(data, legacy_magic, sizeof legacy_magic))
@@ -242,6 +281,11 @@ static qm_status open_archive(qc_source *s, const uint8_t *data, uint64_t len, q
     }
     s->zip_source = zs;
     zip_t *z = zip_open_from_source(zs, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
+    char why[400];
+    if (!z && zip_error_code_zip(&ze) == ZIP_ER_NOZIP && diagnose_zip(data, len, why, sizeof why)) {
+        zip_error_fini(&ze);
+        return qm_fail(err, QM_ERR_BAD_SOURCE, s->path, NULL, QM_NO_OFFSET, "corrupt zip: %s", why);
+    }
     if (!z) {
         qm_status st = qm_fail(err, QM_ERR_BAD_SOURCE, s->path, NULL, QM_NO_OFFSET,
                                "not a zip archive / corrupt zip: %s%s", zip_error_strerror(&ze),

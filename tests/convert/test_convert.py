@@ -584,6 +584,19 @@ class BadInputs:
         crc[off + size // 2] ^= 0x55
         self.case("zip_entry_crc", bytes_file(bytes(crc)), patterns=["crc|checksum|corrupt"])
 
+        # a central-directory entry whose size passes the end of the file: named with its size (libzip
+        # alone said "no end-of-central-directory record", which is there)
+        big = bytearray(good)
+        eocd = big.rfind(b"PK\x05\x06")
+        n_entries, cd_off = struct.unpack_from("<H", big, eocd + 10)[0], struct.unpack_from("<I", big, eocd + 16)[0]
+        p = cd_off
+        for _ in range(n_entries):
+            nl, xl, cl = struct.unpack_from("<HHH", big, p + 28)
+            if bytes(big[p + 46:p + 46 + nl]).endswith(b"/data/0"):
+                struct.pack_into("<II", big, p + 20, 4 * len(big), 4 * len(big))
+            p += 46 + nl + xl + cl
+        self.case("zip_entry_size_past_end", bytes_file(bytes(big)), patterns=["data/0", str(4 * len(big))])
+
         self.case("legacy_torch_save", torch_file(sd, _use_new_zipfile_serialization=False),
                   patterns=["re-sav|resav"])
 
