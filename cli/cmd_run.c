@@ -217,8 +217,9 @@ int cmd_run(int argc, char **argv)
     qmap_model_info in;
     qmap_model_get_info(m, &in);
     if (in.kind != QMAP_KIND_LM) {
-        fprintf(stderr, "qmap run: %s: a %s container is not a language model; qmap run generates with gpt2, gpt_neo "
-                "and llama models\n", path, in.arch);
+        fprintf(stderr, "qmap run: %s: %s%s%s is not a language model; qmap run generates with gpt2, gpt_neo and llama "
+                "models\n", path, in.kind == QMAP_KIND_NONE ? "a plain tensor store (--arch " : "a ", in.arch,
+                in.kind == QMAP_KIND_NONE ? ")" : " container");
         goto done;
     }
     uint32_t n_ctx = a.ctx ? (uint32_t)a.ctx : in.context_length;

@@ -177,13 +177,13 @@ static const arch_def archs[] = {
     { QM_ARCH_SEQ2SEQ, "", seq2seq_rules, N(seq2seq_rules), NO_DST },
 };
 
-/* The architectures convert plans, from the names table (every one but "none"). */
+/* The architectures convert plans, from the names table. */
 const char *qc_arch_list(void)
 {
 #define QM_X(id, name) ", " name
     static const char all[] = QM_ARCH_LIST(QM_X);
 #undef QM_X
-    return all + sizeof(", none, ") - 1;   /* the table lists "none" first: skip it and the separators */
+    return all + 2;   /* past the first separator */
 }
 
 /* ---- source tensor index: every tensor of every shard, by name ---- */
@@ -1043,6 +1043,25 @@ out:
     return st;
 }
 
+/* ---- "none": a plain tensor store (ARCHITECTURES.md §1b) ---- */
+
+/* Every source tensor under its own name and shape, no architecture rules, no hyperparameters. Only float
+ * tensors: a container holds weights, and a non-float buffer is refused by name. */
+static qm_status plan_none(ctx *c)
+{
+    for (uint64_t r = 0; r < c->n_refs; r++) {
+        const char *name = c->refs[r].name;
+        size_t n = strlen(name);
+        if (n == 0 || n >= sizeof c->plan->out[0].name)
+            return qm_fail(c->err, QM_ERR_UNSUPPORTED, ref_file(c, r), NULL, QM_NO_OFFSET,
+                           "tensor name of %zu bytes cannot be a container name", n);
+        qm_status st = add_out(c, name, r, 0);
+        if (st != QM_OK) return st;
+        c->used[r] = 1;
+    }
+    return QM_OK;
+}
+
 /* ---- choosing the architecture ---- */
 
 /* The architecture a config's model_type (or --arch, or the manifest) names: a canonical name of
@@ -1054,7 +1073,7 @@ static qm_arch canonical_arch(const char *name)
         { "tinyllama", QM_ARCH_LLAMA }, { "transformer", QM_ARCH_SEQ2SEQ },
     };
     qm_arch a = qm_arch_from_name(name, strlen(name));
-    if (a != QM_ARCH_COUNT && a != QM_ARCH_NONE) return a;
+    if (a != QM_ARCH_COUNT) return a;
     for (size_t i = 0; i < N(aliases); i++) if (!strcmp(aliases[i].alias, name)) return aliases[i].arch;
     return QM_ARCH_COUNT;
 }
@@ -1097,18 +1116,21 @@ qm_status qc_plan_build(const char *arch, qc_source *const *srcs, uint32_t n_src
         canon = QM_ARCH_MLP;
     if (!arch && canon == QM_ARCH_COUNT) {
         st = qm_fail(err, QM_ERR_UNKNOWN_ARCH, srcs[0]->path, NULL, QM_NO_OFFSET,
-                     "cannot tell the architecture from the config or the tensor names; give --arch (%s)",
+                     "cannot tell the architecture from the config or the tensor names; give --arch (%s; "
+                     "--arch none stores the tensors as they are)",
                      qc_arch_list());
         goto out;
     }
     if (arch) canon = canonical_arch(arch);
     if (canon == QM_ARCH_COUNT) {
         st = qm_fail(err, QM_ERR_UNKNOWN_ARCH, srcs[0]->path, NULL, QM_NO_OFFSET,
-                     "architecture \"%s\" (from %s) is not one qmap knows: %s", arch, how, qc_arch_list());
+                     "architecture \"%s\" (from %s) is not one qmap knows: %s (--arch none stores the tensors "
+                     "as they are)", arch, how, qc_arch_list());
         goto out;
     }
     plan->arch = qm_arch_name(canon);
-    if (canon == QM_ARCH_MLP) st = plan_mlp(&c);
+    if (canon == QM_ARCH_NONE) st = plan_none(&c);
+    else if (canon == QM_ARCH_MLP) st = plan_mlp(&c);
     else
         for (size_t i = 0; i < N(archs); i++) {
             if (archs[i].arch != canon) continue;

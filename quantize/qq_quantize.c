@@ -41,9 +41,12 @@ typedef struct plan_item {
     uint64_t bytes_out;
 } plan_item;
 
-static bool selected_by_rule(const qm_tensor *t)
+/* ARCHITECTURES.md §1a: the matrices a model multiplies with. In a plain tensor store (architecture
+ * "none") names mean nothing to qmap: every float tensor of rank >= 2. */
+static bool selected_by_rule(const qm_tensor *t, bool plain_store)
 {
     size_t n = t->name_len;
+    if (plain_store) return t->rank >= 2 && (t->dtype == QM_DTYPE_F32 || t->dtype == QM_DTYPE_F16 || t->dtype == QM_DTYPE_Q8_ROW);
     return t->rank >= 2 && n >= 7 && !strcmp(t->name + n - 7, ".weight") &&
            strcmp(t->name, qm_tensor_pattern(QM_TENSOR_POS_EMBD)) != 0;   /* a table added, not multiplied */
 }
@@ -58,13 +61,17 @@ static bool kept(const qq_opts *o, const char *name)
 static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items, qm_error *err)
 {
     uint64_t alignment = qm_file_header(f)->alignment;
+    const char *arch;
+    uint64_t arch_len;
+    bool plain = qm_meta_get_string(f, QM_KEY_ARCHITECTURE, &arch, &arch_len) == QM_OK &&
+                 qm_arch_from_name(arch, (size_t)arch_len) == QM_ARCH_NONE;
     for (uint64_t i = 0; i < qm_tensor_count(f); i++) {
         const qm_tensor *t = qm_tensor_at(f, i);
         plan_item *p = &items[i];
         p->t = t;
         p->dtype_out = t->dtype;
         p->bytes_out = t->size;
-        if (!selected_by_rule(t)) { p->action = QQ_COPIED; continue; }
+        if (!selected_by_rule(t, plain)) { p->action = QQ_COPIED; continue; }
         if (kept(o, t->name)) { p->action = QQ_KEPT; continue; }
         const char *dn = qm_dtype_info(t->dtype) ? qm_dtype_info(t->dtype)->name : "?";
         if (t->dtype == QM_DTYPE_Q8_ROW)

@@ -89,6 +89,33 @@ def main():
                 r.returncode == 1 and '"offset"' in r.stderr, r.stderr.strip())
     json.dump(man, open(man_path, "w"))
     c.check("raw", "no output file written", not os.path.exists(out))
+
+    # --arch none (issue 11 item 4): a plain tensor file is stored as it is, quantize takes every float
+    # matrix, run refuses it; without --arch the refusal mentions it
+    import numpy as np
+    npz = os.path.join(d, "tables.npz")
+    emb, bias = np.random.RandomState(1).randn(100, 16).astype(np.float32), np.arange(16, dtype=np.float32)
+    np.savez(npz, **{"my.table": emb, "offsets": bias})
+    plain, plain8 = os.path.join(d, "plain.qmap"), os.path.join(d, "plain8.qmap")
+    r = subprocess.run([a.qmap, "convert", npz, "-o", plain], capture_output=True, text=True)
+    c.check("none", "without --arch: unknown architecture, the message names --arch none",
+            r.returncode == 1 and "--arch none" in r.stderr, r.stderr.strip())
+    r = subprocess.run([a.qmap, "convert", npz, "-o", plain, "--arch", "none", "--quiet"], capture_output=True, text=True)
+    if c.check("none", "convert --arch none", r.returncode == 0, r.stderr.strip()):
+        sys.path.insert(0, os.path.dirname(HERE))
+        import spec_reader
+        qf = spec_reader.read(plain)
+        c.check("none", "tensors under their own names and shapes, values exact, architecture none",
+                qf.metadata.get("general.architecture") == "none" and set(qf.tensors) == {"my.table", "offsets"}
+                and np.array_equal(qf.tensors["my.table"].array, emb) and np.array_equal(qf.tensors["offsets"].array, bias))
+        r = subprocess.run([a.qmap, "quantize", "--q8", plain, "-o", plain8, "--quiet"], capture_output=True, text=True)
+        qf8 = spec_reader.read(plain8) if r.returncode == 0 else None
+        c.check("none", "quantize --q8: every float matrix (whatever its name) to Q8_ROW, vectors copied",
+                qf8 is not None and qf8.tensors["my.table"].dtype == "Q8_ROW" and qf8.tensors["offsets"].dtype == "F32",
+                r.stderr.strip())
+        r = subprocess.run([a.qmap, "run", plain, "--tokens", "1"], capture_output=True, text=True)
+        c.check("none", "run refuses a plain tensor store, saying so", r.returncode == 1 and "--arch none" in r.stderr,
+                r.stderr.strip())
     return c.finish()
 
 
