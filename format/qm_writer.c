@@ -5,7 +5,7 @@
  * hashed on the way. finish() patches the table and header in place, fsyncs, renames over the target
  * and fsyncs the directory, so the target path only ever holds a complete file.
  */
-#define _GNU_SOURCE /* copy_file_range */
+#define _GNU_SOURCE /* copy_file_range, O_TMPFILE */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -35,7 +35,8 @@ typedef struct strset { const char **slots; size_t cap, n; } strset;
 enum phase { PHASE_DECLARE, PHASE_DATA, PHASE_FAILED };
 
 struct qm_writer {
-    char *path, *tmp_path;
+    char *path, *tmp_path;  /* tmp_path: the named temporary file, or NULL while the file has no name */
+    bool anonymous;         /* an O_TMPFILE file: it gets a name only once complete (finish) */
     int fd;
     uint64_t alignment;
     enum phase phase;
@@ -47,6 +48,9 @@ struct qm_writer {
     XXH3_state_t *hash;
     uint8_t *buf; size_t buf_len;
 };
+
+/* The name to put in a message about the file being written. */
+static const char *tmp_name(const qm_writer *w) { return w->tmp_path ? w->tmp_path : w->path; }
 
 /* ---- small helpers --------------------------------------------------------------------------- */
 
@@ -104,7 +108,7 @@ static qm_status write_all(qm_writer *w, qm_error *err, const void *p, size_t n)
         if (k < 0) {
             if (errno == EINTR) continue;
             w->phase = PHASE_FAILED;
-            return qm_fail(err, QM_ERR_IO, w->tmp_path, NULL, QM_NO_OFFSET, "write failed: %s", strerror(errno));
+            return qm_fail(err, QM_ERR_IO, tmp_name(w), NULL, QM_NO_OFFSET, "write failed: %s", strerror(errno));
         }
         b += k;
         n -= (size_t)k;
@@ -120,7 +124,7 @@ static qm_status pwrite_all(qm_writer *w, qm_error *err, const void *p, size_t n
         if (k < 0) {
             if (errno == EINTR) continue;
             w->phase = PHASE_FAILED;
-            return qm_fail(err, QM_ERR_IO, w->tmp_path, NULL, QM_NO_OFFSET, "write failed: %s", strerror(errno));
+            return qm_fail(err, QM_ERR_IO, tmp_name(w), NULL, QM_NO_OFFSET, "write failed: %s", strerror(errno));
         }
         b += k;
         off += (uint64_t)k;
@@ -187,8 +191,34 @@ void qm_writer_abort(qm_writer *w)
     writer_free(w);
 }
 
-/* Create "<dir>/.<base>.tmp.XXXXXX" exclusively; mode 0666 so the umask applies as for any new file. */
-static int open_temp(const char *path, char **tmp_out)
+/* A file without a name in the target's directory (Linux O_TMPFILE): a writer killed at any moment leaves
+ * nothing behind, since the file only gets a name once it is complete. -1 (errno) where the filesystem or
+ * kernel refuses it; the caller then falls back to a named temporary file. */
+static int open_anonymous(const char *path)
+{
+#ifdef O_TMPFILE
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (slash) {
+        size_t n = (size_t)(slash - path);
+        if (n >= sizeof dir) { errno = ENAMETOOLONG; return -1; }
+        memcpy(dir, path, n ? n : 1);
+        dir[n ? n : 1] = 0;
+    } else {
+        dir[0] = '.';
+        dir[1] = 0;
+    }
+    return open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+#else
+    (void)path;
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
+/* Create "<dir>/.<base>.tmp.XXXXXX" exclusively; mode 0666 so the umask applies as for any new file. With
+ * fd >= 0, the name is given to that open (anonymous) file with linkat instead of creating a new one. */
+static int open_temp_as(const char *path, char **tmp_out, int fd_to_link)
 {
     const char *slash = strrchr(path, '/');
     size_t dir_len = slash ? (size_t)(slash - path + 1) : 0;
@@ -206,8 +236,14 @@ static int open_temp(const char *path, char **tmp_out)
         }
         suffix[6] = 0;
         snprintf(tmp, n, "%.*s.%s.tmp.%s", (int)dir_len, path, base, suffix);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd >= 0) { *tmp_out = tmp; return fd; }
+        if (fd_to_link >= 0) {
+            char proc[64];
+            snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd_to_link);
+            if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) { *tmp_out = tmp; return fd_to_link; }
+        } else {
+            int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+            if (fd >= 0) { *tmp_out = tmp; return fd; }
+        }
         if (errno != EEXIST) { int e = errno; free(tmp); errno = e; return -1; }
     }
     free(tmp);
@@ -234,7 +270,16 @@ qm_status qm_writer_create(const char *path, const qm_writer_opts *opts, qm_writ
         writer_free(w);
         return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory");
     }
-    w->fd = open_temp(path, &w->tmp_path);
+    w->fd = open_anonymous(path);
+    if (w->fd >= 0) {
+        w->anonymous = true;
+        /* O_TMPFILE ignores the umask on some filesystems: give it the mode a new file would get */
+        mode_t um = umask(0);
+        umask(um);
+        fchmod(w->fd, 0666 & ~um);
+    } else {
+        w->fd = open_temp_as(path, &w->tmp_path, -1);
+    }
     if (w->fd < 0) {
         int e = errno;
         writer_free(w);
@@ -647,8 +692,16 @@ qm_status qm_writer_finish(qm_writer *w, qm_error *err)
     if (s != QM_OK) goto out;
 
     /* Durable before visible: data on disk, then the name, then the directory entry. */
-    if (fsync(w->fd) != 0) { s = qm_fail(err, QM_ERR_IO, w->tmp_path, NULL, QM_NO_OFFSET, "fsync failed: %s", strerror(errno)); goto out; }
-    if (close(w->fd) != 0) { w->fd = -1; s = qm_fail(err, QM_ERR_IO, w->tmp_path, NULL, QM_NO_OFFSET, "close failed: %s", strerror(errno)); goto out; }
+    if (fsync(w->fd) != 0) { s = qm_fail(err, QM_ERR_IO, tmp_name(w), NULL, QM_NO_OFFSET, "fsync failed: %s", strerror(errno)); goto out; }
+    if (w->anonymous) {   /* complete and durable: now it may have a name (rename cannot take an fd) */
+        char *named = NULL;
+        if (open_temp_as(w->path, &named, w->fd) < 0) {
+            s = qm_fail(err, QM_ERR_IO, w->path, NULL, QM_NO_OFFSET, "cannot name the finished file: %s", strerror(errno));
+            goto out;
+        }
+        w->tmp_path = named;
+    }
+    if (close(w->fd) != 0) { w->fd = -1; s = qm_fail(err, QM_ERR_IO, tmp_name(w), NULL, QM_NO_OFFSET, "close failed: %s", strerror(errno)); goto out; }
     w->fd = -1;
     if (rename(w->tmp_path, w->path) != 0) {
         s = qm_fail(err, QM_ERR_IO, w->path, NULL, QM_NO_OFFSET, "cannot rename the temporary file into place: %s", strerror(errno));

@@ -8,8 +8,9 @@ Property (qm_writer.h): the target path is only ever replaced, never partially w
 the file at the target must exist and be EITHER byte-identical to the previous good file OR byte-identical
 to a reference file written uninterrupted with the same seed (the writer is deterministic), which must
 also pass `qmap verify` when --qmap exists. Files are compared byte for byte (no hashes). The only other names allowed in the directory are the
-writer's temporaries `.<name>.tmp.*`; they are counted (expected after SIGKILL) and removed after each
-trial. Reference files live in a sibling directory (<dir>.ref), never in <dir>.
+writer's temporaries `.<name>.tmp.*`, and only after a kill in the writer's finish phase: it writes into a
+file without a name (O_TMPFILE) and names it only once complete, just before the rename, so a kill while
+writing must leave no entry at all. They are counted and removed after each trial. Reference files live in a sibling directory (<dir>.ref), never in <dir>.
 
 Kill delays are drawn from the writer's measured run time (median of three uninterrupted runs): uniform
 over the whole run; after the writer's "finish" marker (CRASH_WRITER_PHASES=1: table, header checksum,
@@ -180,6 +181,10 @@ def main():
         if stray:
             problems.append("unexpected files: %s" % ", ".join(stray))
         tmp_total += len(tmps)
+        # The writer writes into a file without a name (O_TMPFILE) and names it only once it is complete
+        # and fsynced, just before the rename: a kill before the finish phase can leave no entry at all.
+        if tmps and killed and not after_marker:
+            problems.append("a kill while writing left a named temporary file: %s" % ", ".join(tmps))
 
         if rc not in (0, -signal.SIGKILL):
             outcome = "writer-error"
