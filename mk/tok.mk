@@ -45,3 +45,19 @@ EXTRA_TESTS += tokenizer-fuzz
 bench-tokenizer: tokenizer-test
 	$(PYTHON) tests/bench/bench_tokenizer.py --qmap $(BUILD)/qmap --npm $(abspath $(BUILD)/npm) --dir $(BUILD)/tests/tokenizer
 .PHONY: bench-tokenizer
+
+# The tokenizer importer's fuzz target (tests/tokenizer/fuzz_tok_import.c), seeded with trimmed copies of
+# the real files that make tokenizer-test writes.
+$(BUILD)/fuzz/fuzz_tok_import: tests/tokenizer/fuzz_tok_import.c $(FUZZ_FORMAT_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_FORMAT_OBJ) $(LDLIBS)
+
+tokenizer-import-fuzz: $(BUILD)/fuzz/fuzz_tok_import
+	@c=$(BUILD)/tests/tokenizer/corpus-import; rm -rf $$c; mkdir -p $$c; cp $(BUILD)/tests/tokenizer/import-seeds/* $$c/; \
+	echo "== fuzz the tokenizer importer for $(TOK_FUZZ_SECONDS) s"; \
+	$(BUILD)/fuzz/fuzz_tok_import -max_total_time=$(TOK_FUZZ_SECONDS) -max_len=200000 -print_final_stats=1 \
+	  -artifact_prefix=$(BUILD)/tests/tokenizer/import- $$c > $(BUILD)/tests/tokenizer/fuzz-import.log 2>&1 \
+	  || { tail -30 $(BUILD)/tests/tokenizer/fuzz-import.log; exit 1; }; \
+	grep -E "stat::number_of_executed_units" $(BUILD)/tests/tokenizer/fuzz-import.log
+.PHONY: tokenizer-import-fuzz
+EXTRA_TESTS += tokenizer-import-fuzz

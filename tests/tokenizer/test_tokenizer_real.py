@@ -145,6 +145,37 @@ def make_models(args, d):
     return g, ll, small
 
 
+def write_import_seeds(out, gdir, ldir, n_merges=300):
+    """Seeds for fuzz_tok_import.c: trimmed, still valid copies of the real files (the first merges and the
+    tokens they need, ids renumbered in their original order), in its input layout."""
+    fresh_dir(out)
+    vocab = json.load(open(os.path.join(gdir, "vocab.json"), encoding="utf-8"))
+    lines = open(os.path.join(gdir, "merges.txt"), encoding="utf-8").read().split("\n")
+    merges = [l for l in lines[1:] if l][:n_merges]
+    need = {t for t, i in vocab.items() if i < 256} | {"<|endoftext|>"}
+    for m in merges:
+        a, b = m.split(" ")
+        need |= {a, b, a + b}
+    keep = sorted(need, key=lambda t: vocab[t])
+    small = {t: i for i, t in enumerate(keep)}
+    body = json.dumps(small, ensure_ascii=False).encode() + b"\n@@@\n" + ("#version: 0.2\n" + "\n".join(merges) + "\n").encode()
+    open(os.path.join(out, "gpt2-vocab-merges"), "wb").write(b"\x01" + body)
+    open(os.path.join(out, "gpt2-vocab-txt"), "wb").write(b"\x02" + "\n".join(keep[:400]).encode())
+    tj = json.load(open(os.path.join(ldir, "tokenizer.json"), encoding="utf-8"))
+    lv = tj["model"]["vocab"]
+    lm = tj["model"]["merges"][:n_merges]
+    need = {t for t, i in lv.items() if i < 259}
+    for m in lm:
+        a, b = m.split(" ") if isinstance(m, str) else m
+        need |= {a, b, a + b}
+    keep = sorted(need, key=lambda t: lv[t])
+    tj["model"]["vocab"] = {t: i for i, t in enumerate(keep)}
+    tj["model"]["merges"] = lm
+    cfg = open(os.path.join(ldir, "tokenizer_config.json"), "rb").read()
+    open(os.path.join(out, "llama-tokenizer-json"), "wb").write(
+        b"\x00" + json.dumps(tj, ensure_ascii=False).encode() + b"\n@@@\n" + cfg)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qmap", required=True)
@@ -196,6 +227,8 @@ def main():
                        capture_output=True, text=True)
     c.check("convert", "convert refuses a tokenizer larger than the embedding, naming both sizes, writing nothing",
             r.returncode == 1 and "50257" in r.stderr and "50000" in r.stderr and not os.path.exists(small), r.stderr)
+
+    write_import_seeds(os.path.join(d, "import-seeds"), gdir, ldir)
 
     # --- the texts
     kjv = subprocess.run(["bible", "-f", "Gen1:1-Rev22:21"], capture_output=True, text=True).stdout
