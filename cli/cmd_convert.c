@@ -8,6 +8,7 @@
 #include "json_out.h"
 #include "qc_arch.h"
 #include "qc_convert.h"
+#include "qc_json.h"
 #include "qm_format.h"
 
 static void help(FILE *fp)
@@ -37,6 +38,9 @@ static void help(FILE *fp)
             "                      seq2seq: the source and target vocabularies (stored as tokenizer.src.*\n"
             "                      and tokenizer.tgt.*)\n"
             "  --strict            NaN/Inf in a weight is an error (default: a warning)\n"
+            "  --json-limit MIB    size cap for every JSON file read (tokenizer, config, shard index, manifest;\n"
+            "                      defaults 64, 4, 16 and 16 MiB); parsing may also use at most 8x the cap\n"
+            "  --allow-large       convert even if compressed zip entries inflate more than 32x (beyond 64 MiB)\n"
             "  -q, --quiet         no progress line and no summary\n"
             "  --json              print the summary (or the error) as JSON\n"
             "  -h, --help          this text\n"
@@ -93,6 +97,19 @@ int cmd_convert(int argc, char **argv)
         else if (!strcmp(a, "--src-tokenizer") && has_val) o.src_tokenizer_path = argv[++i];
         else if (!strcmp(a, "--tgt-tokenizer") && has_val) o.tgt_tokenizer_path = argv[++i];
         else if (!strcmp(a, "--strict")) o.strict = true;
+        else if (!strcmp(a, "--allow-large")) o.allow_large = true;
+        else if (!strcmp(a, "--json-limit") && has_val) {
+            char *end;
+            const char *v = argv[++i];
+            unsigned long long m = strtoull(v, &end, 10);
+            if (!*v || *end || v[0] == '-' || m == 0 || m > (QC_JSON_MAX_LIMIT >> 20)) {
+                fprintf(stderr, "qmap convert: --json-limit takes a size in MiB from 1 to %llu, not '%s'\n",
+                        (unsigned long long)(QC_JSON_MAX_LIMIT >> 20), v);
+                free(inputs);
+                return 2;
+            }
+            o.json_limit = (uint64_t)m << 20;
+        }
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) u.quiet = true;
         else if (!strcmp(a, "--json")) u.json = true;
         else if (!strcmp(a, "--dtype") && has_val) {
@@ -147,6 +164,8 @@ int cmd_convert(int argc, char **argv)
             json_u64(&j, "skipped", s.n_skipped);
             json_bool(&j, "tied_output", s.tied_output);
             json_u64(&j, "nonfinite_values", s.n_nonfinite);
+            json_u64(&j, "compressed_bytes", s.inflated_from);
+            json_u64(&j, "inflated_bytes", s.inflated_to);
             json_u64(&j, "output_bytes", s.out_bytes);
             json_f64(&j, "seconds", s.seconds_total);
             json_f64(&j, "write_seconds", s.seconds_write);
@@ -167,6 +186,11 @@ int cmd_convert(int argc, char **argv)
                s.n_inputs_files == 1 ? "" : "s", cli_human_bytes(s.in_bytes, in_b, sizeof in_b));
         printf("  config   %s\n", s.config[0] ? s.config : "(none: hyperparameters from the tensor shapes)");
         printf("  tokenizer %s\n", s.tokenizer[0] ? s.tokenizer : o.no_tokenizer ? "(not stored: --no-tokenizer)" : "(none found)");
+        if (s.inflated_from) {
+            char a[16], b[16];
+            printf("  inflated %s of compressed entries to %s (%.1fx)\n", cli_human_bytes(s.inflated_from, a, sizeof a),
+                   cli_human_bytes(s.inflated_to, b, sizeof b), (double)s.inflated_to / (double)s.inflated_from);
+        }
         if (s.n_skipped) printf("  skipped  %llu buffer(s) the model does not need\n", (unsigned long long)s.n_skipped);
         if (s.n_nonfinite) printf("  warning  %llu NaN/Inf values copied (see above)\n", (unsigned long long)s.n_nonfinite);
         printf("  time     %.2f s (write %.2f s, %.0f MB/s)\n", s.seconds_total, s.seconds_write,

@@ -4,6 +4,7 @@
  * creating anything on disk; phase 2 streams each tensor from its source through the element conversion
  * into the writer. Only phase 2 creates the (temporary) output, and any failure aborts it. */
 #include "qc_convert.h"
+#include "qc_json.h"
 
 #include <fcntl.h>
 #include <libgen.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <zip.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,7 +33,6 @@
 
 
 #define CHUNK_BYTES (8u << 20)             /* conversion buffer: output written 8 MiB at a time */
-#define CONFIG_MAX_BYTES (16u << 20)
 
 static double now_s(void)
 {
@@ -96,7 +97,7 @@ static qm_status open_one(job *j, const char *path, const char **kind_out)
                        "not a checkpoint qmap reads (torch.save zip, safetensors, .npy, .npz, raw dump directory, "
                        "shard index JSON)");
     }
-    if (!strcmp(kind, "raw float32 dump")) st = qc_open_raw_dump(path, &s, j->err);
+    if (!strcmp(kind, "raw float32 dump")) st = qc_open_raw_dump(path, j->o->json_limit, &s, j->err);
     else if (!strcmp(kind, "safetensors")) st = qc_open_safetensors(path, &s, j->err);
     else if (!strcmp(kind, "torch.save zip") || !strcmp(kind, "legacy torch.save")) st = qc_open_torch_zip(path, &s, j->err);
     else if (!strcmp(kind, "numpy .npy")) st = qc_open_npy(path, &s, j->err);
@@ -118,7 +119,7 @@ static qm_status open_inputs(job *j)
             if (j->o->n_inputs != 1)
                 return qm_fail(j->err, QM_ERR_INVALID_ARGUMENT, path, NULL, QM_NO_OFFSET,
                                "a shard index names its shards itself: give it alone");
-            qm_status st = qc_index_read(path, &j->index, j->err);
+            qm_status st = qc_index_read(path, j->o->json_limit, &j->index, j->err);
             if (st != QM_OK) return st;
             /* an index naming no shard would leave nothing to plan from (it crashed the planners) */
             if (j->index->n_shards == 0)
@@ -155,7 +156,7 @@ static void companion_dir(const char *input, char *out, size_t size)
 static qm_status read_text(job *j, const char *path, char **out)
 {
     size_t len;
-    return qc_read_small_file(path, CONFIG_MAX_BYTES, "config files", out, &len, j->err);
+    return qc_json_read_file(path, QC_JSON_CONFIG, j->o->json_limit, out, &len, j->err);
 }
 
 static qm_status find_config(job *j)
@@ -217,13 +218,13 @@ static qm_status load_tokenizer(job *j, const char *path, qc_tokenizer **tok)
 {
     struct stat sb;
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        qm_status st = qc_tokenizer_find(path, tok, j->err);
+        qm_status st = qc_tokenizer_find(path, j->o->json_limit, tok, j->err);
         if (st == QM_OK && !*tok)
             st = qm_fail(j->err, QM_ERR_NOT_FOUND, path, NULL, QM_NO_OFFSET,
                          "no tokenizer.json, vocab.json + merges.txt or vocab.txt in this directory");
         return st;
     }
-    return qc_tokenizer_load(path, tok, j->err);
+    return qc_tokenizer_load(path, j->o->json_limit, tok, j->err);
 }
 
 static qm_status find_tokenizer(job *j)
@@ -236,7 +237,7 @@ static qm_status find_tokenizer(job *j)
     if (j->src_tok || j->tgt_tok) return QM_OK;   /* a translation model's vocabularies were given */
     char dir[4096];
     companion_dir(j->index ? j->index->path : j->o->inputs[0], dir, sizeof dir);
-    return qc_tokenizer_find(dir, &j->tok, j->err);
+    return qc_tokenizer_find(dir, j->o->json_limit, &j->tok, j->err);
 }
 
 /* XXH3 of a whole file, through a mapping (the provenance checksum). */
@@ -529,6 +530,39 @@ fail:
     return st;
 }
 
+/* Compressed zip entries (deflated .npz members, a torch.save written with compression) are legitimate,
+ * but a tiny file that inflates to gigabytes is the classic zip bomb: sum what every compressed storage
+ * inflates to, report it in the summary, and refuse a total above QC_INFLATE_FREE_BYTES that is more than
+ * QC_MAX_INFLATION times its compressed size, unless --allow-large. Float weights barely compress
+ * (about 1.1x), so the bound only ever trips on mostly-constant data. */
+static qm_status check_inflation(job *j)
+{
+    const char *worst_file = NULL, *worst_key = NULL;
+    double worst = 0;
+    for (uint32_t i = 0; i < j->n_srcs; i++) {
+        qc_source *s = j->srcs[i];
+        for (uint64_t k = 0; s->zip && k < s->n_storages; k++) {
+            const qc_storage *sg = &s->storages[k];
+            zip_stat_t sb;
+            zip_stat_init(&sb);
+            if (sg->kind != QC_STORAGE_ZIP || zip_stat_index((zip_t *)s->zip, sg->zip_index, 0, &sb) != 0) continue;
+            if (!(sb.valid & ZIP_STAT_COMP_METHOD) || sb.comp_method == ZIP_CM_STORE) continue;
+            if (!(sb.valid & ZIP_STAT_COMP_SIZE) || !(sb.valid & ZIP_STAT_SIZE)) continue;
+            j->sum->inflated_from += sb.comp_size;
+            j->sum->inflated_to += sb.size;
+            double r = (double)sb.size / (double)(sb.comp_size ? sb.comp_size : 1);
+            if (r > worst) { worst = r; worst_file = s->path; worst_key = sg->key; }
+        }
+    }
+    uint64_t from = j->sum->inflated_from, to = j->sum->inflated_to;
+    if (j->o->allow_large || to <= QC_INFLATE_FREE_BYTES || to / QC_MAX_INFLATION <= from) return QM_OK;
+    return qm_fail(j->err, QM_ERR_UNSUPPORTED, worst_file, worst_key, QM_NO_OFFSET,
+                   "compressed entries of %llu bytes inflate to %llu bytes (%.0fx; this entry %.0fx): above the "
+                   "%ux allowed beyond %llu MiB, as a zip bomb would. If the file is genuine, --allow-large "
+                   "converts it", (unsigned long long)from, (unsigned long long)to, (double)to / (double)(from ? from : 1),
+                   worst, QC_MAX_INFLATION, (unsigned long long)(QC_INFLATE_FREE_BYTES >> 20));
+}
+
 qm_status qc_convert(const qc_convert_opts *opts, qc_convert_summary *summary, qm_error *err)
 {
     double t_start = now_s();
@@ -544,6 +578,7 @@ qm_status qc_convert(const qc_convert_opts *opts, qc_convert_summary *summary, q
         st = qm_fail(err, QM_ERR_BAD_SOURCE, opts->inputs[0], NULL, QM_NO_OFFSET, "no tensors to convert");
         goto out;
     }
+    if ((st = check_inflation(&j))) goto out;
     if ((st = find_config(&j))) goto out;
     const char *manifest = NULL;
     for (uint32_t i = 0; i < j.n_srcs && !manifest; i++) manifest = j.srcs[i]->manifest_json;

@@ -31,10 +31,17 @@ typedef struct qc_convert_opts {
     bool no_tokenizer;                   /* do not look for one */
     uint32_t dtype;                      /* QM_DTYPE_F32 (default if 0) or QM_DTYPE_F16 (rank >= 2 only) */
     bool strict;                         /* NaN/Inf in a weight is an error, not a warning */
+    bool allow_large;                    /* accept compressed entries that inflate beyond QC_MAX_INFLATION */
+    uint64_t json_limit;                 /* size cap in bytes for every JSON file read (qc_json.h); 0: defaults */
     void (*on_progress)(void *user, const qc_progress *p);   /* may be NULL */
     void (*on_warning)(void *user, const char *message);     /* may be NULL */
     void *user;
 } qc_convert_opts;
+
+/* Compressed zip entries may inflate in total to QC_INFLATE_FREE_BYTES, or to QC_MAX_INFLATION times
+ * their compressed size; more is refused (QM_ERR_UNSUPPORTED) unless allow_large. */
+#define QC_INFLATE_FREE_BYTES (64ull << 20)
+#define QC_MAX_INFLATION 32u
 
 typedef struct qc_convert_summary {
     const char *arch;                    /* static */
@@ -43,6 +50,7 @@ typedef struct qc_convert_summary {
     char tokenizer[160];                 /* "bpe_bytelevel, 50257 tokens (vocab.json, merges.txt)" or "" */
     uint64_t n_inputs_files, in_bytes;   /* files read and their total size */
     uint64_t n_tensors, n_params, n_skipped, out_bytes;
+    uint64_t inflated_from, inflated_to; /* compressed zip entries: their bytes, and what they inflate to */
     uint64_t n_nonfinite;                /* NaN/Inf values found (warnings) */
     bool tied_output;
     double seconds_total, seconds_write;

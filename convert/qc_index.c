@@ -1,5 +1,6 @@
 /* qc_index.c — sharded-checkpoint index files; see qc_index.h. */
 #include "qc_index.h"
+#include "qc_json.h"
 #include "qm_fileio.h"
 
 #include <errno.h>
@@ -12,7 +13,6 @@
 #include <unistd.h>
 
 /* Real indexes are a few MB even for the largest models; anything far above that is not an index. */
-#define INDEX_MAX_BYTES (256u << 20)
 
 void qc_index_free(qc_index *ix)
 {
@@ -29,40 +29,6 @@ void qc_index_free(qc_index *ix)
     free(ix->metadata_json);
     free(ix->path);
     free(ix);
-}
-
-static qm_status read_all(const char *path, char **buf, size_t *len, qm_error *err)
-{
-    struct stat st;
-    int fd = qm_open_regular(path, &st, err);
-    if (fd < 0) return err ? err->code : QM_ERR_IO;
-    if ((uint64_t)st.st_size > INDEX_MAX_BYTES) {
-        close(fd);
-        return qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET,
-                       "index file of %llu bytes is above the limit of %u", (unsigned long long)st.st_size,
-                       INDEX_MAX_BYTES);
-    }
-    size_t n = (size_t)st.st_size, got = 0;
-    char *b = malloc(n ? n : 1);
-    if (!b) {
-        close(fd);
-        return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "cannot allocate %zu bytes", n);
-    }
-    while (got < n) {
-        ssize_t r = read(fd, b + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : 0;
-            close(fd);
-            free(b);
-            return qm_fail(err, QM_ERR_IO, path, NULL, got, "read failed: %s", e ? strerror(e) : "file shrank");
-        }
-        got += (size_t)r;
-    }
-    close(fd);
-    *buf = b;
-    *len = n;
-    return QM_OK;
 }
 
 /* A shard must name a file next to the index: no directory part, so an index cannot point elsewhere. */
@@ -182,7 +148,7 @@ static qm_status fill(qc_index *ix, json_t *root, qm_error *err)
     return QM_OK;
 }
 
-qm_status qc_index_read(const char *path, qc_index **out, qm_error *err)
+qm_status qc_index_read(const char *path, uint64_t json_limit, qc_index **out, qm_error *err)
 {
     *out = NULL;
     qc_index *ix = calloc(1, sizeof *ix);
@@ -192,7 +158,7 @@ qm_status qc_index_read(const char *path, qc_index **out, qm_error *err)
     }
     char *buf = NULL;
     size_t len = 0;
-    qm_status st = read_all(path, &buf, &len, err);
+    qm_status st = qc_json_read_file(path, QC_JSON_INDEX, json_limit, &buf, &len, err);
     if (st == QM_OK) {
         json_error_t jerr;
         json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);

@@ -14,6 +14,7 @@
 #define QC_INDEX_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "qc_source.h"
 #include "qm_error.h"
@@ -35,8 +36,9 @@ typedef struct qc_index {
 } qc_index;
 
 /* Read and validate the index at `path`. On success *out receives a new index (free with
- * qc_index_free); on failure *out is NULL and err says why (QM_ERR_IO, QM_ERR_BAD_SOURCE, QM_ERR_NOMEM). */
-qm_status qc_index_read(const char *path, qc_index **out, qm_error *err);
+ * qc_index_free); on failure *out is NULL and err says why (QM_ERR_IO, QM_ERR_BAD_SOURCE, QM_ERR_NOMEM, and
+ * QM_ERR_UNSUPPORTED above the caps of qc_json.h, kind QC_JSON_INDEX; json_limit: --json-limit in bytes or 0). */
+qm_status qc_index_read(const char *path, uint64_t json_limit, qc_index **out, qm_error *err);
 
 /* shards[i] must be the source opened from ix->shards[i], and n == ix->n_shards. QM_ERR_BAD_SOURCE if a
  * weight_map tensor is missing from its shard, a shard holds a tensor the weight_map does not list, or

@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qc_json.h"
 #include "qc_source.h"
 #include "qm_bytes.h"
 
-#define MANIFEST_MAX_BYTES (64u << 20)    /* a manifest lists names and shapes: far below this */
 
 /* A manifest file name must stay inside the directory: no separators, not "." or "..". */
 static bool plain_file_name(const char *s)
@@ -46,7 +46,7 @@ static qm_status known_keys_in(const json_t *o, const char *const *known, const 
 }
 #define known_keys(o, known, path, where) known_keys_in(o, known, path, where, err)
 
-qm_status qc_open_raw_dump(const char *dir, qc_source **out, qm_error *err)
+qm_status qc_open_raw_dump(const char *dir, uint64_t json_limit, qc_source **out, qm_error *err)
 {
     *out = NULL;
     qc_source *s = qc_source_new("raw float32 dump", dir);
@@ -59,11 +59,9 @@ qm_status qc_open_raw_dump(const char *dir, qc_source **out, qm_error *err)
 
     uint32_t mf;
     if ((st = qc_source_map_file(s, mpath, &mf, err)) != QM_OK) goto done;
-    if (s->files[mf].size > MANIFEST_MAX_BYTES) {
-        st = qm_fail(err, QM_ERR_BAD_SOURCE, mpath, NULL, QM_NO_OFFSET, "manifest is %llu bytes; at most %u allowed",
-                     (unsigned long long)s->files[mf].size, MANIFEST_MAX_BYTES);
+    if ((st = qc_json_check(mpath, (const char *)s->files[mf].data, (size_t)s->files[mf].size, QC_JSON_MANIFEST,
+                            json_limit, err)) != QM_OK)
         goto done;
-    }
     json_error_t je;
     root = json_loadb((const char *)s->files[mf].data, (size_t)s->files[mf].size, JSON_REJECT_DUPLICATES, &je);
     if (!root || !json_is_object(root)) {

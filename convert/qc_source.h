@@ -139,7 +139,9 @@ qm_status qc_open_safetensors(const char *path, qc_source **out, qm_error *err);
 qm_status qc_open_torch_zip(const char *path, qc_source **out, qm_error *err);
 qm_status qc_open_npy(const char *path, qc_source **out, qm_error *err);
 qm_status qc_open_npz(const char *path, qc_source **out, qm_error *err);
-qm_status qc_open_raw_dump(const char *dir, qc_source **out, qm_error *err);
+/* The manifest is checked against the caps of qc_json.h (kind QC_JSON_MANIFEST; json_limit: --json-limit
+ * in bytes, 0 for the default) before it is parsed. */
+qm_status qc_open_raw_dump(const char *dir, uint64_t json_limit, qc_source **out, qm_error *err);
 
 /* The same over a caller-owned buffer that must outlive the source (fuzz targets, tests). `name` is
  * used in messages. */

@@ -7,6 +7,7 @@
  */
 #include "qc_tokenizer.h"
 #include "qc_source.h"
+#include "qc_json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -120,9 +121,11 @@ static bool is_regular_file(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static qm_status read_whole(const char *path, char **out, size_t *len, qm_error *err)
+/* merges.txt and vocab.txt: the tokenizer files' size cap; JSON files also get qc_json_check. */
+static qm_status read_whole(const char *path, uint64_t json_limit, char **out, size_t *len, qm_error *err)
 {
-    return qc_read_small_file(path, QC_TOKENIZER_MAX_FILE, "tokenizer files", out, len, err);
+    return qc_read_small_file(path, qc_json_cap(QC_JSON_TOKENIZER, json_limit),
+                              "tokenizer files (if it is genuine, --json-limit MIB raises the cap)", out, len, err);
 }
 
 /* Duplicate object keys are refused: a vocabulary with two entries for one string is ambiguous.
@@ -137,11 +140,11 @@ static qm_status parse_json(const char *path, const char *buf, size_t len, size_
     return QM_OK;
 }
 
-static qm_status load_json(const char *path, size_t extra, json_t **out, qm_error *err)
+static qm_status load_json(const char *path, uint64_t json_limit, size_t extra, json_t **out, qm_error *err)
 {
     char *buf;
     size_t len;
-    qm_status s = read_whole(path, &buf, &len, err);
+    qm_status s = qc_json_read_file(path, QC_JSON_TOKENIZER, json_limit, &buf, &len, err);
     if (s != QM_OK) return s;
     s = parse_json(path, buf, len, extra, out, err);
     free(buf);
@@ -712,6 +715,7 @@ typedef struct side_files {
     json_t *config;                  /* tokenizer_config.json, or NULL */
     json_t *map;                     /* special_tokens_map.json, or NULL */
     char *config_path, *map_path;
+    uint64_t json_limit;             /* --json-limit in bytes (0: the default caps), for every file read */
 } side_files;
 
 static void side_free(side_files *sf)
@@ -722,9 +726,10 @@ static void side_free(side_files *sf)
     free(sf->map_path);
 }
 
-static qm_status side_load(const char *path, side_files *sf, qm_error *err)
+static qm_status side_load(const char *path, uint64_t json_limit, side_files *sf, qm_error *err)
 {
     memset(sf, 0, sizeof *sf);
+    sf->json_limit = json_limit;
     sf->config_path = sibling(path, "tokenizer_config.json");
     sf->map_path = sibling(path, "special_tokens_map.json");
     if (!sf->config_path || !sf->map_path) return nomem(err, path);
@@ -732,9 +737,9 @@ static qm_status side_load(const char *path, side_files *sf, qm_error *err)
     /* qmap reads only strings, booleans and objects from these two: integers are decoded as reals, so one
      * out of jansson's range (real Llama configs hold "model_max_length": int(1e30)) cannot fail the load */
     if (is_regular_file(sf->config_path) &&
-        (s = load_json(sf->config_path, JSON_DECODE_INT_AS_REAL, &sf->config, err)) != QM_OK)
+        (s = load_json(sf->config_path, json_limit, JSON_DECODE_INT_AS_REAL, &sf->config, err)) != QM_OK)
         return s;
-    if (is_regular_file(sf->map_path) && (s = load_json(sf->map_path, JSON_DECODE_INT_AS_REAL, &sf->map, err)) != QM_OK)
+    if (is_regular_file(sf->map_path) && (s = load_json(sf->map_path, json_limit, JSON_DECODE_INT_AS_REAL, &sf->map, err)) != QM_OK)
         return s;
     if (sf->config && !json_is_object(sf->config))
         return qm_fail(err, QM_ERR_BAD_SOURCE, sf->config_path, NULL, QM_NO_OFFSET, "is not a JSON object");
@@ -1049,7 +1054,7 @@ static qm_status load_vocab_json(qc_tokenizer *t, const char *path, const json_t
     }
     if (s == QM_OK) s = config_added_tokens(t, sf, err);
     if (s == QM_OK) s = finish_ids(t, path, err);
-    if (s == QM_OK) s = read_whole(merges_path, &buf, &len, err);
+    if (s == QM_OK) s = read_whole(merges_path, sf->json_limit, &buf, &len, err);
     if (s == QM_OK) s = for_each_line(buf, len, &mc, merges_line, err);
     if (s == QM_OK) {
         t->kind = "bpe_bytelevel";
@@ -1098,7 +1103,7 @@ static qm_status load_text_list(qc_tokenizer *t, const char *path, const side_fi
 {
     char *buf;
     size_t len;
-    qm_status s = read_whole(path, &buf, &len, err);
+    qm_status s = read_whole(path, sf->json_limit, &buf, &len, err);
     if (s != QM_OK) return s;
     /* every token takes at least two bytes ("x\n") except the last */
     uint64_t lines = 1;
@@ -1147,7 +1152,7 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-qm_status qc_tokenizer_load(const char *path, qc_tokenizer **out, qm_error *err)
+qm_status qc_tokenizer_load(const char *path, uint64_t json_limit, qc_tokenizer **out, qm_error *err)
 {
     if (!out) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET, "out is NULL");
     *out = NULL;
@@ -1158,9 +1163,9 @@ qm_status qc_tokenizer_load(const char *path, qc_tokenizer **out, qm_error *err)
 
     side_files sf;
     json_t *root = NULL;
-    qm_status s = side_load(path, &sf, err);
+    qm_status s = side_load(path, json_limit, &sf, err);
     if (s == QM_OK && ends_with(path, ".json")) {
-        s = load_json(path, 0, &root, err);
+        s = load_json(path, json_limit, 0, &root, err);
         if (s == QM_OK && !json_is_object(root))
             s = qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET, "is not a JSON object");
         /* Told apart by structure, never by a key that can be data (GPT-2's own vocab.json holds the token
@@ -1180,7 +1185,7 @@ qm_status qc_tokenizer_load(const char *path, qc_tokenizer **out, qm_error *err)
     return QM_OK;
 }
 
-qm_status qc_tokenizer_find(const char *dir, qc_tokenizer **out, qm_error *err)
+qm_status qc_tokenizer_find(const char *dir, uint64_t json_limit, qc_tokenizer **out, qm_error *err)
 {
     if (!out) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET, "out is NULL");
     *out = NULL;
@@ -1190,9 +1195,9 @@ qm_status qc_tokenizer_find(const char *dir, qc_tokenizer **out, qm_error *err)
     for (int i = 0; i < 4; i++) p[i] = join_path(dir, strlen(dir), names[i]);
     qm_status s = QM_OK;
     if (!p[0] || !p[1] || !p[2] || !p[3]) s = nomem(err, dir);
-    else if (is_regular_file(p[0])) s = qc_tokenizer_load(p[0], out, err);
-    else if (is_regular_file(p[1]) && is_regular_file(p[2])) s = qc_tokenizer_load(p[1], out, err);
-    else if (is_regular_file(p[3])) s = qc_tokenizer_load(p[3], out, err);
+    else if (is_regular_file(p[0])) s = qc_tokenizer_load(p[0], json_limit, out, err);
+    else if (is_regular_file(p[1]) && is_regular_file(p[2])) s = qc_tokenizer_load(p[1], json_limit, out, err);
+    else if (is_regular_file(p[3])) s = qc_tokenizer_load(p[3], json_limit, out, err);
     else if (is_regular_file(p[1]))
         s = qm_fail(err, QM_ERR_BAD_SOURCE, p[1], NULL, QM_NO_OFFSET,
                     "vocab.json without merges.txt beside it (GPT-2 BPE needs both)");

@@ -25,7 +25,6 @@
 typedef struct qc_tokenizer qc_tokenizer;
 
 /* Caps on inputs (QM_ERR_UNSUPPORTED above them). */
-#define QC_TOKENIZER_MAX_FILE  (256ull << 20)   /* bytes in any one tokenizer file */
 #define QC_TOKENIZER_MAX_VOCAB (1ull << 24)     /* tokens */
 #define QC_TOKENIZER_MAX_TOKEN (64u << 10)      /* bytes in one token string */
 
@@ -33,13 +32,15 @@ typedef struct qc_tokenizer qc_tokenizer;
  * vocab.json (GPT-2 slow tokenizer: any other .json file; merges.txt must be beside it), or a plain text
  * vocabulary (any other name: one token per line, id = line number, e.g. vocab.txt). A
  * tokenizer_config.json and/or special_tokens_map.json beside `path` are read for the special token ids.
+ * Every file is read under the size caps of qc_json.h (kind QC_JSON_TOKENIZER; json_limit: the user's
+ * --json-limit in bytes, 0 for the defaults), JSON files also under its tree-size estimate.
  * On failure *out is NULL. */
-qm_status qc_tokenizer_load(const char *path, qc_tokenizer **out, qm_error *err);
+qm_status qc_tokenizer_load(const char *path, uint64_t json_limit, qc_tokenizer **out, qm_error *err);
 
 /* Look in directory `dir` for tokenizer.json, else vocab.json + merges.txt, else vocab.txt, and load the
  * first found. *out = NULL and QM_OK if none is there; QM_ERR_BAD_SOURCE if the only candidate is a
  * vocab.json without its merges.txt. */
-qm_status qc_tokenizer_find(const char *dir, qc_tokenizer **out, qm_error *err);
+qm_status qc_tokenizer_find(const char *dir, uint64_t json_limit, qc_tokenizer **out, qm_error *err);
 
 /* Write the metadata entries of spec/TOKENIZER.md with key prefix `prefix` (e.g. "tokenizer." or
  * "tokenizer.src."), in the order that document lists them. QM_ERR_BAD_KEY if prefix + key would exceed

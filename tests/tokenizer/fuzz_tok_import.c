@@ -60,7 +60,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     snprintf(path, sizeof path, "%s/%s", g_dir, main_name);
     qc_tokenizer *t = NULL;
     qm_error err;
-    qm_status st = qc_tokenizer_load(path, &t, &err);
+    qm_status st = qc_tokenizer_load(path, 0, &t, &err);
     if (st == QM_OK) {
         if (!t || qc_tokenizer_vocab_size(t) < 1 || !qc_tokenizer_kind(t)) abort();
         char out[128];

@@ -763,7 +763,7 @@ static qm_status check_index(const char *dir, const char *index_json, qm_error *
     char path[TU_PATH_MAX];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     qc_index *ix;
-    qm_status st = qc_index_read(path, &ix, err);
+    qm_status st = qc_index_read(path, 0, &ix, err);
     if (st != QM_OK) return st;
     qc_source *src[8] = { 0 };
     assert_true(ix->n_shards <= 8);
@@ -839,7 +839,7 @@ static void test_index(void **state)
     assert_true(tu_contains(err.message, "'b'") && tu_contains(err.message, "m-2.safetensors"));
 
     qc_index *none;
-    assert_int_equal(qc_index_read("tests/no/such/index.json", &none, &err), QM_ERR_IO);
+    assert_int_equal(qc_index_read("tests/no/such/index.json", 0, &none, &err), QM_ERR_IO);
     assert_null(none);
 }
 

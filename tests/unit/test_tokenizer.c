@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "qc_json.h"
 #include "qc_tokenizer.h"
 
 #define G "\xC4\xA0"        /* U+0120 'Ġ', GPT-2's byte-level space */
@@ -40,7 +41,7 @@ static qc_tokenizer *load_ok(const char *dir, const char *name)
     join(p, dir, name);
     qc_tokenizer *t = NULL;
     qm_error err;
-    qm_status s = qc_tokenizer_load(p, &t, &err);
+    qm_status s = qc_tokenizer_load(p, 0, &t, &err);
     if (s != QM_OK) fail_msg("qc_tokenizer_load(%s): %s", p, err.message);
     assert_non_null(t);
     return t;
@@ -54,7 +55,7 @@ static qm_error load_fails(const char *dir, const char *name, qm_status code, co
     qc_tokenizer *t = (qc_tokenizer *)&t; /* must be reset to NULL */
     qm_error err;
     qm_error_clear(&err);
-    qm_status s = qc_tokenizer_load(p, &t, &err);
+    qm_status s = qc_tokenizer_load(p, 0, &t, &err);
     if (s != code) fail_msg("%s: expected %s, got %s: %s", p, qm_status_name(code), qm_status_name(s), err.message);
     assert_null(t);
     assert_int_equal(err.code, code);
@@ -378,7 +379,7 @@ static void test_vocab_json_merges(void **state)
     write_text(dir, "merges.txt", "#version: 0.2\na b\r\nab c\n" G " a\n\n\n");
     qc_tokenizer *t = NULL;
     qm_error err;
-    assert_int_equal(qc_tokenizer_find(dir, &t, &err), QM_OK);
+    assert_int_equal(qc_tokenizer_find(dir, 0, &t, &err), QM_OK);
     assert_non_null(t);
     assert_string_equal(qc_tokenizer_source(t), "vocab.json,merges.txt");
     const char *P = "tokenizer.";
@@ -432,7 +433,7 @@ static void test_vocab_json_merges(void **state)
     unlink(p);
     load_fails(dir, "vocab.json", QM_ERR_BAD_SOURCE, "merges.txt");
     t = (qc_tokenizer *)&t;
-    assert_int_equal(qc_tokenizer_find(dir, &t, &err), QM_ERR_BAD_SOURCE);
+    assert_int_equal(qc_tokenizer_find(dir, 0, &t, &err), QM_ERR_BAD_SOURCE);
     assert_null(t);
 }
 
@@ -446,7 +447,7 @@ static void test_vocab_txt(void **state)
     write_text(dir, "vocab.txt", "<pad>\n<unk>\nhello\nworld\nh\xC3\xA9\n \n");
     qc_tokenizer *t = NULL;
     qm_error err;
-    assert_int_equal(qc_tokenizer_find(dir, &t, &err), QM_OK);
+    assert_int_equal(qc_tokenizer_find(dir, 0, &t, &err), QM_OK);
     assert_non_null(t);
     assert_string_equal(qc_tokenizer_kind(t), "wordlevel");
     const char *P = "tokenizer.";
@@ -516,11 +517,11 @@ static void test_find(void **state)
     tu_mkdir(dir, "find");
     qc_tokenizer *t = (qc_tokenizer *)&t;
     qm_error err;
-    assert_int_equal(qc_tokenizer_find(dir, &t, &err), QM_OK);
+    assert_int_equal(qc_tokenizer_find(dir, 0, &t, &err), QM_OK);
     assert_null(t);
     write_text(dir, "vocab.txt", "x\ny\n");
     write_text(dir, "tokenizer.json", k_gpt2_json);
-    assert_int_equal(qc_tokenizer_find(dir, &t, &err), QM_OK);
+    assert_int_equal(qc_tokenizer_find(dir, 0, &t, &err), QM_OK);
     assert_non_null(t);
     assert_string_equal(qc_tokenizer_source(t), "tokenizer.json");
     qc_tokenizer_free(t);
@@ -639,10 +640,10 @@ static void test_refuse_text(void **state)
     assert_int_equal(qc_tokenizer_vocab_size(t), 1);
     qc_tokenizer_free(t);
 
-    /* files above 256 MiB are refused before they are read (a sparse file costs nothing) */
+    /* files above the 64 MiB default cap are refused before they are read (a sparse file costs nothing) */
     int fd = open(p, O_WRONLY | O_TRUNC);
     assert_true(fd >= 0);
-    assert_int_equal(ftruncate(fd, (off_t)QC_TOKENIZER_MAX_FILE + 1), 0);
+    assert_int_equal(ftruncate(fd, (off_t)QC_JSON_DEFAULT_CAP_TOKENIZER + 1), 0);
     close(fd);
     load_fails(dir, "vocab.txt", QM_ERR_UNSUPPORTED, "cap");
     unlink(p);
