@@ -102,6 +102,7 @@ int cmd_verify(int argc, char **argv)
                cli_human_bytes(rep.bytes_hashed, hb, sizeof hb), rep.seconds, gbs, threads, threads == 1 ? "" : "s",
                opts.full ? ", full checks" : "");
         if (s == QM_OK) printf("OK\n");
+        else if (s == QM_ERR_IO) printf("FAILED: the file could not be read to the end; verify it again once it is stable\n");
         else printf("FAILED: %" PRIu64 " of %" PRIu64 " tensors damaged\n", rep.tensors_bad, rep.tensors_checked);
     }
     free(st);

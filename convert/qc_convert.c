@@ -5,6 +5,7 @@
  * into the writer. Only phase 2 creates the (temporary) output, and any failure aborts it. */
 #include "qc_convert.h"
 #include "qc_json.h"
+#include "qm_guard.h"
 
 #include <fcntl.h>
 #include <libgen.h>
@@ -46,6 +47,7 @@ typedef struct job {
     qc_convert_summary *sum;
     qm_error *err;
     qc_source **srcs; uint32_t n_srcs;
+    qm_writer *w;                        /* the output while write_container runs, else NULL */
     qc_index *index;
     char *config_json; char config_name[4400];
     qc_tokenizer *tok, *src_tok, *tgt_tok;
@@ -416,6 +418,8 @@ static qm_status write_tensor(job *j, qm_writer *w, uint64_t ti, uint32_t dst_dt
             ts->nonfinite += es == 4 ? count_nonfinite_f32(p + off, len / 4) : count_nonfinite_f16(p + off, len / 2);
             st = fd >= 0 ? qm_writer_write_from_file(w, p + off, (size_t)len, fd, file_off + off, j->err)
                          : qm_writer_write(w, p + off, (size_t)len, j->err);
+            /* the kernel's copy sees a shrunk input as a short read, not a fault: say which file it was */
+            if (fd >= 0) st = qm_guard_check_shrunk(st, fd, s->files[sg->file].size, s->files[sg->file].path, j->err);
             if (st != QM_OK) break;
             off += len;
             *done += len;
@@ -475,6 +479,7 @@ static qm_status write_container(job *j)
     qm_writer *w = NULL;
     qm_status st = qm_writer_create(j->o->output, NULL, &w, j->err);
     if (st != QM_OK) return st;
+    j->w = w;   /* for write_container_guarded, should a read fault */
     const char *ft = j->o->dtype == QM_DTYPE_F16 ? "f16" : "f32";
     if ((st = qc_plan_write_meta(&j->plan, w, j->err))) goto fail;
     if ((st = qm_writer_meta_string(w, QM_KEY_FILE_TYPE, ft, strlen(ft), j->err))) goto fail;
@@ -517,6 +522,7 @@ static qm_status write_container(job *j)
         }
     }
     report_progress(j, j->plan.n_out, done, total, t0);
+    j->w = NULL;
     st = qm_writer_finish(w, j->err);
     j->sum->seconds_write = now_s() - t0;
     j->sum->out_bytes = 0;
@@ -526,7 +532,33 @@ static qm_status write_container(job *j)
     }
     return st;
 fail:
+    j->w = NULL;
     qm_writer_abort(w);
+    return st;
+}
+
+/* The write phase reads the inputs through their mappings; one that shrinks meanwhile (truncated, or
+ * overwritten in place) would raise SIGBUS. Under this guard it is an error naming the file, and the
+ * output is abandoned as on any other failure (format/qm_guard.h). */
+static qm_status write_container_guarded(job *j)
+{
+    qm_guard g;
+    qm_guard_push(&g, NULL, 0);
+    if (sigsetjmp(g.jump, 0)) {
+        qm_guard_pop(&g);
+        qm_writer_abort(j->w);
+        j->w = NULL;
+        const unsigned char *at = g.fault;
+        for (uint32_t i = 0; i < j->n_srcs; i++)
+            for (uint32_t f = 0; f < j->srcs[i]->n_files; f++) {
+                const qc_file *qf = &j->srcs[i]->files[f];
+                if (qf->data && at >= qf->data && at < qf->data + qf->size)
+                    return qm_guard_fail(&g, j->err, qf->path, qf->data);
+            }
+        return qm_guard_fail(&g, j->err, j->o->inputs[0], NULL);
+    }
+    qm_status st = write_container(j);
+    qm_guard_pop(&g);
     return st;
 }
 
@@ -602,7 +634,7 @@ qm_status qc_convert(const qc_convert_opts *opts, qc_convert_summary *summary, q
     summary->n_tensors = j.plan.n_out;
     summary->n_skipped = j.plan.n_skipped;
     summary->tied_output = j.plan.tied_output;
-    st = write_container(&j);
+    st = write_container_guarded(&j);
 out:
     summary->seconds_total = now_s() - t_start;
     free(j.chunk);

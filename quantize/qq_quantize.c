@@ -4,6 +4,7 @@
  * quantized tensors are computed into one buffer (rows in parallel, per-row statistics reduced in row
  * order so the report does not depend on the thread count either), copied tensors go file to file. */
 #include "qq_quantize.h"
+#include "qm_guard.h"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -141,37 +142,60 @@ static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *
     qq_row_stats *rs = k->rows;
     const qq_kernels *kern = k->kern;
     float *scratch = k->scratch;
-#pragma omp parallel for num_threads(k->threads) schedule(static)
-    for (uint64_t r = 0; r < rows; r++) {
-        float *wbuf = scratch + (uint64_t)omp_get_thread_num() * 2 * cols, *back = wbuf + cols;
-        const float *w;
-        if (from_f16) {
-            for (uint64_t j = 0; j < cols; j++) {
-                uint16_t h;
-                memcpy(&h, in + 2 * (r * cols + j), 2);
-                wbuf[j] = qm_f16_to_f32(h);
+    /* Each thread takes a fixed share of the rows (as schedule(static) would) under its own guard: a
+     * jump out of an OpenMP worksharing loop is not allowed, one out of the thread's own loop is. */
+    volatile int faulted = 0;
+    const void *volatile fault_at = NULL;
+#pragma omp parallel num_threads(k->threads)
+    {
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        uint64_t r_begin = rows * (uint64_t)id / (uint64_t)nt, r_end = rows * (uint64_t)(id + 1) / (uint64_t)nt;
+        qm_guard g;
+        qm_guard_push(&g, in, (size_t)t->size);
+        if (sigsetjmp(g.jump, 0)) {
+#pragma omp critical(qq_guard_fault)
+            {
+                faulted = 1;
+                fault_at = g.fault;
             }
-            w = wbuf;
-        } else {
-            /* the mapping is 4-byte aligned for F32 tensors (tensor offsets are multiples of 64) */
-            w = (const float *)(const void *)(in + 4 * r * cols);
+            r_end = r_begin;   /* skip the loop; fall through to the pop */
         }
-        rs[r].bad = 0;
-        if (q8) {
-            int8_t *q = (int8_t *)(out + r * lay.row_stride);
-            float scale;
-            int32_t sum;
-            if (!kern->q8row(w, cols, q, &scale, &sum)) { rs[r].bad = 1; continue; }
-            memcpy(out + lay.scales_offset + 4 * r, &scale, 4);
-            memcpy(out + lay.sums_offset + 4 * r, &sum, 4);
-            kern->stats(w, NULL, q, scale, cols, true, &rs[r]);
+        for (uint64_t r = r_begin; r < r_end; r++) {
+            float *wbuf = scratch + (uint64_t)omp_get_thread_num() * 2 * cols, *back = wbuf + cols;
+            const float *w;
+            if (from_f16) {
+                for (uint64_t j = 0; j < cols; j++) {
+                    uint16_t h;
+                    memcpy(&h, in + 2 * (r * cols + j), 2);
+                    wbuf[j] = qm_f16_to_f32(h);
+                }
+                w = wbuf;
+            } else {
+                /* the mapping is 4-byte aligned for F32 tensors (tensor offsets are multiples of 64) */
+                w = (const float *)(const void *)(in + 4 * r * cols);
+            }
             rs[r].bad = 0;
-        } else {
-            int bad = kern->f16row(w, cols, (uint16_t *)(void *)(out + 2 * r * cols), back);
-            if (bad) { rs[r].bad = (uint8_t)bad; continue; }
-            kern->stats(w, back, NULL, 0.0f, cols, false, &rs[r]);
-            rs[r].bad = 0;
+            if (q8) {
+                int8_t *q = (int8_t *)(out + r * lay.row_stride);
+                float scale;
+                int32_t sum;
+                if (!kern->q8row(w, cols, q, &scale, &sum)) { rs[r].bad = 1; continue; }
+                memcpy(out + lay.scales_offset + 4 * r, &scale, 4);
+                memcpy(out + lay.sums_offset + 4 * r, &sum, 4);
+                kern->stats(w, NULL, q, scale, cols, true, &rs[r]);
+                rs[r].bad = 0;
+            } else {
+                int bad = kern->f16row(w, cols, (uint16_t *)(void *)(out + 2 * r * cols), back);
+                if (bad) { rs[r].bad = (uint8_t)bad; continue; }
+                kern->stats(w, back, NULL, 0.0f, cols, false, &rs[r]);
+                rs[r].bad = 0;
+            }
         }
+        qm_guard_pop(&g);
+    }
+    if (faulted) {
+        qm_guard fg = { .fault = fault_at };
+        return qm_guard_fail(&fg, err, k->o->input, qm_file_bytes(k->f));
     }
     double se = 0, sw = 0, me = 0;
     uint64_t outliers = 0;
@@ -195,6 +219,39 @@ static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *
     return QM_OK;
 }
 
+/* ---- reads of the input's mapping on this thread, guarded (format/qm_guard.h) ---- */
+
+static qm_status checksum_input(const qq_opts *o, const qm_file *f, uint64_t *sum, qm_error *err)
+{
+    const uint8_t *base = qm_file_bytes(f);
+    size_t size = (size_t)qm_file_header(f)->file_size;
+    qm_guard g;
+    qm_guard_push(&g, base, size);
+    if (sigsetjmp(g.jump, 0)) {
+        qm_guard_pop(&g);
+        return qm_guard_fail(&g, err, o->input, base);
+    }
+    *sum = qm_checksum(base, size);
+    qm_guard_pop(&g);
+    return QM_OK;
+}
+
+/* A tensor copied unchanged: the writer hashes the mapped bytes and copies them from fd. */
+static qm_status copy_tensor(const work *k, qm_writer *w, const qm_tensor *t, int fd, qm_error *err)
+{
+    const uint8_t *base = qm_file_bytes(k->f);
+    qm_guard g;
+    qm_guard_push(&g, base, (size_t)qm_file_header(k->f)->file_size);
+    if (sigsetjmp(g.jump, 0)) {
+        qm_guard_pop(&g);
+        return qm_guard_fail(&g, err, k->o->input, base);
+    }
+    qm_status st = qm_writer_write_from_file(w, t->data, (size_t)t->size, fd, t->offset, err);
+    qm_guard_pop(&g);
+    /* the kernel's copy sees a shrunk file as a short read, not a fault */
+    return qm_guard_check_shrunk(st, fd, qm_file_header(k->f)->file_size, k->o->input, err);
+}
+
 /* ---- metadata ---- */
 
 static qm_status write_metadata(const qq_opts *o, const qm_file *f, qm_writer *w, qm_error *err)
@@ -215,9 +272,9 @@ static qm_status write_metadata(const qq_opts *o, const qm_file *f, qm_writer *w
     if (st == QM_OK && !had_ft) st = qm_writer_meta_string(w, QM_KEY_FILE_TYPE, ft, strlen(ft), err);
     if (st == QM_OK) st = qm_writer_meta_string(w, QM_KEY_QUANTIZE_SCHEME, ft, strlen(ft), err);
     if (st == QM_OK) st = qm_writer_meta_u32(w, QM_KEY_QUANTIZE_VERSION, QQ_SCHEME_VERSION, err);
-    if (st == QM_OK)
-        st = qm_writer_meta_u64(w, QM_KEY_QUANTIZE_SOURCE,
-                                qm_checksum(qm_file_bytes(f), (size_t)qm_file_header(f)->file_size), err);
+    uint64_t source_sum = 0;
+    if (st == QM_OK) st = checksum_input(o, f, &source_sum, err);
+    if (st == QM_OK) st = qm_writer_meta_u64(w, QM_KEY_QUANTIZE_SOURCE, source_sum, err);
     if (st == QM_OK) st = qm_writer_meta_string_array(w, QM_KEY_QUANTIZE_KEEP, o->keep, NULL, o->n_keep, err);
     return st;
 }
@@ -286,7 +343,7 @@ qm_status qq_quantize(const qq_opts *o, qq_report *report, qm_error *err)
             st = qm_writer_write(w, k.out, (size_t)p->bytes_out, err);
             rep->n_quantized++;
         } else {
-            st = qm_writer_write_from_file(w, t->data, (size_t)t->size, fd, t->offset, err);
+            st = copy_tensor(&k, w, t, fd, err);
             rep->n_copied++;
         }
         done += p->bytes_out;
