@@ -18,6 +18,8 @@ static void help(FILE *fp)
             "\n"
             "Convert a PyTorch checkpoint into a .qmap container. The input kind is read from the bytes,\n"
             "not the file name:\n"
+            "  - a model directory as the hub ships it: the first of model.safetensors.index.json,\n"
+            "    model.safetensors, pytorch_model.bin.index.json, pytorch_model.bin in it\n"
             "  - a raw float32 dump directory (manifest.json + one .bin per tensor; convert/export_torch.py)\n"
             "  - a torch.save file (.pt, .pth, pytorch_model.bin; zip format, torch >= 1.6)\n"
             "  - a safetensors file\n"

@@ -46,6 +46,8 @@ typedef struct job {
     const qc_convert_opts *o;
     qc_convert_summary *sum;
     qm_error *err;
+    const char **inputs;                 /* opts->inputs, a model directory replaced by its checkpoint */
+    char **resolved;                     /* owned: the paths made for directories (n_inputs slots) */
     qc_source **srcs; uint32_t n_srcs;
     qm_writer *w;                        /* the output while write_container runs, else NULL */
     qc_index *index;
@@ -112,11 +114,47 @@ static qm_status open_one(job *j, const char *path, const char **kind_out)
     return push_source(j, s);
 }
 
+/* A model directory as the hub ships it (config.json, tokenizer files and the weights side by side) names
+ * its checkpoint by convention: the first of these that exists is the input, in the order transformers
+ * prefers them. A raw dump (manifest.json) is read as a directory. */
+static const char *const hub_checkpoints[] = {
+    "model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json", "pytorch_model.bin",
+};
+
+static qm_status resolve_inputs(job *j)
+{
+    size_t n = j->o->n_inputs;
+    j->inputs = calloc(n, sizeof *j->inputs);
+    j->resolved = calloc(n, sizeof *j->resolved);
+    if (!j->inputs || !j->resolved) return qm_fail(j->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *in = j->o->inputs[i];
+        j->inputs[i] = in;
+        struct stat sb;
+        if (stat(in, &sb) != 0 || !S_ISDIR(sb.st_mode)) continue;
+        char probe[4400];
+        snprintf(probe, sizeof probe, "%s/manifest.json", in);
+        if (access(probe, F_OK) == 0) continue;   /* a raw dump */
+        for (size_t k = 0; k < sizeof hub_checkpoints / sizeof *hub_checkpoints && !j->resolved[i]; k++) {
+            snprintf(probe, sizeof probe, "%s/%s", in, hub_checkpoints[k]);
+            if (access(probe, F_OK) == 0 && !(j->resolved[i] = strdup(probe)))
+                return qm_fail(j->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+        }
+        if (!j->resolved[i])
+            return qm_fail(j->err, QM_ERR_BAD_SOURCE, in, NULL, QM_NO_OFFSET,
+                           "the directory holds no checkpoint qmap knows: looked for manifest.json (a raw dump), "
+                           "model.safetensors.index.json, model.safetensors, pytorch_model.bin.index.json and "
+                           "pytorch_model.bin; give the checkpoint file itself");
+        j->inputs[i] = j->resolved[i];
+    }
+    return QM_OK;
+}
+
 static qm_status open_inputs(job *j)
 {
     const char *first_kind = NULL;
     for (size_t i = 0; i < j->o->n_inputs; i++) {
-        const char *path = j->o->inputs[i], *kind = qc_sniff(path);
+        const char *path = j->inputs[i], *kind = qc_sniff(path);
         if (kind && !strcmp(kind, "json")) {
             if (j->o->n_inputs != 1)
                 return qm_fail(j->err, QM_ERR_INVALID_ARGUMENT, path, NULL, QM_NO_OFFSET,
@@ -605,6 +643,7 @@ qm_status qc_convert(const qc_convert_opts *opts, qc_convert_summary *summary, q
         return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET, "no input or no output given");
     if (opts->dtype && opts->dtype != QM_DTYPE_F32 && opts->dtype != QM_DTYPE_F16)
         return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET, "output dtype must be F32 or F16");
+    if ((st = resolve_inputs(&j))) goto out;
     if ((st = open_inputs(&j))) goto out;
     if (j.n_srcs == 0) {   /* every planner reads the first source: refuse an empty set before planning */
         st = qm_fail(err, QM_ERR_BAD_SOURCE, opts->inputs[0], NULL, QM_NO_OFFSET, "no tensors to convert");
@@ -646,5 +685,8 @@ out:
     free(j.srcs);
     qc_index_free(j.index);
     free(j.config_json);
+    for (size_t i = 0; j.resolved && i < opts->n_inputs; i++) free(j.resolved[i]);
+    free(j.resolved);
+    free(j.inputs);
     return st;
 }

@@ -116,6 +116,24 @@ def main():
         r = subprocess.run([a.qmap, "run", plain, "--tokens", "1"], capture_output=True, text=True)
         c.check("none", "run refuses a plain tensor store, saying so", r.returncode == 1 and "--arch none" in r.stderr,
                 r.stderr.strip())
+    # a model directory as the hub ships it: `qmap convert DIR` finds the checkpoint by its conventional name
+    sys.path.insert(0, HERE)
+    from savers import write_safetensors
+    hub = fresh_dir(os.path.join(d, "hub"))
+    json.dump(cfg, open(os.path.join(hub, "config.json"), "w"))
+    r = subprocess.run([a.qmap, "convert", hub, "-o", out], capture_output=True, text=True)
+    c.check("hub", "a directory with no checkpoint: the message lists the names looked for",
+            r.returncode == 1 and "model.safetensors" in r.stderr and "pytorch_model.bin" in r.stderr, r.stderr.strip())
+    torch.save(m.state_dict(), os.path.join(hub, "pytorch_model.bin"))
+    r = subprocess.run([a.qmap, "convert", hub, "-o", out, "--json"], capture_output=True, text=True)
+    kind = json.loads(r.stdout).get("input_kind", "") if r.returncode == 0 else ""
+    c.check("hub", "DIR with pytorch_model.bin converts it", r.returncode == 0 and kind == "torch.save zip",
+            r.stderr.strip() + r.stdout)
+    write_safetensors(os.path.join(hub, "model.safetensors"), m.state_dict())
+    r = subprocess.run([a.qmap, "convert", hub, "-o", out, "--json"], capture_output=True, text=True)
+    kind = json.loads(r.stdout).get("input_kind", "") if r.returncode == 0 else ""
+    c.check("hub", "with model.safetensors beside it, that is preferred (as transformers does)",
+            r.returncode == 0 and kind == "safetensors", r.stderr.strip() + r.stdout)
     return c.finish()
 
 
