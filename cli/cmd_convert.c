@@ -6,50 +6,11 @@
 
 #include "cli.h"
 #include "json_out.h"
+#include "opts.h"
 #include "qc_arch.h"
 #include "qc_convert.h"
 #include "qc_json.h"
 #include "qm_format.h"
-
-static void help(FILE *fp)
-{
-    fprintf(fp,
-            "usage: qmap convert SRC [SRC...] -o OUT.qmap [options]\n"
-            "\n"
-            "Convert a PyTorch checkpoint into a .qmap container. The input kind is read from the bytes,\n"
-            "not the file name:\n"
-            "  - a model directory as the hub ships it: the first of model.safetensors.index.json,\n"
-            "    model.safetensors, pytorch_model.bin.index.json, pytorch_model.bin in it\n"
-            "  - a raw float32 dump directory (manifest.json + one .bin per tensor; convert/export_torch.py)\n"
-            "  - a torch.save file (.pt, .pth, pytorch_model.bin; zip format, torch >= 1.6)\n"
-            "  - a safetensors file\n"
-            "  - a NumPy .npy or .npz file\n"
-            "  - a shard index (model.safetensors.index.json, pytorch_model.bin.index.json), or several\n"
-            "    shard files given together\n"
-            "Pickles are read by a restricted unpickler that runs no code and accepts only tensors.\n"
-            "config.json beside the input gives the hyperparameters; a tokenizer beside it (tokenizer.json,\n"
-            "vocab.json + merges.txt, vocab.txt) is stored in the container.\n"
-            "\n"
-            "  -o, --output FILE   the container to write (replaced atomically; nothing is left on failure)\n"
-            "  --config FILE       model config (HF config.json or qmap's keys; see spec/ARCHITECTURES.md)\n"
-            "  --arch NAME         architecture: %s (default: from the config or the tensor names)\n"
-            "  --dtype f32|f16     element type of the matrices (default f32; with f16, 1-D tensors stay f32)\n"
-            "  --tokenizer PATH    tokenizer file or directory (default: look beside the input)\n"
-            "  --no-tokenizer      do not store a tokenizer\n"
-            "  --src-tokenizer PATH, --tgt-tokenizer PATH\n"
-            "                      seq2seq: the source and target vocabularies (stored as tokenizer.src.*\n"
-            "                      and tokenizer.tgt.*)\n"
-            "  --strict            NaN/Inf in a weight is an error (default: a warning)\n"
-            "  --json-limit MIB    size cap for every JSON file read (tokenizer, config, shard index, manifest;\n"
-            "                      defaults 64, 4, 16 and 16 MiB); parsing may also use at most 8x the cap\n"
-            "  --allow-large       convert even if compressed zip entries inflate more than 32x (beyond 64 MiB)\n"
-            "  -q, --quiet         no progress line and no summary\n"
-            "  --json              print the summary (or the error) as JSON\n"
-            "  -h, --help          this text\n"
-            "\n"
-            "exit status: 0 written, 1 the input is bad or the conversion failed, 2 usage error\n",
-            qc_arch_list());
-}
 
 typedef struct ui { bool tty; bool quiet; bool json; int last_len; } ui;
 
@@ -84,58 +45,69 @@ int cmd_convert(int argc, char **argv)
 {
     qc_convert_opts o = { 0 };
     ui u = { .tty = isatty(2) != 0 };
-    const char **inputs = calloc((size_t)argc, sizeof *inputs);
-    if (!inputs) return 1;
-    size_t n_in = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); free(inputs); return 0; }
-        else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has_val) o.output = argv[++i];
-        else if (!strcmp(a, "--config") && has_val) o.config_path = argv[++i];
-        else if (!strcmp(a, "--arch") && has_val) o.arch = argv[++i];
-        else if (!strcmp(a, "--tokenizer") && has_val) o.tokenizer_path = argv[++i];
-        else if (!strcmp(a, "--no-tokenizer")) o.no_tokenizer = true;
-        else if (!strcmp(a, "--src-tokenizer") && has_val) o.src_tokenizer_path = argv[++i];
-        else if (!strcmp(a, "--tgt-tokenizer") && has_val) o.tgt_tokenizer_path = argv[++i];
-        else if (!strcmp(a, "--strict")) o.strict = true;
-        else if (!strcmp(a, "--allow-large")) o.allow_large = true;
-        else if (!strcmp(a, "--json-limit") && has_val) {
-            char *end;
-            const char *v = argv[++i];
-            unsigned long long m = strtoull(v, &end, 10);
-            if (!*v || *end || v[0] == '-' || m == 0 || m > (QC_JSON_MAX_LIMIT >> 20)) {
-                fprintf(stderr, "qmap convert: --json-limit takes a size in MiB from 1 to %llu, not '%s'\n",
-                        (unsigned long long)(QC_JSON_MAX_LIMIT >> 20), v);
-                free(inputs);
-                return 2;
-            }
-            o.json_limit = (uint64_t)m << 20;
-        }
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) u.quiet = true;
-        else if (!strcmp(a, "--json")) u.json = true;
-        else if (!strcmp(a, "--dtype") && has_val) {
-            const char *d = argv[++i];
-            if (!strcmp(d, "f32") || !strcmp(d, "F32")) o.dtype = QM_DTYPE_F32;
-            else if (!strcmp(d, "f16") || !strcmp(d, "F16")) o.dtype = QM_DTYPE_F16;
-            else {
-                fprintf(stderr, "qmap convert: --dtype must be f32 or f16 (int8 comes from 'qmap quantize --q8')\n");
-                free(inputs);
-                return 2;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "qmap convert: unknown option or missing value: '%s'\n\n", a);
-            help(stderr);
-            free(inputs);
-            return 2;
-        } else inputs[n_in++] = a;
-    }
-    if (!n_in || !o.output) {
-        fprintf(stderr, "qmap convert: %s\n\n", !n_in ? "no input given" : "no output given (-o OUT.qmap)");
-        help(stderr);
-        free(inputs);
+    int dtype = 0;
+    uint64_t json_limit_mib = 0;
+    static const char *const dtypes[] = { "f32", "f16", NULL };
+    char arch_help[256];
+    snprintf(arch_help, sizeof arch_help, "architecture: %s (default: from the config or the tensor names)",
+             qc_arch_list());
+    const cli_opt opts[] = {
+        { "output", 'o', CLI_STRING, &o.output, "FILE",
+          0, 0, NULL, "the container to write (replaced atomically; nothing is left on failure)", true },
+        { "config", 0, CLI_STRING, &o.config_path, "FILE",
+          0, 0, NULL, "model config (HF config.json or qmap's keys; see spec/ARCHITECTURES.md)", true },
+        { "arch", 0, CLI_STRING, &o.arch, "NAME", 0, 0, NULL, arch_help, true },
+        { "dtype", 0, CLI_CHOICE, &dtype, "TYPE", 0, 0, dtypes,
+          "element type of the matrices (1-D tensors stay f32; int8 comes from 'qmap quantize --q8')", false },
+        { "tokenizer", 0, CLI_STRING, &o.tokenizer_path, "PATH",
+          0, 0, NULL, "tokenizer file or directory (default: look beside the input)", true },
+        { "no-tokenizer", 0, CLI_FLAG, &o.no_tokenizer, NULL, 0, 0, NULL, "do not store a tokenizer", true },
+        { "src-tokenizer", 0, CLI_STRING, &o.src_tokenizer_path, "PATH",
+          0, 0, NULL, "seq2seq: the source vocabulary (stored as tokenizer.src.*)", true },
+        { "tgt-tokenizer", 0, CLI_STRING, &o.tgt_tokenizer_path, "PATH",
+          0, 0, NULL, "seq2seq: the target vocabulary (stored as tokenizer.tgt.*)", true },
+        { "strict", 0, CLI_FLAG, &o.strict, NULL, 0, 0, NULL, "NaN/Inf in a weight is an error (default: a warning)", true },
+        { "json-limit", 0, CLI_UINT64, &json_limit_mib, "MIB", 1, (double)(QC_JSON_MAX_LIMIT >> 20), NULL,
+          "size cap for every JSON file read (default 64 MiB for tokenizer files, 4 config, 16 shard index, "
+          "16 manifest); parsing may use 8x the cap", true },
+        { "allow-large", 0, CLI_FLAG, &o.allow_large, NULL, 0, 0, NULL,
+          "convert even if compressed zip entries inflate beyond 64 MiB at more than 32x their size", true },
+        { "quiet", 'q', CLI_FLAG, &u.quiet, NULL, 0, 0, NULL, "no progress line and no summary", true },
+        { "json", 0, CLI_FLAG, &u.json, NULL, 0, 0, NULL, "print the summary (or the error) as JSON", true },
+    };
+    const cli_command cmd = {
+        .name = "convert",
+        .usage = "qmap convert SRC [SRC...] -o OUT.qmap [options]",
+        .description =
+            "Convert a PyTorch checkpoint into a .qmap container. The input kind is read from the bytes,\n"
+            "not the file name:\n"
+            "  - a torch.save file (.pt, .pth, pytorch_model.bin; zip format, torch >= 1.6)\n"
+            "  - a safetensors file\n"
+            "  - a NumPy .npy or .npz file\n"
+            "  - a shard index (model.safetensors.index.json, pytorch_model.bin.index.json), or several\n"
+            "    shard files given together\n"
+            "  - a model directory as the hub ships it: the first of model.safetensors.index.json,\n"
+            "    model.safetensors, pytorch_model.bin.index.json, pytorch_model.bin in it\n"
+            "  - a raw float32 dump directory (manifest.json + one .bin per tensor; convert/export_torch.py)\n"
+            "Pickles are read by a restricted unpickler that runs no code and accepts only tensors.\n"
+            "config.json beside the input gives the hyperparameters; a tokenizer beside it (tokenizer.json,\n"
+            "vocab.json + merges.txt, vocab.txt) is stored in the container.\n",
+        .opts = opts,
+        .n_opts = sizeof opts / sizeof opts[0],
+        .epilog = "exit status: 0 written, 1 the input is bad or the conversion failed, 2 usage error\n",
+    };
+    int first;
+    int rc = cli_parse(&cmd, argc, argv, &first);
+    if (rc) return rc == 1 ? 0 : 2;
+    if (first >= argc || !o.output) {
+        fprintf(stderr, "qmap convert: %s\nusage: %s\n", first >= argc ? "no input given" : "no output given (-o OUT.qmap)",
+                cmd.usage);
         return 2;
     }
+    o.dtype = dtype == 1 ? QM_DTYPE_F16 : QM_DTYPE_F32;
+    o.json_limit = json_limit_mib << 20;
+    const char **inputs = (const char **)(argv + first);
+    size_t n_in = (size_t)(argc - first);
     o.inputs = inputs;
     o.n_inputs = n_in;
     o.on_progress = on_progress;
@@ -145,7 +117,6 @@ int cmd_convert(int argc, char **argv)
     qm_error err;
     qm_status st = qc_convert(&o, &s, &err);
     clear_progress(&u);
-    free(inputs);
     if (u.json) {
         json_out j = { .fp = stdout };
         json_begin_object(&j, NULL);
