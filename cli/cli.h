@@ -16,6 +16,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 
 /* "1.50 GB" style, decimal units. buf of ≥ 16 bytes. */
 const char *cli_human_bytes(uint64_t n, char *buf, size_t size);

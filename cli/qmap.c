@@ -15,6 +15,7 @@ static const struct {
     { "bench", cmd_bench, "measure the matmul kernels against memory bandwidth and instruction peak" },
     { "convert", cmd_convert, "PyTorch checkpoint (torch.save, safetensors, npz, raw dump) -> .qmap" },
     { "inspect", cmd_inspect, "print a container's header, metadata and tensor table (--json for scripts)" },
+    { "perplexity", cmd_perplexity, "perplexity of an LM over a text, and KL divergence from a base model" },
     { "quantize", cmd_quantize, "weight matrices to Q8_ROW (int8, per-row scales) or F16" },
     { "run", cmd_run, "generate text with a language model (gpt2, gpt_neo, llama), read in place" },
     { "tokenize", cmd_tokenize, "text -> token ids with the container's tokenizer (--json for scripts)" },
@@ -31,7 +32,7 @@ static void usage(FILE *fp)
             "reads it zero-copy through one memory mapping.\n"
             "\n"
             "commands:\n");
-    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(fp, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(fp, "  %-11s %s\n", commands[i].name, commands[i].summary);
     fprintf(fp,
             "\n"
             "Run 'qmap <command> --help' for a command's options.\n"

@@ -38,3 +38,11 @@ EXTRA_DEMO += demo-lm
 special-files-test: $(BUILD)/qmap
 	$(PYTHON) tests/convert/test_special_files.py --qmap $(BUILD)/qmap --workdir $(BUILD)/tests/special
 EXTRA_TESTS += special-files-test
+
+# qmap perplexity against the same windows and statistics computed in torch (tests/run/test_perplexity.py),
+# on the normal build and under ASan+UBSan.
+perplexity-test: $(BUILD)/qmap $(BUILD)/asan/qmap
+	$(PYTHON) tests/run/test_perplexity.py --qmap $(BUILD)/qmap --workdir $(BUILD)/tests/perplexity
+	$(PYTHON) tests/run/test_perplexity.py --qmap $(BUILD)/asan/qmap --workdir $(BUILD)/tests/perplexity-asan
+.PHONY: perplexity-test
+EXTRA_TESTS += perplexity-test
