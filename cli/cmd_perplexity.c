@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "json_out.h"
 #include "opts.h"
+#include "ppl_logits.h"
 #include "ppl_stats.h"
 #include "qmap.h"
 
@@ -88,7 +89,7 @@ static bool adds_bos(const qmap_model *m)
 
 int cmd_perplexity(int argc, char **argv)
 {
-    const char *file = NULL, *base_path = NULL;
+    const char *file = NULL, *base_path = NULL, *save_path = NULL;
     long ctx = 512, batch = 0, threads = 0, max_chunks = 0;
     int kv = 0, act = 0;
     bool json = false, quiet = false;
@@ -99,9 +100,11 @@ int cmd_perplexity(int argc, char **argv)
           "tokens per evaluation call (0: the whole window)", false },
         { "threads", 't', CLI_INT, &threads, "N", 0, 1024, NULL, "threads (0: all the process may use)", false },
         { "chunks", 0, CLI_INT, &max_chunks, "N", 0, 1 << 30, NULL, "score at most N windows (0: all)", false },
-        { "kl-base", 0, CLI_STRING, &base_path, "BASE.qmap", 0, 0, NULL,
-          "also evaluate BASE (same tokenizer) on the same windows: KL divergence, top-1 agreement, "
-          "ln(PPL/PPL_base)", true },
+        { "kl-base", 0, CLI_STRING, &base_path, "BASE", 0, 0, NULL,
+          "compare with a base: a .qmap (same tokenizer) evaluated on the same windows, or a file of "
+          "--save-logits: KL divergence, top-1 agreement, ln(PPL/PPL_base)", true },
+        { "save-logits", 0, CLI_STRING, &save_path, "FILE", 0, 0, NULL,
+          "save every scored token's log-probabilities (n_vocab float32 each) for a later --kl-base", true },
         { "kv", 0, CLI_CHOICE, &kv, "TYPE", 0, 0, kv_choices, "KV cache element type", false },
         { "act", 0, CLI_CHOICE, &act, "MODE", 0, 0, act_choices,
           "Q8_ROW activations: auto (float accuracy), int8 (one term, fastest), f32", false },
@@ -110,7 +113,7 @@ int cmd_perplexity(int argc, char **argv)
     };
     const cli_command cmd = {
         .name = "perplexity",
-        .usage = "qmap perplexity MODEL.qmap -f TEXT [-c 512] [-b N] [-t N] [--kl-base BASE.qmap] [--json]",
+        .usage = "qmap perplexity MODEL.qmap -f TEXT [-c 512] [-b N] [-t N] [--kl-base BASE] [--save-logits FILE] [--json]",
         .description =
             "Perplexity of a language model over a text, as llama.cpp's perplexity tool computes it: the text\n"
             "is tokenized once and cut into non-overlapping windows of -c tokens; each window is evaluated from\n"
@@ -122,7 +125,11 @@ int cmd_perplexity(int argc, char **argv)
             "With --kl-base, a base model with the same vocabulary (e.g. the F32 container a Q8_ROW one came\n"
             "from) runs on the same windows: mean KL(base || model) +/- error, its median, 90th, 99th and\n"
             "99.9th percentile and maximum, top-1 agreement, and ln(PPL/PPL_base) +/- error (from the\n"
-            "per-token differences, so correlated noise cancels).\n",
+            "per-token differences, so correlated noise cancels). --save-logits FILE keeps the model's\n"
+            "log-probabilities (n_vocab x 4 bytes per scored token: 32 MB per 255 tokens of a 32k vocabulary)\n"
+            "so that a later run can take FILE as its --kl-base without loading both models; the file records\n"
+            "the vocabulary, -c, the window count and a hash of the windows' ids, and a run on another text,\n"
+            "tokenizer or context is refused.\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
         .epilog = "exit status: 0 done, 1 a bad model or text (too short, another vocabulary), 2 usage error\n",
@@ -150,6 +157,8 @@ int cmd_perplexity(int argc, char **argv)
     char *text = NULL;
     int32_t *ids = NULL, *win = NULL;
     ppl_stats stats = { 0 };
+    ppl_logits_reader *base_file = NULL;
+    ppl_logits_writer *saver = NULL;
     double t_start = now_s();
     if (open_evaluator(&ev, argv[first_arg], &sp, &err)) goto fail;
     if (!ev.info.has_tokenizer) {
@@ -157,7 +166,8 @@ int cmd_perplexity(int argc, char **argv)
                  ev.path);
         goto fail;
     }
-    if (base_path) {
+    bool base_is_file = base_path && ppl_logits_sniff(base_path);
+    if (base_path && !base_is_file) {
         if (open_evaluator(&base, base_path, &sp, &err)) goto fail;
         if (base.info.vocab_size != ev.info.vocab_size) {
             snprintf(err.message, sizeof err.message,
@@ -191,6 +201,15 @@ int cmd_perplexity(int argc, char **argv)
         snprintf(err.message, sizeof err.message, "out of memory");
         goto fail;
     }
+    /* what a logits file must have been computed on: every window's ids as evaluated */
+    ppl_logits_meta meta = { ev.info.vocab_size, c, first, n_chunks, PPL_FNV_START };
+    for (size_t k = 0; k < n_chunks; k++) {
+        memcpy(win, ids + k * c, c * sizeof *win);
+        if (bos) win[0] = qmap_token_bos(ev.m);
+        meta.tokens_hash = ppl_hash_ids(meta.tokens_hash, win, c);
+    }
+    if (base_is_file && !(base_file = ppl_logits_open(base_path, &meta, err.message, sizeof err.message))) goto fail;
+    if (save_path && !(saver = ppl_logits_create(save_path, &meta, err.message, sizeof err.message))) goto fail;
     if (!quiet)
         fprintf(stderr, "qmap perplexity: %zu tokens (tokenized in %.2f s), %zu windows of %u, %u scored each%s\n",
                 n_tok, t_tok, n_chunks, c, per_chunk, bos ? ", BOS first" : "");
@@ -202,18 +221,20 @@ int cmd_perplexity(int argc, char **argv)
         /* The scored positions all lie in the last batch only when the window is one batch; otherwise
          * each batch's scored positions are taken right after it is evaluated. */
         qmap_session_reset(ev.s);
-        if (base_path) qmap_session_reset(base.s);
+        if (base.s) qmap_session_reset(base.s);
         for (uint32_t start = 0; start < c; start += nb) {
             uint32_t len = c - start < nb ? c - start : nb;
             if (qmap_eval(ev.s, win + start, len, &err) != QMAP_OK) goto fail;
-            if (base_path && qmap_eval(base.s, win + start, len, &err) != QMAP_OK) goto fail;
+            if (base.s && qmap_eval(base.s, win + start, len, &err) != QMAP_OK) goto fail;
             for (uint32_t j = start > first ? start : first; j < start + len && j < c - 1; j++) {
-                const float *lg = qmap_logits(ev.s, j - start);
-                const float *lb = base_path ? qmap_logits(base.s, j - start) : NULL;
+                const float *lg = qmap_logits(ev.s, j - start), *lb = NULL;
+                if (base.s) lb = qmap_logits(base.s, j - start);
+                else if (base_file && !(lb = ppl_logits_next(base_file, err.message, sizeof err.message))) goto fail;
                 if (!lg || (base_path && !lb)) {
                     snprintf(err.message, sizeof err.message, "no logits for position %u", j);
                     goto fail;
                 }
+                if (saver && !ppl_logits_put(saver, lg, err.message, sizeof err.message)) goto fail;
                 ppl_stats_add(&stats, lg, lb, ev.info.vocab_size, win[j + 1]);
             }
         }
@@ -221,7 +242,7 @@ int cmd_perplexity(int argc, char **argv)
         if (!quiet) {
             ppl_summary so;
             ppl_stats_summary(&stats, &so);
-            double tps = t_eval > 0 ? (double)((k + 1) * c) * (base_path ? 2 : 1) / t_eval : 0;
+            double tps = t_eval > 0 ? (double)((k + 1) * c) * (base.s ? 2 : 1) / t_eval : 0;
             fprintf(stderr, "[%zu/%zu] ppl %.4f +/- %.4f", k + 1, n_chunks, so.ppl, so.ppl_err);
             if (base_path)
                 fprintf(stderr, "  base %.4f  KL %.6f  top-1 %.2f%%", so.ppl_base, so.kl_mean, 100 * so.top1);
@@ -234,7 +255,12 @@ int cmd_perplexity(int argc, char **argv)
         snprintf(err.message, sizeof err.message, "out of memory");
         goto fail;
     }
-    double evaluated = (double)(n_chunks * c) * (base_path ? 2 : 1);
+    if (saver) {
+        bool saved = ppl_logits_finish(saver, err.message, sizeof err.message);
+        saver = NULL;
+        if (!saved) goto fail;
+    }
+    double evaluated = (double)(n_chunks * c) * (base.s ? 2 : 1);
     if (json) {
         json_out j = { .fp = stdout };
         json_begin_object(&j, NULL);
@@ -274,6 +300,7 @@ int cmd_perplexity(int argc, char **argv)
     } else {
         printf("%s: PPL = %.4f +/- %.4f over %zu tokens (%zu windows of %u, second halves scored)\n", ev.path, su.ppl,
                su.ppl_err, su.n, n_chunks, c);
+        if (save_path) printf("  log-probabilities saved to %s\n", save_path);
         if (base_path) {
             printf("%s: PPL = %.4f +/- %.4f (base)\n", base_path, su.ppl_base, su.ppl_base_err);
             printf("  ln(PPL/PPL_base) = %.6f +/- %.6f  (%+.3f%%)\n", su.ln_ratio, su.ln_ratio_err,
@@ -290,6 +317,8 @@ int cmd_perplexity(int argc, char **argv)
 fail:
     fprintf(stderr, "qmap perplexity: %s\n", err.message[0] ? err.message : "failed");
 done:
+    ppl_logits_abort(saver);
+    ppl_logits_close(base_file);
     ppl_stats_free(&stats);
     free(win);
     free(ids);

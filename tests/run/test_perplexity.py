@@ -14,6 +14,8 @@ llama.cpp does (first token of each window replaced by BOS, second half scored) 
   KL, its median and 99th percentile, top-1 agreement and ln(PPL/PPL_base) must match the statistics
   numpy computes from torch's logits (KL and the ratio within 10% + 1e-6 / 1e-5 of each other, top-1 within 1
   point: qmap's Q8 products sum in another order than the dequantized float model).
+- --save-logits of the F32 run, then the Q8_ROW run with that file as --kl-base: the same statistics as
+  the same-pass run; a file from another -c, window count or text, or a truncated one, is refused.
 - Errors: a text shorter than two windows (says how many tokens it needs), a base with another vocabulary,
   a model without a tokenizer.
 """
@@ -168,6 +170,40 @@ def main():
     c.check("kl", "ln(PPL/PPL_base) within 10% (+1e-5)", near(b.get("ln_ppl_ratio", 1), d_nll.mean(), 0.10, 1e-5))
     c.check("kl", "the KL error is the standard error of the mean",
             near(b.get("kl_mean_err", 0), kl.std(ddof=1) / np.sqrt(len(kl)), 0.15))
+
+    # --save-logits from the F32 run, then --kl-base FILE: the same statistics as the same-pass run
+    saved = os.path.join(d, "f32.logits")
+    r = subprocess.run([a.qmap, "perplexity", f32, "-f", txt, "-c", str(CTX), "--chunks", str(CHUNKS), "--kv", "f32",
+                        "--save-logits", saved, "-q"], capture_output=True, text=True)
+    per = CTX - 1 - CTX // 2
+    c.check("saved", "--save-logits writes 64 + tokens x vocab x 4 bytes",
+            r.returncode == 0 and os.path.getsize(saved) == 64 + CHUNKS * per * len(vocab) * 4, r.stderr.strip())
+    r = subprocess.run([a.qmap, "perplexity", q8, "-f", txt, "-c", str(CTX), "--chunks", str(CHUNKS), "--kv", "f32",
+                        "--kl-base", saved, "--json", "-q"], capture_output=True, text=True)
+    bf = json.loads(r.stdout).get("base", {}) if r.returncode == 0 else {}
+    c.check("saved", "--kl-base FILE gives the same-pass statistics (PPL, KL mean/p99, top-1, ratio; 1e-5)",
+            r.returncode == 0 and all(near(bf.get(k, -1), b.get(k, 0), 1e-5, 1e-9)
+                                      for k in ("ppl", "kl_mean", "kl_p99", "top1", "ln_ppl_ratio")),
+            r.stderr.strip() + " %s vs %s" % (bf, b))
+    for what, extra in (("another -c", ["-c", str(CTX // 2), "--chunks", str(CHUNKS)]),
+                        ("another window count", ["-c", str(CTX), "--chunks", str(CHUNKS - 1)])):
+        r = subprocess.run([a.qmap, "perplexity", q8, "-f", txt, "--kl-base", saved, "-q"] + extra,
+                           capture_output=True, text=True)
+        c.check("saved", "a logits file from %s is refused saying so" % what,
+                r.returncode == 1 and "computed" in r.stderr and saved in r.stderr, r.stderr.strip())
+    other_txt = os.path.join(d, "other.txt")
+    with open(other_txt, "w") as f:
+        f.write(text[::-1])
+    r = subprocess.run([a.qmap, "perplexity", q8, "-f", other_txt, "-c", str(CTX), "--chunks", str(CHUNKS),
+                        "--kl-base", saved, "-q"], capture_output=True, text=True)
+    c.check("saved", "a logits file of another text is refused", r.returncode == 1 and "another text" in r.stderr,
+            r.stderr.strip())
+    with open(saved, "r+b") as f:
+        f.truncate(os.path.getsize(saved) - 4)
+    r = subprocess.run([a.qmap, "perplexity", q8, "-f", txt, "-c", str(CTX), "--chunks", str(CHUNKS),
+                        "--kl-base", saved, "-q"], capture_output=True, text=True)
+    c.check("saved", "a truncated logits file is refused", r.returncode == 1 and "truncated" in r.stderr,
+            r.stderr.strip())
 
     # errors
     short = os.path.join(d, "short.txt")
