@@ -701,6 +701,9 @@ static qm_status plan_gpt(ctx *c, const arch_def *a, bool neo)
             for (size_t i = 0; i < json_array_size(types) && !bad; i++) {
                 json_t *pair = json_array_get(types, i), *pat = json_array_get(pair, 0), *rep = json_array_get(pair, 1);
                 if (!json_is_array(pat) || !json_is_integer(rep) || json_integer_value(rep) < 0) { bad = true; break; }
+                /* an empty pattern names no layer however often it repeats: skipped, as HF's list product does,
+                 * so that a huge count cannot spin; a non-empty one stops at n_layers below */
+                if (json_array_size(pat) == 0) continue;
                 for (json_int_t r = 0; r < json_integer_value(rep) && !bad; r++)
                     for (size_t j = 0; j < json_array_size(pat) && !bad; j++) {
                         const char *k = json_string_value(json_array_get(pat, j));
@@ -893,13 +896,16 @@ typedef struct mlp_layer { int64_t w, b; char act[16]; } mlp_layer;
 
 static qm_status plan_mlp(ctx *c)
 {
-    mlp_layer *L = calloc(c->n_refs ? c->n_refs : 1, sizeof *L);
+    json_t *layers = c->manifest ? json_object_get(c->manifest, "layers") : NULL;
+    /* one slot per linear layer: a layer list may name one weight in several layers, so it can hold more
+     * linear layers than there are tensors */
+    size_t cap = json_is_array(layers) && json_array_size(layers) > c->n_refs ? json_array_size(layers) : c->n_refs;
+    mlp_layer *L = calloc(cap ? cap : 1, sizeof *L);
     char **acts = NULL;
     uint32_t n = 0;
     qm_status st = QM_OK;
     const char *output = "logits";
     if (!L) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
-    json_t *layers = c->manifest ? json_object_get(c->manifest, "layers") : NULL;
     if (json_is_array(layers)) {
         size_t i;
         json_t *e;

@@ -148,27 +148,22 @@ static qm_status fill(qc_index *ix, json_t *root, qm_error *err)
     return QM_OK;
 }
 
-qm_status qc_index_read(const char *path, uint64_t json_limit, qc_index **out, qm_error *err)
+/* Parse `len` bytes of index text read from `path`; the caller has run qc_json_check on them. */
+static qm_status parse_checked(const char *path, const char *buf, size_t len, qc_index **out, qm_error *err)
 {
-    *out = NULL;
     qc_index *ix = calloc(1, sizeof *ix);
     if (!ix || !(ix->path = strdup(path))) {
         free(ix);
         return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory");
     }
-    char *buf = NULL;
-    size_t len = 0;
-    qm_status st = qc_json_read_file(path, QC_JSON_INDEX, json_limit, &buf, &len, err);
-    if (st == QM_OK) {
-        json_error_t jerr;
-        json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-        free(buf);
-        if (!root) {
-            st = qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, (uint64_t)jerr.position, "not valid JSON: %s", jerr.text);
-        } else {
-            st = fill(ix, root, err);
-            json_decref(root);
-        }
+    json_error_t jerr;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+    qm_status st;
+    if (!root) {
+        st = qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, (uint64_t)jerr.position, "not valid JSON: %s", jerr.text);
+    } else {
+        st = fill(ix, root, err);
+        json_decref(root);
     }
     if (st != QM_OK) {
         qc_index_free(ix);
@@ -176,6 +171,31 @@ qm_status qc_index_read(const char *path, uint64_t json_limit, qc_index **out, q
     }
     *out = ix;
     return QM_OK;
+}
+
+qm_status qc_index_parse(const char *path, const char *buf, size_t len, uint64_t json_limit, qc_index **out,
+                         qm_error *err)
+{
+    *out = NULL;
+    if (!buf && len)
+        return qm_fail(err, QM_ERR_INVALID_ARGUMENT, path, NULL, QM_NO_OFFSET, "no buffer for %zu bytes", len);
+    if (!buf) buf = "";   /* an empty text: the checks and the parser never see a null pointer */
+    qm_status st = qc_json_check(path, buf, len, QC_JSON_INDEX, json_limit, err);
+    return st != QM_OK ? st : parse_checked(path, buf, len, out, err);
+}
+
+qm_status qc_index_read(const char *path, uint64_t json_limit, qc_index **out, qm_error *err)
+{
+    *out = NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    /* reads within the size cap, then qc_json_check, so parse_checked gets checked text as from
+     * qc_index_parse */
+    qm_status st = qc_json_read_file(path, QC_JSON_INDEX, json_limit, &buf, &len, err);
+    if (st != QM_OK) return st;
+    st = parse_checked(path, buf, len, out, err);
+    free(buf);
+    return st;
 }
 
 /* Position of `name` in the weight_map, or SIZE_MAX. */

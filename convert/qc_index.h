@@ -40,6 +40,14 @@ typedef struct qc_index {
  * QM_ERR_UNSUPPORTED above the caps of qc_json.h, kind QC_JSON_INDEX; json_limit: --json-limit in bytes or 0). */
 qm_status qc_index_read(const char *path, uint64_t json_limit, qc_index **out, qm_error *err);
 
+/* The same over `len` bytes of index text already in memory (fuzz targets, tests): checked by
+ * qc_json_check (kind QC_JSON_INDEX) before parsing, as qc_index_read does; `path` is where the index
+ * lives (shards are resolved against its directory) and names it in messages. The buffer need not be
+ * NUL-terminated and is not kept; it may be NULL when len is 0 (else QM_ERR_INVALID_ARGUMENT). Errors as
+ * qc_index_read but for QM_ERR_IO. */
+qm_status qc_index_parse(const char *path, const char *buf, size_t len, uint64_t json_limit, qc_index **out,
+                         qm_error *err);
+
 /* shards[i] must be the source opened from ix->shards[i], and n == ix->n_shards. QM_ERR_BAD_SOURCE if a
  * weight_map tensor is missing from its shard, a shard holds a tensor the weight_map does not list, or
  * lists under another shard; QM_ERR_INVALID_ARGUMENT if n differs from ix->n_shards. */

@@ -59,11 +59,12 @@ qm_status qc_open_raw_dump(const char *dir, uint64_t json_limit, qc_source **out
 
     uint32_t mf;
     if ((st = qc_source_map_file(s, mpath, &mf, err)) != QM_OK) goto done;
-    if ((st = qc_json_check(mpath, (const char *)s->files[mf].data, (size_t)s->files[mf].size, QC_JSON_MANIFEST,
-                            json_limit, err)) != QM_OK)
+    /* an empty file is mapped as NULL: give the checks and the parser an empty text, not a null pointer */
+    const char *text = s->files[mf].data ? (const char *)s->files[mf].data : "";
+    if ((st = qc_json_check(mpath, text, (size_t)s->files[mf].size, QC_JSON_MANIFEST, json_limit, err)) != QM_OK)
         goto done;
     json_error_t je;
-    root = json_loadb((const char *)s->files[mf].data, (size_t)s->files[mf].size, JSON_REJECT_DUPLICATES, &je);
+    root = json_loadb(text, (size_t)s->files[mf].size, JSON_REJECT_DUPLICATES, &je);
     if (!root || !json_is_object(root)) {
         st = qm_fail(err, QM_ERR_BAD_SOURCE, mpath, NULL, root ? QM_NO_OFFSET : (uint64_t)je.position,
                      "not a JSON object: %s", root ? "top level has another type" : je.text);
