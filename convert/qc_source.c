@@ -1,6 +1,7 @@
 /* qc_source.c — the importer-independent half of a qc_source: files, storages, tensors, view checks,
  * on-demand storage loads, and input sniffing. */
 #include "qc_source.h"
+#include "qc_crc32.h"
 #include "qm_fileio.h"
 
 #include <errno.h>
@@ -278,7 +279,19 @@ qm_status qc_source_load(qc_source *s, uint32_t index, const uint8_t **bytes, qm
         return qm_fail(err, QM_ERR_INVALID_ARGUMENT, s->path, NULL, QM_NO_OFFSET, "no storage %u", index);
     const qc_storage *st = &s->storages[index];
     if (st->kind == QC_STORAGE_MAPPED) {
-        *bytes = st->nbytes ? s->files[st->file].data + st->file_offset : empty_storage;
+        const uint8_t *p = st->nbytes ? s->files[st->file].data + st->file_offset : empty_storage;
+        if (st->check_crc && !st->crc_checked) {
+            /* a stored zip entry read in place: libzip never saw these bytes, so its CRC check did not run.
+             * One pass over the mapping, before any byte reaches the output (the vector CRC runs far faster
+             * than the writer, and the provenance hash has just faulted the pages in). */
+            uint32_t crc = qc_crc32(0, p, (size_t)st->nbytes);
+            if (crc != st->crc32)
+                return qm_fail(err, QM_ERR_BAD_SOURCE, s->files[st->file].path, st->key, st->file_offset,
+                               "archive entry %s fails its CRC-32 check: the file is damaged (its bytes give "
+                               "%08x, the archive says %08x)", st->key, crc, st->crc32);
+            s->storages[index].crc_checked = true;
+        }
+        *bytes = p;
         return QM_OK;
     }
     if (!s->zip) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, s->path, st->key, QM_NO_OFFSET, "no archive open");

@@ -62,6 +62,13 @@ typedef struct qc_storage {
     uint64_t zip_skip;               /* QC_STORAGE_ZIP: bytes at the start of the entry that precede the
                                       * storage (an .npy header inside an .npz); 0 unless set after
                                       * qc_source_add_storage. The entry must hold exactly zip_skip + nbytes. */
+    /* QC_STORAGE_MAPPED of a stored zip entry, used in place rather than through libzip: nothing has
+     * checked its bytes yet, so the first qc_source_load compares their CRC-32 with crc32 (the central
+     * directory's) and fails on a mismatch; later loads of the same storage skip the check. Set after
+     * qc_source_add_storage; false/0 for every other storage. */
+    bool check_crc;
+    bool crc_checked;                /* the check ran and passed */
+    uint32_t crc32;
 } qc_storage;
 
 /* A read-only mapping of one input file. */
@@ -123,8 +130,9 @@ uint64_t qc_tensor_elements(const qc_tensor *t);
 /* True if the tensor is C-contiguous (strides are row-major for its shape, size-1 dims ignored). */
 bool qc_tensor_is_contiguous(const qc_tensor *t);
 
-/* Bytes of storage `index` (nbytes long). Mapped: a pointer into the file. Zip: read (inflated if need
- * be) into the source's buffer, its length checked against nbytes and its CRC by libzip. */
+/* Bytes of storage `index` (nbytes long). Mapped: a pointer into the file (a stored zip entry's CRC-32
+ * checked on its first load when check_crc is set). Zip: read (inflated if need be) into the source's
+ * buffer, its length checked against nbytes and its CRC by libzip. */
 qm_status qc_source_load(qc_source *s, uint32_t index, const uint8_t **bytes, qm_error *err);
 
 /* Sniff the kind of input at `path` from its bytes (a directory counts as a raw dump if it holds

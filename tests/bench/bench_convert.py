@@ -4,8 +4,9 @@
 Writes a Llama-shaped F32 checkpoint of about 1.3 GB (safetensors, and torch.save zip when torch is
 present), warms the page cache, then times, alternating, `qmap convert` and a copy of the same bytes to a
 new file. Both end with fsync (the convert writer fsyncs and renames, so the fair copy does too); the copy
-without fsync is printed as well. Prints median, min and max of --runs runs and the ratio of medians.
-Not a test: nothing here passes or fails on speed.
+without fsync is printed as well. Prints median, min and max of --runs runs and the ratio of medians,
+then how fast torch.save convert is against safetensors convert of the same weights (safetensors time /
+torch.save time: 1.0 is as fast). Not a test: nothing here passes or fails on speed.
 
     /usr/bin/python3 tests/bench/bench_convert.py --qmap build/qmap --dir build/bench [--runs 5] [--gb 1.3]
 """
@@ -105,24 +106,39 @@ def main():
         med = statistics.median(ts)
         return med, f"{nbytes / med / 1e9:6.2f} GB/s  [{nbytes / max(ts) / 1e9:.2f}, {nbytes / min(ts) / 1e9:.2f}]"
 
+    sizes = {label: os.path.getsize(src) for label, src in routes}
+    times = {label: ([], [], []) for label, _ in routes}   # convert, copy + fsync, copy without fsync
     for label, src in routes:
-        size = os.path.getsize(src)
-        copy_file(src, out, True)  # warm the page cache for both
-        conv = lambda: subprocess.run([a.qmap, "convert", src, "-o", out, "--quiet", "--no-tokenizer"], check=True)
-        cp_sync = lambda: copy_file(src, out + ".copy", True)
-        cp_nosync = lambda: copy_file(src, out + ".copy", False)
-        tc, ts, tn = [], [], []
-        for _ in range(a.runs):  # interleaved so drift on a shared machine hits all three alike
-            tc += timed(conv, 1)
-            ts += timed(cp_sync, 1)
-            tn += timed(cp_nosync, 1)
-        mc, sc = fmt(tc, size)
-        ms, ss = fmt(ts, size)
-        mn, sn = fmt(tn, size)
+        copy_file(src, out, True)  # warm the page cache for every route
+    # Interleaved, route inside run, so that drift on a shared machine hits every route and the copies
+    # alike; run k of one route is paired with run k of the others for the per-run ratios below.
+    for _ in range(a.runs):
+        for label, src in routes:
+            tc, ts, tn = times[label]
+            tc += timed(lambda: subprocess.run([a.qmap, "convert", src, "-o", out, "--quiet", "--no-tokenizer"],
+                                               check=True), 1)
+            ts += timed(lambda: copy_file(src, out + ".copy", True), 1)
+            tn += timed(lambda: copy_file(src, out + ".copy", False), 1)
+    med = {}
+    for label, _ in routes:
+        tc, ts, tn = times[label]
+        mc, sc = fmt(tc, sizes[label])
+        ms, ss = fmt(ts, sizes[label])
+        mn, sn = fmt(tn, sizes[label])
+        med[label] = mc
         print(f"{label:15s} qmap convert         {sc}")
         print(f"{label:15s} copy + fsync         {ss}")
         print(f"{label:15s} copy (no fsync)      {sn}")
         print(f"{label:15s} ratio convert / copy+fsync = {ms / mc:.2f}   convert / copy(no fsync) = {mn / mc:.2f}")
+    if "safetensors" in med and "torch.save zip" in med:
+        # speed of torch.save convert relative to safetensors convert of the same weights (1.0: as fast;
+        # the files differ by a few KB of headers, so times compare directly): from the two medians, and
+        # the median of the per-run ratios (run k of each, taken back to back)
+        st, pt = times["safetensors"][0], times["torch.save zip"][0]
+        paired = statistics.median(s / t for s, t in zip(st, pt))
+        print(f"torch.save zip convert / safetensors convert (speed, safetensors_time / torch_time): "
+              f"{med['safetensors'] / med['torch.save zip']:.2f} from the medians, {paired:.2f} median per run")
+    if os.path.exists(out):
         os.unlink(out)
     return 0
 

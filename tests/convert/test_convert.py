@@ -46,6 +46,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 import savers              # noqa: E402
 import checks              # noqa: E402  (tests/checks.py)
 import spec_reader         # noqa: E402
+import test_torch_fast     # noqa: E402  (stored torch.save storages read in place)
 from expected import (ARCH_OF, expected_metadata, expected_mlp_metadata, expected_tensors,  # noqa: E402
                       values_equal)
 
@@ -763,6 +764,7 @@ def main():
     suite.cross_route()
     check_cli_output(suite)
     BadInputs(suite).run()
+    test_torch_fast.run(suite.ck, args.qmap, suite.work)
     ExportCommand(suite).run()
     ck = suite.ck
     print("%d passed, %d failed (%.1fs)" % (ck.passed, len(ck.failed), time.time() - t0))

@@ -110,7 +110,7 @@ static void run_image(const uint8_t *data, size_t size)
         CHECK(qc_tensor_check(s, t, NULL) == QM_OK);
     }
     for (uint32_t i = 0; i < s->n_storages; i++) {
-        CHECK(s->storages[i].kind == QC_STORAGE_ZIP);
+        CHECK(s->storages[i].kind == QC_STORAGE_ZIP || (s->storages[i].kind == QC_STORAGE_MAPPED && s->storages[i].check_crc));
         const uint8_t *b = NULL;
         memset(&err, 0x5A, sizeof err);
         qm_status ls = qc_source_load(s, i, &b, &err);
