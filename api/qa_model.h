@@ -6,6 +6,7 @@
 #include "qa_internal.h"
 #include "qm_names.h"
 #include "qm_reader.h"
+#include "qr_arch_mlp.h"
 #include "qr_model.h"
 
 struct qmap_model {
@@ -16,6 +17,7 @@ struct qmap_model {
     qr_lm_hparams hp;
     qr_matrix *mats;                 /* every matrix the family loaded (work-buffer sizing) */
     size_t n_mats;
+    qr_mlp *mlp;                     /* NULL unless the container is an mlp classifier */
     qr_tokenizer *tok;               /* NULL when the container has no tokenizer or it failed to load */
     char tok_error[640];             /* why it failed to load ("" if it did not) */
     qmap_model_info info;

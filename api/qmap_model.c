@@ -86,6 +86,12 @@ static void fill_info(qmap_model *m)
         in->ffn_dim = m->hp.ffn_dim;
         in->bytes_per_token = bytes_per_token(m);
     }
+    if (m->mlp) {
+        in->vocab_size = m->mlp->output_dim;
+        in->input_dim = m->mlp->input_dim;
+        in->n_layers = m->mlp->n_layers;
+        in->dim = m->mlp->max_width;
+    }
 }
 
 qmap_status qmap_model_open(const char *path, const qmap_model_params *params, qmap_model **out, qmap_error *err)
@@ -140,6 +146,12 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
         m->mats = ld.mats;  /* the model keeps the list; the loader is done */
         m->n_mats = ld.n_mats;
         if (st != QM_OK) goto fail;
+    } else if (m->arch == QM_ARCH_MLP) {
+        qr_loader ld;
+        qr_loader_init(&ld, m->file, m->arch, &e);
+        st = qr_mlp_load(&ld, &m->mlp);
+        qr_loader_free(&ld);
+        if (st != QM_OK) goto fail;
     }
 
     char kind_key[QM_KEY_NAME_MAX], tokens_key[QM_KEY_NAME_MAX];
@@ -172,6 +184,7 @@ void qmap_model_close(qmap_model *m)
 {
     if (!m) return;
     if (m->lm && m->weights) m->lm->free(m->weights);
+    qr_mlp_free(m->mlp);
     free(m->mats);
     qr_tok_free(m->tok);
     qm_close(m->file);

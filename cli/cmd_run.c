@@ -11,6 +11,7 @@
 #include "json_out.h"
 #include "opts.h"
 #include "qmap.h"
+#include "run_classify.h"
 
 /* Set by SIGINT: generation stops after the current token and the figures are still printed. The only
  * global of the command; the library has none. */
@@ -31,6 +32,8 @@ static double now_s(void)
 
 typedef struct run_args {
     const char *prompt, *file, *tokens;
+    const char *input, *labels, *output;   /* classifiers */
+    long top;
     long n_predict, top_k, repeat_last_n, ctx, threads, batch;
     float temp, top_p, min_p, repeat_penalty;
     uint64_t seed;
@@ -142,7 +145,7 @@ int cmd_run(int argc, char **argv)
     qmap_sampler_params_default(&sd);
     run_args a = {
         .n_predict = 128, .top_k = sd.top_k, .repeat_last_n = sd.repeat_last_n, .ctx = 0, .threads = 0,
-        .batch = 512, .temp = sd.temp, .top_p = sd.top_p, .min_p = sd.min_p, .repeat_penalty = sd.repeat_penalty,
+        .batch = 0, .top = 1, .temp = sd.temp, .top_p = sd.top_p, .min_p = sd.min_p, .repeat_penalty = sd.repeat_penalty,
         .seed = sd.seed, .kv = 0, .act = 0,
     };
     const cli_opt opts[] = {
@@ -159,17 +162,25 @@ int cmd_run(int argc, char **argv)
         { "seed", 's', CLI_UINT64, &a.seed, "SEED", 0, 9007199254740992.0, NULL, "random seed: the same seed prints the same text", false },
         { "ctx-size", 'c', CLI_INT, &a.ctx, "N", 0, 1 << 24, NULL, "context length in tokens; 0 = the model's (llama: more is allowed, with a warning)", false },
         { "threads", 't', CLI_INT, &a.threads, "N", 0, 1024, NULL, "threads; 0 = all cores (or OMP_NUM_THREADS)", false },
-        { "batch-size", 'b', CLI_INT, &a.batch, "N", 1, 1 << 20, NULL, "prompt tokens evaluated per batch (the GEMM path)", false },
+        { "batch-size", 'b', CLI_INT, &a.batch, "N", 0, 1 << 20, NULL,
+          "prompt tokens evaluated per batch (the GEMM path; 0 = 512), or classifier rows per batch (0 = 256)", false },
         { "kv", 0, CLI_CHOICE, &a.kv, "TYPE", 0, 0, kv_choices, "KV cache element type", false },
         { "act", 0, CLI_CHOICE, &a.act, "MODE", 0, 0, act_choices, "Q8_ROW activations: auto keeps float accuracy; int8 is faster", false },
         { "no-bos", 0, CLI_FLAG, &a.no_bos, NULL, 0, 0, NULL, "do not add the tokenizer's BOS/EOS tokens to the prompt", true },
         { "verify", 0, CLI_FLAG, &a.verify, NULL, 0, 0, NULL, "check every tensor's checksum before running", true },
         { "json", 0, CLI_FLAG, &a.json, NULL, 0, 0, NULL, "print one JSON object (text, ids, figures) instead of streaming", true },
         { "quiet", 'q', CLI_FLAG, &a.quiet, NULL, 0, 0, NULL, "no figures on stderr", true },
+        { "input", 0, CLI_STRING, &a.input, "X.npy", 0, 0, NULL,
+          "classifier (mlp): the rows to classify, a float32/float64/uint8 .npy [n, features...]", true },
+        { "labels", 0, CLI_STRING, &a.labels, "Y.npy", 0, 0, NULL,
+          "classifier: the true classes (integer .npy [n]): accuracy and a confusion matrix", true },
+        { "output", 'o', CLI_STRING, &a.output, "OUT.npy", 0, 0, NULL,
+          "classifier: write the model's outputs as a float32 .npy [n, classes]", true },
+        { "top", 0, CLI_INT, &a.top, "K", 1, 1 << 20, NULL, "classifier: show the K best classes of each row", false },
     };
     const cli_command cmd = {
         .name = "run",
-        .usage = "qmap run MODEL.qmap (-p TEXT | -f FILE | --tokens IDS) [options]",
+        .usage = "qmap run MODEL.qmap (-p TEXT | -f FILE | --tokens IDS | --input X.npy) [options]",
         .description =
             "Generate text with a decoder language model (gpt2, gpt_neo, llama/mistral/qwen2) read in place from\n"
             "the container: F32, F16 and Q8_ROW weights are used where they lie, nothing is dequantized or copied.\n"
@@ -177,7 +188,11 @@ int cmd_run(int argc, char **argv)
             "stdout as it is generated; generation stops at the end-of-sequence token, after -n tokens, at the\n"
             "context limit, or on Ctrl-C. The figures (load time, prompt and generation tok/s, peak RSS, resident\n"
             "part of the mapping) go to stderr. Sampling follows llama.cpp's defaults and order (penalty, top-k,\n"
-            "top-p, min-p, temperature).\n",
+            "top-p, min-p, temperature).\n"
+            "\n"
+            "A classifier (mlp) classifies the rows of --input X.npy in batches of -b rows through the same\n"
+            "kernels and prints the predicted class per row (a summary per class when there are more than 20),\n"
+            "the accuracy and a confusion matrix when --labels are given, and rows/s on stderr.\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
         .epilog = "exit status: 0 done, 1 bad model or input, 2 usage error\n",
@@ -189,7 +204,7 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "qmap run: give exactly one MODEL.qmap\nusage: %s\n", cmd.usage);
         return 2;
     }
-    if (!!a.prompt + !!a.file + !!a.tokens != 1) {
+    if (!a.input && !!a.prompt + !!a.file + !!a.tokens != 1) {
         fprintf(stderr, "qmap run: give exactly one of -p TEXT, -f FILE, --tokens IDS\nusage: %s\n", cmd.usage);
         return 2;
     }
@@ -216,6 +231,18 @@ int cmd_run(int argc, char **argv)
     st.load_s = now_s() - t0;
     qmap_model_info in;
     qmap_model_get_info(m, &in);
+    if (in.kind == QMAP_KIND_CLASSIFIER || a.input) {
+        if (in.kind != QMAP_KIND_CLASSIFIER || !a.input) {
+            fprintf(stderr, "qmap run: %s: %s\n", path, a.input ? "--input is for classifiers (mlp); this is not one"
+                                                                   : "a classifier (mlp) needs --input X.npy");
+            goto done;
+        }
+        classify_args ca = { a.input, a.labels, a.output, a.batch, a.threads, a.top,
+                             a.act == 1 ? QMAP_ACT_INT8 : a.act == 2 ? QMAP_ACT_F32 : QMAP_ACT_AUTO, a.json, a.quiet };
+        status = run_classifier(m, &ca);
+        goto done;
+    }
+    if (a.batch == 0) a.batch = 512;
     if (in.kind != QMAP_KIND_LM) {
         fprintf(stderr, "qmap run: %s: %s%s%s is not a language model; qmap run generates with gpt2, gpt_neo and llama "
                 "models\n", path, in.kind == QMAP_KIND_NONE ? "a plain tensor store (--arch " : "a ", in.arch,

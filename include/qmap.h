@@ -186,6 +186,25 @@ QMAP_API uint32_t qmap_session_pos(const qmap_session *s);
 /* Forget every position (the next eval starts at 0). Allocates nothing. */
 QMAP_API void qmap_session_reset(qmap_session *s);
 
+/* ---- classifiers (mlp): rows of features -> class scores --------------------------------------------- */
+
+typedef struct qmap_classifier qmap_classifier;
+
+/* Buffers to classify batches of up to max_batch rows (0 = 256) of a QMAP_KIND_CLASSIFIER model with
+ * `threads` OpenMP threads (0 = all the process may use) and activation mode `act` for Q8_ROW weights.
+ * Every buffer is allocated here; classifying allocates nothing. QMAP_ERR_INVALID_ARGUMENT for a model
+ * that is not a classifier. One classifier is used by one thread at a time; one model may have many. */
+QMAP_API qmap_status qmap_classifier_new(const qmap_model *m, size_t max_batch, int threads, qmap_act_mode act,
+                                         qmap_classifier **out, qmap_error *err);
+/* NULL is allowed. Free it before closing its model. */
+QMAP_API void qmap_classifier_free(qmap_classifier *c);
+
+/* out[i][0 .. n_classes) = the model's output (logits, or probabilities / log-probabilities when the
+ * model ends in softmax / log_softmax: qmap_model_info.vocab_size classes) for the n rows of x, each
+ * input_dim floats. n may exceed max_batch (the rows then run in batches of max_batch). x and out are the
+ * caller's; QMAP_ERR_INVALID_ARGUMENT for NULL buffers. */
+QMAP_API qmap_status qmap_classify(qmap_classifier *c, const float *x, size_t n, float *out, qmap_error *err);
+
 /* ---- sampling ------------------------------------------------------------------------------------------ */
 
 typedef struct qmap_sampler qmap_sampler;

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""test_mlp.py — `qmap run` on classifiers (mlp) against PyTorch (issue 14 §1).
+
+- The shipped digits classifier (tests/data/digits_mlp: trained on scikit-learn's 1,797 real 8x8 digits,
+  its held-out 450 rows and torch's logits saved beside it): F32 logits within 1e-5 x max|logit| of
+  torch's and the same predicted class on every row; accuracy printed; Q8_ROW accuracy within 1 point of
+  F32 (and both printed).
+- Models built here with every activation the format names (relu, gelu, silu, tanh, sigmoid), with and
+  without biases, ending in logits, softmax or log_softmax: F32 within 1e-5 of torch; F16 within 1e-3 of
+  torch running the F16-rounded weights; Q8_ROW within 1e-3 of torch running the dequantized weights
+  (spec/FORMAT.md 6.1, tests/spec_writer.py).
+- Batches: -b 1, 7 and 4096 give the same outputs (1e-6: a one-row product may sum in another order);
+  1 and 2 threads the same bits; --output writes exactly the outputs as a float32 .npy; --json lists the
+  predictions, the accuracy and the confusion matrix (checked against numpy's).
+- Inputs: float64 and uint8 .npy are read (converted to float), [n, 8, 8] is flattened.
+- Errors: a wrong feature count, a label out of range, a classifier without --input — each one line and
+  exit 1.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from checks import Checks, fresh_dir  # noqa: E402
+import spec_writer  # noqa: E402
+
+
+def run(qmap, *args):
+    return subprocess.run([qmap] + list(args), capture_output=True, text=True)
+
+
+def rel(a, b):
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+
+def qmap_outputs(c, qmap, model_path, x_path, d, tag, *extra):
+    out = os.path.join(d, "out-%s.npy" % tag)
+    r = run(qmap, "run", model_path, "--input", x_path, "-o", out, "-q", *extra)
+    if not c.check(tag, "qmap run --input", r.returncode == 0, r.stderr.strip()):
+        return None
+    return np.load(out)
+
+
+def weights_as(model, how):
+    """A copy whose Linear weights hold what the container stores: F16-rounded or Q8_ROW dequantized."""
+    import copy
+    m = copy.deepcopy(model)
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, nn.Linear):
+                w = mod.weight.detach().numpy().astype(np.float32)
+                if how == "f16":
+                    d = w.astype(np.float16).astype(np.float32)
+                else:
+                    q, s, _ = spec_writer.quantize_q8row(np.ascontiguousarray(w))
+                    d = q.astype(np.float32) * s.astype(np.float32)[:, None]
+                mod.weight.copy_(torch.from_numpy(d))
+    return m
+
+
+ACTS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU, "tanh": nn.Tanh, "sigmoid": nn.Sigmoid}
+
+
+def built_cases(c, qmap, d, rng):
+    cases = [
+        ("relu-logits", ["relu", "relu"], True, "logits"),
+        ("gelu-softmax", ["gelu", "tanh"], True, "softmax"),
+        ("silu-logsoftmax", ["silu", "sigmoid"], False, "log_softmax"),
+    ]
+    x = rng.randn(300, 48).astype(np.float32)
+    xp = os.path.join(d, "x48.npy")
+    np.save(xp, x)
+    for name, acts, bias, output in cases:
+        torch.manual_seed(len(name))
+        layers = [nn.Linear(48, 96, bias=bias), ACTS[acts[0]](), nn.Linear(96, 40, bias=bias), ACTS[acts[1]](),
+                  nn.Linear(40, 7, bias=bias)]
+        if output == "softmax":
+            layers.append(nn.Softmax(dim=-1))
+        elif output == "log_softmax":
+            layers.append(nn.LogSoftmax(dim=-1))
+        model = nn.Sequential(*layers).eval()
+        src = fresh_dir(os.path.join(d, name))
+        torch.save(model.state_dict(), os.path.join(src, "model.pt"))
+        with open(os.path.join(src, "config.json"), "w") as f:
+            json.dump({"model_type": "mlp", "activations": acts + ["identity"], "output": output}, f)
+        f32 = os.path.join(d, name + ".qmap")
+        r = run(qmap, "convert", os.path.join(src, "model.pt"), "-o", f32, "-q")
+        if not c.check(name, "convert", r.returncode == 0, r.stderr.strip()):
+            continue
+        with torch.no_grad():
+            ref = model(torch.from_numpy(x)).numpy().astype(np.float64)
+        got = qmap_outputs(c, qmap, f32, xp, d, name)
+        if got is not None:
+            c.check(name, "F32 within 1e-5 of torch (%.1e)" % rel(got, ref), rel(got, ref) < 1e-5)
+        for how, tol in (("f16", 1e-3), ("q8", 1e-3)):
+            qp = os.path.join(d, "%s-%s.qmap" % (name, how))
+            r = run(qmap, "quantize", "--" + how, f32, "-o", qp, "-q")
+            if not c.check(name, "quantize --%s" % how, r.returncode == 0, r.stderr.strip()):
+                continue
+            with torch.no_grad():
+                ref_q = weights_as(model, how)(torch.from_numpy(x)).numpy().astype(np.float64)
+            got = qmap_outputs(c, qmap, qp, xp, d, name + "-" + how)
+            if got is not None:
+                c.check(name, "%s within %g of torch on the same weights (%.1e)" % (how.upper(), tol, rel(got, ref_q)),
+                        rel(got, ref_q) < tol)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qmap", required=True)
+    ap.add_argument("--workdir", required=True)
+    a = ap.parse_args()
+    c = Checks(None)
+    d = fresh_dir(a.workdir)
+    q = a.qmap
+    rng = np.random.RandomState(5)
+
+    # the shipped, really trained digits classifier
+    data = os.path.join(ROOT, "tests", "data", "digits_mlp")
+    z = np.load(os.path.join(data, "test.npz"))
+    x, y, logits = z["x"], z["y"], z["logits"].astype(np.float64)
+    xp, yp = os.path.join(d, "digits-x.npy"), os.path.join(d, "digits-y.npy")
+    np.save(xp, x)
+    np.save(yp, y)
+    f32, q8 = os.path.join(d, "digits.qmap"), os.path.join(d, "digits-q8.qmap")
+    r = run(q, "convert", os.path.join(data, "model.pt"), "-o", f32, "-q")
+    c.check("digits", "convert", r.returncode == 0, r.stderr.strip())
+    r = run(q, "quantize", "--q8", f32, "-o", q8, "-q")
+    c.check("digits", "quantize --q8", r.returncode == 0, r.stderr.strip())
+    got = qmap_outputs(c, q, f32, xp, d, "digits")
+    if got is not None:
+        c.check("digits", "F32 logits within 1e-5 of torch's (%.1e)" % rel(got, logits), rel(got, logits) < 1e-5)
+        c.check("digits", "the same class as torch on all %d held-out digits" % len(y),
+                (got.argmax(1) == logits.argmax(1)).all())
+    accs = {}
+    for tag, path in (("f32", f32), ("q8", q8)):
+        r = run(q, "run", path, "--input", xp, "--labels", yp, "--json")
+        res = json.loads(r.stdout) if r.returncode == 0 else {}
+        accs[tag] = res.get("accuracy", -1)
+        if tag == "f32":
+            pred = np.array(res.get("predictions", []))
+            conf = np.zeros((10, 10), dtype=int)
+            for t, p in zip(y, pred):
+                conf[t, p] += 1
+            c.check("digits", "--json: predictions, accuracy and confusion matrix as numpy computes them",
+                    len(pred) == len(y) and abs(accs[tag] - (pred == y).mean()) < 1e-12
+                    and np.array_equal(np.array(res.get("confusion")), conf), r.stderr.strip())
+    print("     digits accuracy: F32 %.2f%%, Q8_ROW %.2f%% (torch %.2f%%)" %
+          (100 * accs["f32"], 100 * accs["q8"], 100 * (logits.argmax(1) == y).mean()))
+    c.check("digits", "Q8_ROW accuracy within 1 point of F32", abs(accs["q8"] - accs["f32"]) <= 0.01)
+
+    # batches and threads
+    outs = {b: qmap_outputs(c, q, f32, xp, d, "b%d" % b, "-b", str(b)) for b in (1, 7, 4096)}
+    if all(o is not None for o in outs.values()):
+        c.check("batch", "-b 1, 7 and 4096 give the same outputs (1e-6)",
+                rel(outs[1], outs[4096]) < 1e-6 and rel(outs[7], outs[4096]) < 1e-6)
+    t1 = qmap_outputs(c, q, q8, xp, d, "t1", "-t", "1", "-b", "64")
+    t2 = qmap_outputs(c, q, q8, xp, d, "t2", "-t", "2", "-b", "64")
+    if t1 is not None and t2 is not None:
+        c.check("batch", "1 and 2 threads give the same bits (Q8_ROW, batch 64)", np.array_equal(t1, t2))
+
+    # other input types
+    for what, arr in (("float64", x.astype(np.float64)), ("[n, 8, 8]", x.reshape(-1, 8, 8))):
+        p = os.path.join(d, "x-%s.npy" % what.replace(" ", "").replace(",", "-").strip("[]"))
+        np.save(p, arr)
+        o = qmap_outputs(c, q, f32, p, d, "in-" + what)
+        if o is not None:
+            c.check("input", "%s rows give the float32 outputs" % what, rel(o, got) < 1e-6)
+    u8 = (x * 16).round().astype(np.uint8)
+    p = os.path.join(d, "x-u8.npy")
+    np.save(p, u8)
+    pf = os.path.join(d, "x-u8-as-f32.npy")
+    np.save(pf, u8.astype(np.float32))
+    o, of = qmap_outputs(c, q, f32, p, d, "in-u8"), qmap_outputs(c, q, f32, pf, d, "in-u8f")
+    if o is not None and of is not None:
+        c.check("input", "uint8 rows are read as their values (= the same values as float32)", np.array_equal(o, of))
+
+    built_cases(c, q, d, rng)
+
+    # errors
+    bad = os.path.join(d, "x-bad.npy")
+    np.save(bad, x[:, :60])
+    r = run(q, "run", f32, "--input", bad)
+    c.check("errors", "a wrong feature count names both", r.returncode == 1 and "60" in r.stderr and "64" in r.stderr,
+            r.stderr.strip())
+    yb = os.path.join(d, "y-bad.npy")
+    np.save(yb, np.where(np.arange(len(y)) == 3, 10, y))
+    r = run(q, "run", f32, "--input", xp, "--labels", yb)
+    c.check("errors", "a label out of range names its row", r.returncode == 1 and "row 3" in r.stderr, r.stderr.strip())
+    r = run(q, "run", f32, "-p", "hello")
+    c.check("errors", "a classifier without --input says what it needs", r.returncode == 1 and "--input" in r.stderr,
+            r.stderr.strip())
+    return c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
