@@ -75,6 +75,8 @@ static void fill_info(qmap_model *m)
         in->weight_bytes += t->size;
     }
     in->has_tokenizer = m->tok != NULL;
+    in->input_scale = 1.0f;
+    in->input_offset = 0.0f;
     if (m->lm) {
         in->vocab_size = m->hp.vocab;
         in->context_length = m->hp.ctx;
@@ -91,7 +93,21 @@ static void fill_info(qmap_model *m)
         in->input_dim = m->mlp->input_dim;
         in->n_layers = m->mlp->n_layers;
         in->dim = m->mlp->max_width;
+        in->has_class_names = m->mlp->class_names != NULL;
+        in->input_scale = m->mlp->input_scale;
+        in->input_offset = m->mlp->input_offset;
     }
+}
+
+const char *qmap_model_class_name(const qmap_model *m, uint32_t i, size_t *len)
+{
+    const char *s;
+    uint64_t n;
+    if (len) *len = 0;
+    if (!m || !m->mlp || !m->mlp->class_names || i >= m->mlp->output_dim) return NULL;
+    if (qm_meta_array_string(m->mlp->class_names, i, &s, &n) != QM_OK) return NULL;
+    if (len) *len = (size_t)n;
+    return s;
 }
 
 qmap_status qmap_model_open(const char *path, const qmap_model_params *params, qmap_model **out, qmap_error *err)

@@ -171,9 +171,10 @@ int cmd_run(int argc, char **argv)
         { "json", 0, CLI_FLAG, &a.json, NULL, 0, 0, NULL, "print one JSON object (text, ids, figures) instead of streaming", true },
         { "quiet", 'q', CLI_FLAG, &a.quiet, NULL, 0, 0, NULL, "no figures on stderr", true },
         { "input", 0, CLI_STRING, &a.input, "X.npy", 0, 0, NULL,
-          "classifier (mlp): the rows to classify, a float32/float64/uint8 .npy [n, features...]", true },
+          "classifier (mlp): the rows to classify: an .npy [n, features...] (float32, float64, or integer pixels) "
+          "or an IDX file, plain or .gz (MNIST's format); integer pixels are mapped as the model was trained", true },
         { "labels", 0, CLI_STRING, &a.labels, "Y.npy", 0, 0, NULL,
-          "classifier: the true classes (integer .npy [n]): accuracy and a confusion matrix", true },
+          "classifier: the true classes (integer .npy or IDX [n]): accuracy and a confusion matrix", true },
         { "output", 'o', CLI_STRING, &a.output, "OUT.npy", 0, 0, NULL,
           "classifier: write the model's outputs as a float32 .npy [n, classes]", true },
         { "top", 0, CLI_INT, &a.top, "K", 1, 1 << 20, NULL, "classifier: show the K best classes of each row", false },
@@ -190,9 +191,12 @@ int cmd_run(int argc, char **argv)
             "part of the mapping) go to stderr. Sampling follows llama.cpp's defaults and order (penalty, top-k,\n"
             "top-p, min-p, temperature).\n"
             "\n"
-            "A classifier (mlp) classifies the rows of --input X.npy in batches of -b rows through the same\n"
-            "kernels and prints the predicted class per row (a summary per class when there are more than 20),\n"
-            "the accuracy and a confusion matrix when --labels are given, and rows/s on stderr.\n",
+            "A classifier (mlp) classifies the rows of --input in batches of -b rows through the same kernels\n"
+            "and prints the predicted class per row (a count per class when there are more than 20), the\n"
+            "accuracy and a confusion matrix when --labels are given, and rows/s on stderr. For example, with\n"
+            "Debian's dataset-fashion-mnist:\n"
+            "  qmap run fashion.qmap --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz \\\n"
+            "           --labels /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
         .epilog = "exit status: 0 done, 1 bad model or input, 2 usage error\n",

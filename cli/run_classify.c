@@ -12,7 +12,9 @@
 
 #include "cli.h"
 #include "json_out.h"
+#include "qc_idx.h"
 #include "qc_source.h"
+#include "qm_fileio.h"
 
 static double now_s(void)
 {
@@ -21,27 +23,87 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* The one array of an .npy file, through convert's importer (every header field checked). */
-static int open_npy(const char *path, const char *what, qc_source **src, const qc_tensor **t, const uint8_t **bytes)
+/* One array of input: an .npy file (through convert's hardened importer, mapped) or an IDX file, plain or
+ * gzip (convert/qc_idx.h, read into memory). */
+typedef struct input_array {
+    qc_source *src;                  /* .npy */
+    qc_idx idx;                      /* IDX */
+    qc_dtype dtype;
+    uint32_t rank;
+    const uint64_t *shape;
+    const uint8_t *bytes;            /* the elements, row-major, host byte order */
+} input_array;
+
+static void input_free(input_array *a)
 {
+    qc_source_free(a->src);
+    qc_idx_free(&a->idx);
+}
+
+static int open_input(const char *path, const char *what, input_array *a)
+{
+    memset(a, 0, sizeof *a);
     qm_error e;
     qm_error_clear(&e);
-    if (qc_open_npy(path, src, &e) != QM_OK) {
+    uint8_t head[8] = { 0 };
+    ssize_t got = -1;
+    int fd = qm_open_regular(path, NULL, &e);
+    if (fd >= 0) {
+        got = read(fd, head, sizeof head);
+        close(fd);
+    }
+    if (fd < 0 || got < 0) {
+        fprintf(stderr, "qmap run: %s: %s\n", what, fd < 0 ? e.message : strerror(errno));
+        return 1;
+    }
+    if (qc_idx_sniff(head, (size_t)got) && memcmp(head, "\x93NUMPY", got >= 6 ? 6 : (size_t)got)) {
+        if (qc_idx_read(path, 0, &a->idx, &e) != QM_OK) {
+            fprintf(stderr, "qmap run: %s: %s\n", what, e.message);
+            return 1;
+        }
+        a->dtype = a->idx.dtype;
+        a->rank = a->idx.rank;
+        a->shape = a->idx.shape;
+        a->bytes = a->idx.data;
+        return 0;
+    }
+    if (got < 6 || memcmp(head, "\x93NUMPY", 6)) {
+        fprintf(stderr, "qmap run: %s: %s is neither an .npy file nor an IDX file (plain or .gz)%s\n", what, path,
+                got >= 2 && head[0] == 'P' && head[1] == 'K' ? "; for an .npz, save the one array as .npy" : "");
+        return 1;
+    }
+    if (qc_open_npy(path, &a->src, &e) != QM_OK) {
         fprintf(stderr, "qmap run: %s: %s\n", what, e.message);
         return 1;
     }
-    *t = &(*src)->tensors[0];
-    if (!qc_tensor_is_contiguous(*t)) {
+    const qc_tensor *t = &a->src->tensors[0];
+    if (!qc_tensor_is_contiguous(t)) {
         fprintf(stderr, "qmap run: %s: %s: a Fortran-order array; save it C-contiguous (np.ascontiguousarray)\n", what,
                 path);
         return 1;
     }
-    if (qc_source_load(*src, (*t)->storage, bytes, &e) != QM_OK) {
+    if (qc_source_load(a->src, t->storage, &a->bytes, &e) != QM_OK) {
         fprintf(stderr, "qmap run: %s: %s\n", what, e.message);
         return 1;
     }
-    *bytes += (*t)->offset * qc_dtype_size((*t)->dtype);
+    a->bytes += t->offset * qc_dtype_size(t->dtype);
+    a->dtype = t->dtype;
+    a->rank = t->rank;
+    a->shape = t->shape;
     return 0;
+}
+
+/* Element i of an integer array as int64 (false for a dtype that is not an integer one). */
+static bool int_at(const input_array *a, uint64_t i, int64_t *v)
+{
+    switch (a->dtype) {
+    case QC_I64: memcpy(v, a->bytes + 8 * i, 8); return true;
+    case QC_I32: { int32_t w; memcpy(&w, a->bytes + 4 * i, 4); *v = w; return true; }
+    case QC_I16: { int16_t w; memcpy(&w, a->bytes + 2 * i, 2); *v = w; return true; }
+    case QC_I8: *v = (int8_t)a->bytes[i]; return true;
+    case QC_U8: *v = a->bytes[i]; return true;
+    default: return false;
+    }
 }
 
 /* Write out [n][k] float32 as an .npy (version 1.0) through a temporary file, fsync and rename. */
@@ -72,6 +134,14 @@ static int write_npy(const char *path, const float *v, size_t n, size_t k)
     return 0;
 }
 
+/* " (Ankle boot)" when the container names its classes, else "". */
+static void print_class_name(FILE *fp, const qmap_model *m, size_t c)
+{
+    size_t len;
+    const char *name = qmap_model_class_name(m, (uint32_t)c, &len);
+    if (name) fprintf(fp, " (%.*s)", (int)(len > 64 ? 64 : len), name);
+}
+
 static size_t argmax(const float *x, size_t n)
 {
     size_t b = 0;
@@ -85,46 +155,55 @@ int run_classifier(qmap_model *m, const classify_args *a)
     qmap_model_info in;
     qmap_model_get_info(m, &in);
     size_t d = in.input_dim, k = in.vocab_size;
-    qc_source *xs = NULL, *ys = NULL;
-    const qc_tensor *xt, *yt = NULL;
-    const uint8_t *xb, *yb = NULL;
+    input_array xs = { 0 }, ys = { 0 };
     float *x = NULL, *out = NULL;
     int64_t *labels = NULL;
     uint64_t *confusion = NULL;
     qmap_classifier *c = NULL;
     int status = 1;
-    if (open_npy(a->input, "--input", &xs, &xt, &xb)) goto done;
+    if (open_input(a->input, "--input", &xs)) goto done;
     /* rows = the first dimension; the others are flattened into the features */
-    uint64_t n = xt->rank ? xt->shape[0] : 1, feats = 1;
-    for (uint32_t i = 1; i < xt->rank; i++) feats *= xt->shape[i];
-    if (xt->rank < 2 || feats != d || n == 0) {
+    uint64_t n = xs.rank ? xs.shape[0] : 1, feats = 1;
+    for (uint32_t i = 1; i < xs.rank; i++) feats *= xs.shape[i];
+    if (xs.rank < 2 || feats != d || n == 0) {
         fprintf(stderr, "qmap run: --input: %s holds %llu rows of %llu features; the model takes rows of %zu\n",
                 a->input, (unsigned long long)n, (unsigned long long)feats, d);
         goto done;
     }
-    if (xt->dtype == QC_F32) {
-        x = NULL;   /* used in place, from the mapping */
-    } else if (xt->dtype == QC_F64 || xt->dtype == QC_U8) {
+    if (xs.dtype == QC_F32 && (uintptr_t)xs.bytes % _Alignof(float) == 0) {
+        x = NULL;   /* used in place */
+    } else if (xs.dtype == QC_F32) {
+        if (!(x = malloc(n * d * sizeof *x))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
+        memcpy(x, xs.bytes, n * d * sizeof *x);
+    } else if (xs.dtype == QC_F64) {
         if (!(x = malloc(n * d * sizeof *x))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
         for (uint64_t i = 0; i < n * d; i++) {
             double v;
-            if (xt->dtype == QC_F64) memcpy(&v, xb + 8 * i, 8);
-            else v = xb[i];
+            memcpy(&v, xs.bytes + 8 * i, 8);
             x[i] = (float)v;
         }
+    } else if (xs.dtype == QC_U8 || xs.dtype == QC_I8 || xs.dtype == QC_I16 || xs.dtype == QC_I32) {
+        /* raw values (pixels): the model's features are value * input_scale + input_offset, as trained */
+        if (!(x = malloc(n * d * sizeof *x))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
+        for (uint64_t i = 0; i < n * d; i++) {
+            int64_t v;
+            int_at(&xs, i, &v);
+            x[i] = (float)v * in.input_scale + in.input_offset;
+        }
     } else {
-        fprintf(stderr, "qmap run: --input: %s is %s; give float32, float64 or uint8 rows\n", a->input,
-                qc_dtype_name(xt->dtype));
+        fprintf(stderr, "qmap run: --input: %s is %s; give float32, float64 or integer (uint8 images) rows\n",
+                a->input, qc_dtype_name(xs.dtype));
         goto done;
     }
-    const float *xf = x ? x : (const float *)(const void *)xb;
+    const float *xf = x ? x : (const float *)(const void *)xs.bytes;
     if (a->labels) {
-        if (open_npy(a->labels, "--labels", &ys, &yt, &yb)) goto done;
+        if (open_input(a->labels, "--labels", &ys)) goto done;
         uint64_t ny = 1;
-        for (uint32_t i = 0; i < yt->rank; i++) ny *= yt->shape[i];
-        if (ny != n || (yt->dtype != QC_I64 && yt->dtype != QC_I32 && yt->dtype != QC_U8 && yt->dtype != QC_I16)) {
+        for (uint32_t i = 0; i < ys.rank; i++) ny *= ys.shape[i];
+        int64_t probe;
+        if (ny != n || !int_at(&ys, 0, &probe)) {
             fprintf(stderr, "qmap run: --labels: %s holds %llu %s values; give %llu integer labels\n", a->labels,
-                    (unsigned long long)ny, qc_dtype_name(yt->dtype), (unsigned long long)n);
+                    (unsigned long long)ny, qc_dtype_name(ys.dtype), (unsigned long long)n);
             goto done;
         }
         if (!(labels = malloc(n * sizeof *labels)) || !(confusion = calloc(k * k, sizeof *confusion))) {
@@ -133,12 +212,7 @@ int run_classifier(qmap_model *m, const classify_args *a)
         }
         for (uint64_t i = 0; i < n; i++) {
             int64_t v = 0;
-            switch (yt->dtype) {
-            case QC_I64: memcpy(&v, yb + 8 * i, 8); break;
-            case QC_I32: { int32_t w; memcpy(&w, yb + 4 * i, 4); v = w; break; }
-            case QC_I16: { int16_t w; memcpy(&w, yb + 2 * i, 2); v = w; break; }
-            default: v = yb[i]; break;
-            }
+            int_at(&ys, i, &v);
             if (v < 0 || (uint64_t)v >= k) {
                 fprintf(stderr, "qmap run: --labels: row %llu has label %lld; the model has %zu classes\n",
                         (unsigned long long)i, (long long)v, k);
@@ -177,6 +251,15 @@ int run_classifier(qmap_model *m, const classify_args *a)
         json_cstring(&j, "model", in.path);
         json_u64(&j, "rows", n);
         json_u64(&j, "classes", k);
+        if (in.has_class_names) {
+            json_begin_array(&j, "class_names");
+            for (size_t q = 0; q < k; q++) {
+                size_t len;
+                const char *name = qmap_model_class_name(m, (uint32_t)q, &len);
+                json_string(&j, NULL, name, len);
+            }
+            json_end_array(&j);
+        }
         json_begin_array(&j, "predictions");
         for (uint64_t i = 0; i < n; i++) json_u64(&j, NULL, argmax(out + i * k, k));
         json_end_array(&j);
@@ -199,6 +282,7 @@ int run_classifier(qmap_model *m, const classify_args *a)
             for (uint64_t i = 0; i < n; i++) {
                 const float *o = out + i * k;
                 printf("row %llu: class %zu", (unsigned long long)i, argmax(o, k));
+                print_class_name(stdout, m, argmax(o, k));
                 /* the top classes with their scores */
                 long top = a->top > 0 ? (a->top < (long)k ? a->top : (long)k) : 1;
                 bool used[4096] = { false };
@@ -215,9 +299,13 @@ int run_classifier(qmap_model *m, const classify_args *a)
                 printf("\n");
             }
         } else {
-            printf("%llu rows classified; predicted per class:", (unsigned long long)n);
-            for (size_t q = 0; q < k; q++) printf(" %zu:%llu", q, (unsigned long long)per_class[q]);
-            printf("\n");
+            printf("%llu rows classified; rows predicted per class:\n", (unsigned long long)n);
+            for (size_t q = 0; q < k && q < 64; q++) {
+                printf("  %3zu%s", q, in.has_class_names ? "" : ":");
+                print_class_name(stdout, m, q);
+                printf("%s %llu\n", in.has_class_names ? ":" : "", (unsigned long long)per_class[q]);
+            }
+            if (k > 64) printf("  (%zu more classes)\n", k - 64);
         }
         if (labels) {
             printf("accuracy %.2f%% (%llu of %llu)\nconfusion matrix (rows: label, columns: predicted):\n", 100 * acc,
@@ -225,13 +313,14 @@ int run_classifier(qmap_model *m, const classify_args *a)
             for (size_t r = 0; r < k && k <= 64; r++) {
                 printf("  %3zu |", r);
                 for (size_t q = 0; q < k; q++) printf(" %5llu", (unsigned long long)confusion[r * k + q]);
+                print_class_name(stdout, m, r);
                 printf("\n");
             }
         }
         if (a->output) printf("outputs written to %s (float32 [%llu, %zu])\n", a->output, (unsigned long long)n, k);
         if (!a->quiet)
             fprintf(stderr, "qmap run: %llu rows in %.3f ms: %.0f rows/s (batch %ld, %s)\n", (unsigned long long)n,
-                    secs * 1e3, secs > 0 ? (double)n / secs : 0.0, a->batch, in.file_type);
+                    secs * 1e3, secs > 0 ? (double)n / secs : 0.0, a->batch ? a->batch : 256L, in.file_type);
     }
     free(per_class);
     status = 0;
@@ -241,7 +330,7 @@ done:
     free(out);
     free(labels);
     free(confusion);
-    qc_source_free(xs);
-    qc_source_free(ys);
+    input_free(&xs);
+    input_free(&ys);
     return status;
 }

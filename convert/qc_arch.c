@@ -9,6 +9,7 @@
 #include "qc_arch.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -862,6 +863,56 @@ out:
 
 /* ---- MLP: an nn.Sequential of Linear layers and activations ---- */
 
+/* How integer inputs (uint8 images) become the features the network was trained on:
+ * feature = value * input_scale + input_offset (spec/ARCHITECTURES.md §3). Written only when the config
+ * sets them, so a container without them means "values as they are". */
+static qm_status plan_mlp_input_map(ctx *c)
+{
+    double scale, offset;
+    qm_status st;
+    if ((st = cfg_f64(c, KEYS("input_scale"), 1.0, &scale)) || (st = cfg_f64(c, KEYS("input_offset"), 0.0, &offset)))
+        return st;
+    if (!(fabs(scale) <= FLT_MAX) || scale == 0 || !(fabs(offset) <= FLT_MAX))
+        return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "input_scale", QM_NO_OFFSET,
+                       "input_scale %g / input_offset %g: the scale must be a finite non-zero float32 and the "
+                       "offset a finite float32", scale, offset);
+    if (scale == 1.0 && offset == 0.0) return QM_OK;
+    if ((st = meta_f32(c, QM_HP_INPUT_SCALE, scale))) return st;
+    return meta_f32(c, QM_HP_INPUT_OFFSET, offset);
+}
+
+/* HF's "id2label": {"0": "cat", "1": "dog", ...} -> mlp.class_names, one per output in order. Optional;
+ * when present it must name every class exactly once. */
+static qm_status plan_mlp_class_names(ctx *c, uint64_t n_classes)
+{
+    json_t *map = cfg_get(c, KEYS("id2label"));
+    if (!map) return QM_OK;
+    if (!json_is_object(map) || json_object_size(map) != n_classes)
+        return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "id2label", QM_NO_OFFSET,
+                       "\"id2label\" must map each of the %llu classes (\"0\" .. \"%llu\") to a name; it has %zu "
+                       "entries", (unsigned long long)n_classes, (unsigned long long)(n_classes - 1),
+                       json_is_object(map) ? json_object_size(map) : (size_t)0);
+    char **names = calloc(n_classes, sizeof *names);
+    if (!names) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    qm_status st = QM_OK;
+    for (uint64_t i = 0; i < n_classes && st == QM_OK; i++) {
+        char key[24];
+        snprintf(key, sizeof key, "%llu", (unsigned long long)i);
+        const char *name = json_string_value(json_object_get(map, key));
+        if (!name)
+            st = qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "id2label", QM_NO_OFFSET,
+                         "\"id2label\" has no name (a string) for class \"%s\"", key);
+        else if (!(names[i] = strdup(name)))
+            st = qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    }
+    if (st != QM_OK) {
+        for (uint64_t i = 0; i < n_classes; i++) free(names[i]);
+        free(names);
+        return st;
+    }
+    return meta_strs(c, QM_HP_CLASS_NAMES, names, n_classes);
+}
+
 static bool is_activation(const char *t)
 {
     static const char *const acts[] = { "relu", "gelu", "tanh", "sigmoid", "silu", NULL };
@@ -1043,6 +1094,8 @@ static qm_status plan_mlp(ctx *c)
         goto out;
     st = meta_strs(c, QM_HP_ACTIVATIONS, acts, n);
     acts = NULL;
+    if (st == QM_OK) st = plan_mlp_input_map(c);
+    if (st == QM_OK) st = plan_mlp_class_names(c, prev_out);
 out:
     if (acts) { for (uint32_t i = 0; i < n; i++) free(acts[i]); free(acts); }
     free(L);

@@ -168,6 +168,9 @@ int qm_tensor_name(char *buf, size_t cap, qm_tensor_id id, unsigned layer);
     X(INPUT_DIM,        "input_dim") \
     X(OUTPUT_DIM,       "output_dim") \
     X(OUTPUT,           "output") \
+    X(INPUT_SCALE,      "input_scale") \
+    X(INPUT_OFFSET,     "input_offset") \
+    X(CLASS_NAMES,      "class_names") \
     X(SRC_VOCAB_SIZE,   "src_vocab_size") \
     X(TGT_VOCAB_SIZE,   "tgt_vocab_size") \
     X(N_ENC_LAYERS,     "n_enc_layers") \

@@ -101,10 +101,20 @@ typedef struct qmap_model_info {
     uint64_t bytes_per_token;  /* LM: tensor bytes one decode step reads (every matrix once, one embedding row) */
     uint64_t file_size;
     bool has_tokenizer;
+    /* classifier: how integer inputs (uint8 images) become features, feature = value * input_scale +
+     * input_offset, as the model was trained (mlp.input_scale / mlp.input_offset; 1 and 0 if unset).
+     * qmap_classify takes features: apply it to raw pixels first. */
+    float input_scale, input_offset;
+    bool has_class_names;      /* classifier: qmap_model_class_name gives names */
 } qmap_model_info;
 
 /* Fill *out; its strings are owned by the model. */
 QMAP_API void qmap_model_get_info(const qmap_model *m, qmap_model_info *out);
+
+/* Classifier: the name of class i from the container (mlp.class_names, from the config's id2label), its
+ * length in *len (not NUL-terminated; it points into the mapping). NULL if the container names no classes,
+ * i is out of range or m is not a classifier. */
+QMAP_API const char *qmap_model_class_name(const qmap_model *m, uint32_t i, size_t *len);
 
 /* Bytes of the model's mapping resident in memory right now (mincore), for reports; 0 if unknown. */
 QMAP_API uint64_t qmap_model_resident_bytes(const qmap_model *m);

@@ -51,6 +51,18 @@ qm_status qr_mlp_load(qr_loader *ld, qr_mlp **out)
         qr_mlp_free(m);
         return st;
     }
+    TRY(qr_load_f32_opt(ld, QM_HP_INPUT_SCALE, 1.0f, &m->input_scale));
+    TRY(qr_load_f32_opt(ld, QM_HP_INPUT_OFFSET, 0.0f, &m->input_offset));
+    if (!isfinite(m->input_scale) || m->input_scale == 0 || !isfinite(m->input_offset)) {
+        char key[QM_KEY_NAME_MAX];
+        qm_hparam_key(key, sizeof key, QM_ARCH_MLP, QM_HP_INPUT_SCALE);
+        qm_status st = qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, key, QM_NO_OFFSET,
+                               "input scale %g / offset %g: must be finite, the scale non-zero",
+                               (double)m->input_scale, (double)m->input_offset);
+        qr_mlp_free(m);
+        return st;
+    }
+    TRY(qr_load_string_array_opt(ld, QM_HP_CLASS_NAMES, m->output_dim, "class", &m->class_names));
     const qm_meta *acts;
     TRY(qr_load_string_array(ld, QM_HP_ACTIVATIONS, m->n_layers, &acts));
     m->w = calloc(m->n_layers, sizeof *m->w);

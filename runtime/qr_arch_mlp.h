@@ -25,6 +25,8 @@ typedef struct qr_mlp {
     const float **b;             /* [n_layers]: bias or NULL */
     qr_actfn *act;               /* [n_layers]: activation after layer i (IDENTITY after the last, usually) */
     qr_mlp_output output;
+    float input_scale, input_offset; /* integer inputs become features value * scale + offset (1, 0 unset) */
+    const qm_meta *class_names;      /* mlp.class_names: output_dim strings, or NULL */
 } qr_mlp;
 
 /* Check the container (mlp.* keys, layers.{i}.weight/bias shapes and dtypes) and view the weights. */

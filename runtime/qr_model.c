@@ -111,14 +111,26 @@ qm_status qr_load_string_opt(qr_loader *ld, qm_hparam hp, const char *def, const
     return QM_OK;
 }
 
-qm_status qr_load_string_array(qr_loader *ld, qm_hparam hp, uint64_t count, const qm_meta **out)
+static qm_status load_string_array(qr_loader *ld, qm_hparam hp, uint64_t count, bool required, const char *per,
+                                   const qm_meta **out)
 {
-    qm_status st = find_key(ld, hp, QM_META_ARRAY, true, out);
-    if (st != QM_OK) return st;
+    qm_status st = find_key(ld, hp, QM_META_ARRAY, required, out);
+    if (st != QM_OK || !*out) return st;
     if ((*out)->elem_type != QM_META_STRING || (*out)->count != count)
         return qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, (*out)->key, (*out)->entry_offset,
-                       "must be an array of %llu strings (one per layer)", (unsigned long long)count);
+                       "must be an array of %llu strings (one per %s)", (unsigned long long)count, per);
     return QM_OK;
+}
+
+qm_status qr_load_string_array(qr_loader *ld, qm_hparam hp, uint64_t count, const qm_meta **out)
+{
+    return load_string_array(ld, hp, count, true, "layer", out);
+}
+
+qm_status qr_load_string_array_opt(qr_loader *ld, qm_hparam hp, uint64_t count, const char *per, const qm_meta **out)
+{
+    *out = NULL;
+    return load_string_array(ld, hp, count, false, per, out);
 }
 
 qm_status qr_check_range(qr_loader *ld, qm_hparam hp, uint64_t v, uint64_t lo, uint64_t hi)

@@ -55,6 +55,8 @@ qm_status qr_load_string_opt(qr_loader *ld, qm_hparam hp, const char *def, const
 
 /* An ARRAY of STRING with exactly `count` elements (read them with qm_meta_array_string). */
 qm_status qr_load_string_array(qr_loader *ld, qm_hparam hp, uint64_t count, const qm_meta **out);
+/* The same when the key may be absent (*out = NULL then); `per` names what each element is for messages. */
+qm_status qr_load_string_array_opt(qr_loader *ld, qm_hparam hp, uint64_t count, const char *per, const qm_meta **out);
 
 /* A weight matrix of exactly rows x cols (F32, F16 or Q8_ROW), viewed in place. Absent, another shape or
  * another dtype: an error naming the tensor, its shape or dtype and what the model needs. */

@@ -13,8 +13,15 @@
   1 and 2 threads the same bits; --output writes exactly the outputs as a float32 .npy; --json lists the
   predictions, the accuracy and the confusion matrix (checked against numpy's).
 - Inputs: float64 and uint8 .npy are read (converted to float), [n, 8, 8] is flattened.
-- Errors: a wrong feature count, a label out of range, a classifier without --input — each one line and
-  exit 1.
+- The shipped Fashion-MNIST classifier (tests/data/fashion_mlp, trained by tests/tools/train_fashion_mlp.py)
+  on the 10,000 real test images as Debian's dataset-fashion-mnist ships them (IDX, gzip): the pixels
+  mapped by the container's input_scale/input_offset, F32 predicts exactly torch's class on every image
+  (torch computed here from model.pt), F16 and Q8_ROW accuracy within 0.3 points of F32 (all printed);
+  the same images as a plain IDX, a uint8 .npy and a big-endian float32 IDX give the same outputs; class
+  names (id2label) in the output and --json.
+- Errors: a wrong feature count, a label out of range, a classifier without --input, labels of another
+  length, a gzip IDX cut short, an IDX with bytes after its data, a file that is neither .npy nor IDX, an
+  id2label that does not name every class — each one line and exit 1.
 """
 import argparse
 import json
@@ -114,6 +121,115 @@ def built_cases(c, qmap, d, rng):
                         rel(got, ref_q) < tol)
 
 
+FASHION = "/usr/share/datasets/fashion-mnist"
+
+
+def read_idx_gz(path):
+    import gzip
+    import struct
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    rank = raw[3]
+    dims = struct.unpack(">%dI" % rank, raw[4:4 + 4 * rank])
+    return raw, np.frombuffer(raw, np.uint8, offset=4 + 4 * rank).reshape(dims)
+
+
+def fashion_cases(c, q, d):
+    import gzip
+    src = os.path.join(ROOT, "tests", "data", "fashion_mlp")
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    xgz, ygz = os.path.join(FASHION, "t10k-images-idx3-ubyte.gz"), os.path.join(FASHION, "t10k-labels-idx1-ubyte.gz")
+    raw, images = read_idx_gz(xgz)
+    _, labels = read_idx_gz(ygz)
+    # torch on the same input map qmap applies (float32 scale and offset, as the container stores them)
+    sd = torch.load(os.path.join(src, "model.pt"))
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10)).eval()
+    model.load_state_dict(sd)
+    feats = images.reshape(-1, 784).astype(np.float32) * np.float32(cfg["input_scale"]) + np.float32(cfg["input_offset"])
+    with torch.no_grad():
+        ref = model(torch.from_numpy(feats)).numpy().astype(np.float64)
+    torch_acc = float((ref.argmax(1) == labels).mean())
+    paths = {"f32": os.path.join(d, "fashion.qmap")}
+    r = run(q, "convert", os.path.join(src, "model.pt"), "-o", paths["f32"], "-q")
+    if not c.check("fashion", "convert", r.returncode == 0, r.stderr.strip()):
+        return
+    for how in ("f16", "q8"):
+        paths[how] = os.path.join(d, "fashion-%s.qmap" % how)
+        r = run(q, "quantize", "--" + how, paths["f32"], "-o", paths[how], "-q")
+        c.check("fashion", "quantize --" + how, r.returncode == 0, r.stderr.strip())
+    got = qmap_outputs(c, q, paths["f32"], xgz, d, "fashion-f32")
+    if got is not None:
+        pred = got.argmax(1)
+        c.check("fashion", "F32 logits within 1e-5 of torch's (%.1e)" % rel(got, ref), rel(got, ref) < 1e-5)
+        c.check("fashion", "F32 predicts torch's class on every one of the %d test images (%d differ)"
+                % (len(labels), int((pred != ref.argmax(1)).sum())), (pred == ref.argmax(1)).all())
+    accs = {}
+    for how, path in paths.items():
+        r = run(q, "run", path, "--input", xgz, "--labels", ygz, "--json")
+        res = json.loads(r.stdout) if r.returncode == 0 else {}
+        accs[how] = res.get("accuracy", -1)
+        if how == "f32":
+            c.check("fashion", "--json names the classes from id2label",
+                    res.get("class_names") == [cfg["id2label"][str(i)] for i in range(10)], r.stderr.strip())
+    print("     Fashion-MNIST test accuracy (10,000 images): torch F32 %.2f%%, qmap F32 %.2f%%, F16 %.2f%%, "
+          "Q8_ROW %.2f%%" % (100 * torch_acc, 100 * accs["f32"], 100 * accs["f16"], 100 * accs["q8"]))
+    c.check("fashion", "qmap F32 accuracy equals torch's", abs(accs["f32"] - torch_acc) < 1e-12)
+    for how in ("f16", "q8"):
+        c.check("fashion", "%s accuracy within 0.3 points of F32" % how.upper(), abs(accs[how] - accs["f32"]) <= 0.003)
+    r = run(q, "run", paths["f32"], "--input", xgz, "--labels", ygz)
+    c.check("fashion", "the text output names the classes", r.returncode == 0 and "(Ankle boot)" in r.stdout
+            and "accuracy 89." in r.stdout, r.stderr.strip())
+    # the same images in other containers
+    plain = os.path.join(d, "t10k-images.idx")
+    with open(plain, "wb") as f:
+        f.write(raw)
+    u8 = os.path.join(d, "t10k-images-u8.npy")
+    np.save(u8, images)
+    import struct
+    f32be = os.path.join(d, "t10k-feats-f32be.idx")
+    with open(f32be, "wb") as f:
+        f.write(bytes([0, 0, 0x0D, 2]) + struct.pack(">II", len(feats), 784) + feats.astype(">f4").tobytes())
+    if got is not None:
+        for what, path in (("plain IDX", plain), ("uint8 .npy [n, 28, 28]", u8), ("big-endian float32 IDX", f32be)):
+            o = qmap_outputs(c, q, paths["f32"], path, d, "fashion-" + what.split()[0])
+            if o is not None:
+                c.check("fashion", "%s gives the same outputs as the gzip IDX" % what, np.array_equal(o, got))
+    # bad input
+    cut = os.path.join(d, "cut.idx.gz")
+    with open(xgz, "rb") as f:
+        blob = f.read()
+    with open(cut, "wb") as f:
+        f.write(blob[:len(blob) // 2])
+    r = run(q, "run", paths["f32"], "--input", cut)
+    c.check("errors", "a gzip IDX cut short is refused naming the file", r.returncode == 1 and "cut.idx.gz" in r.stderr
+            and ("cut short" in r.stderr or "ends after" in r.stderr), r.stderr.strip())
+    trail = os.path.join(d, "trailing.idx")
+    with open(trail, "wb") as f:
+        f.write(raw[:4 + 12 + 784 * 2] .replace(struct.pack(">I", 10000), struct.pack(">I", 1), 1) + b"x")
+    r = run(q, "run", paths["f32"], "--input", trail)
+    c.check("errors", "an IDX with bytes after its data is refused", r.returncode == 1 and "follow" in r.stderr,
+            r.stderr.strip())
+    other = os.path.join(d, "notes.txt")
+    with open(other, "w") as f:
+        f.write("pixels\n")
+    r = run(q, "run", paths["f32"], "--input", other)
+    c.check("errors", "a file that is neither .npy nor IDX says so", r.returncode == 1 and "neither" in r.stderr,
+            r.stderr.strip())
+    short_y = os.path.join(d, "labels-short.npy")
+    np.save(short_y, labels[:100].astype(np.int64))
+    r = run(q, "run", paths["f32"], "--input", xgz, "--labels", short_y)
+    c.check("errors", "labels of another length name both counts", r.returncode == 1 and "100" in r.stderr
+            and "10000" in r.stderr, r.stderr.strip())
+    bad = fresh_dir(os.path.join(d, "bad-id2label"))
+    torch.save(sd, os.path.join(bad, "model.pt"))
+    with open(os.path.join(bad, "config.json"), "w") as f:
+        json.dump(dict(cfg, id2label={"0": "a", "1": "b"}), f)
+    r = run(q, "convert", os.path.join(bad, "model.pt"), "-o", os.path.join(d, "bad.qmap"), "-q")
+    c.check("errors", "an id2label that does not name every class is refused", r.returncode == 1
+            and "id2label" in r.stderr and "10" in r.stderr, r.stderr.strip())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qmap", required=True)
@@ -185,6 +301,7 @@ def main():
         c.check("input", "uint8 rows are read as their values (= the same values as float32)", np.array_equal(o, of))
 
     built_cases(c, q, d, rng)
+    fashion_cases(c, q, d)
 
     # errors
     bad = os.path.join(d, "x-bad.npy")
