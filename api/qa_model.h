@@ -7,6 +7,7 @@
 #include "qm_names.h"
 #include "qm_reader.h"
 #include "qr_arch_mlp.h"
+#include "qr_arch_seq2seq.h"
 #include "qr_model.h"
 
 struct qmap_model {
@@ -18,8 +19,12 @@ struct qmap_model {
     qr_matrix *mats;                 /* every matrix the family loaded (work-buffer sizing) */
     size_t n_mats;
     qr_mlp *mlp;                     /* NULL unless the container is an mlp classifier */
-    qr_tokenizer *tok;               /* NULL when the container has no tokenizer or it failed to load */
+    qr_s2s *s2s;                     /* NULL unless the container is a seq2seq model */
+    qr_tokenizer *tok;               /* NULL when the container has no tokenizer or it failed to load;
+                                      * seq2seq: the target vocabulary (tokenizer.tgt.) */
     char tok_error[640];             /* why it failed to load ("" if it did not) */
+    qr_tokenizer *tok_src;           /* seq2seq: the source vocabulary (tokenizer.src.), or NULL */
+    char tok_src_error[640];
     qmap_model_info info;
     char arch_name[32], variant[64], file_type[32];
 };

@@ -97,6 +97,18 @@ static void fill_info(qmap_model *m)
         in->input_scale = m->mlp->input_scale;
         in->input_offset = m->mlp->input_offset;
     }
+    if (m->s2s) {
+        in->vocab_size = m->s2s->tgt_vocab;
+        in->src_vocab_size = m->s2s->src_vocab;
+        in->context_length = m->s2s->max_len;
+        in->dim = m->s2s->dim;
+        in->n_layers = m->s2s->n_dec;
+        in->n_enc_layers = m->s2s->n_enc;
+        in->n_heads = in->n_kv_heads = m->s2s->n_heads;
+        in->head_dim = m->s2s->head_dim;
+        in->ffn_dim = m->s2s->ffn_dim;
+        in->has_tokenizer = m->tok && m->tok_src;
+    }
 }
 
 const char *qmap_model_class_name(const qmap_model *m, uint32_t i, size_t *len)
@@ -108,6 +120,30 @@ const char *qmap_model_class_name(const qmap_model *m, uint32_t i, size_t *len)
     if (qm_meta_array_string(m->mlp->class_names, i, &s, &n) != QM_OK) return NULL;
     if (len) *len = (size_t)n;
     return s;
+}
+
+/* A seq2seq side's tokenizer under `prefix`: absent is no error (*tok NULL, why says so); more tokens than
+ * the embedding rows is an error (ids past it would index outside); one that fails to load is remembered. */
+static qm_status load_side_tokenizer(qmap_model *m, const char *prefix, uint32_t rows, qr_tokenizer **tok, char *why,
+                                     size_t why_cap, qm_error *e)
+{
+    char kind_key[QM_KEY_NAME_MAX], tokens_key[QM_KEY_NAME_MAX];
+    snprintf(kind_key, sizeof kind_key, "%skind", prefix);
+    snprintf(tokens_key, sizeof tokens_key, "%stokens", prefix);
+    if (!qm_find_meta(m->file, kind_key)) {
+        snprintf(why, why_cap, "the container has no %s* vocabulary (qmap convert --%s-tokenizer PATH stores it)",
+                 prefix, strstr(prefix, "src") ? "src" : "tgt");
+        return QM_OK;
+    }
+    const qm_meta *tokens = qm_find_meta(m->file, tokens_key);
+    if (tokens && tokens->type == QM_META_ARRAY && tokens->count > rows)
+        return qm_fail(e, QM_ERR_BAD_CONFIG, qm_file_path(m->file), tokens_key, tokens->entry_offset,
+                       "the vocabulary has %llu tokens but the model's embedding only %u rows",
+                       (unsigned long long)tokens->count, rows);
+    qm_error te;
+    qm_error_clear(&te);
+    if (qr_tok_load(m->file, prefix, tok, &te) != QM_OK) snprintf(why, why_cap, "%s", te.message);
+    return QM_OK;
 }
 
 qmap_status qmap_model_open(const char *path, const qmap_model_params *params, qmap_model **out, qmap_error *err)
@@ -168,6 +204,20 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
         st = qr_mlp_load(&ld, &m->mlp);
         qr_loader_free(&ld);
         if (st != QM_OK) goto fail;
+    } else if (m->arch == QM_ARCH_SEQ2SEQ) {
+        qr_loader ld;
+        qr_loader_init(&ld, m->file, m->arch, &e);
+        st = qr_s2s_load(&ld, &m->s2s);
+        m->mats = ld.mats;
+        m->n_mats = ld.n_mats;
+        if (st != QM_OK) goto fail;
+        /* two vocabularies; either may be missing or unusable: the model still runs on ids, and whatever
+         * needs text says which one is missing */
+        if ((st = load_side_tokenizer(m, QM_TOK_PREFIX "src.", m->s2s->src_vocab, &m->tok_src, m->tok_src_error,
+                                      sizeof m->tok_src_error, &e)) != QM_OK ||
+            (st = load_side_tokenizer(m, QM_TOK_PREFIX "tgt.", m->s2s->tgt_vocab, &m->tok, m->tok_error,
+                                      sizeof m->tok_error, &e)) != QM_OK)
+            goto fail;
     }
 
     char kind_key[QM_KEY_NAME_MAX], tokens_key[QM_KEY_NAME_MAX];
@@ -181,7 +231,7 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
                      (unsigned long long)tokens->count, m->hp.vocab);
         goto fail;
     }
-    if (qm_find_meta(m->file, kind_key)) {
+    if (!m->s2s && qm_find_meta(m->file, kind_key)) {
         /* A tokenizer that cannot be loaded does not stop the model from running on ids: remember why. */
         qm_error te;
         qm_error_clear(&te);
@@ -201,8 +251,10 @@ void qmap_model_close(qmap_model *m)
     if (!m) return;
     if (m->lm && m->weights) m->lm->free(m->weights);
     qr_mlp_free(m->mlp);
+    qr_s2s_free(m->s2s);
     free(m->mats);
     qr_tok_free(m->tok);
+    qr_tok_free(m->tok_src);
     qm_close(m->file);
     free(m);
 }

@@ -7,14 +7,22 @@
 /* The public streaming state and the runtime's are one layout. */
 _Static_assert(sizeof(qmap_detok) == sizeof(qr_detok), "qmap_detok and qr_detok must match");
 
-static const qr_tokenizer *need_tok(const qmap_model *m, qmap_error *err, qmap_status *st)
+/* Text in goes through the source vocabulary of a seq2seq model; text out (and everything else) through its
+ * target vocabulary, which is the model's tokenizer. */
+static const qr_tokenizer *need_tok_side(const qmap_model *m, bool source, qmap_error *err, qmap_status *st)
 {
-    const qr_tokenizer *t = qa_model_tokenizer(m);
+    bool src = source && m->s2s;
+    const qr_tokenizer *t = src ? m->tok_src : qa_model_tokenizer(m);
     if (t) return t;
-    const char *why = qa_model_tokenizer_error(m);
+    const char *why = src ? (m->tok_src_error[0] ? m->tok_src_error : NULL) : qa_model_tokenizer_error(m);
     if (why) *st = qa_fail(err, QMAP_ERR_UNSUPPORTED, "%s: the stored tokenizer cannot be used: %s", m->info.path, why);
     else *st = qa_fail(err, QMAP_ERR_NOT_FOUND, "%s: the container has no tokenizer", m->info.path);
     return NULL;
+}
+
+static const qr_tokenizer *need_tok(const qmap_model *m, qmap_error *err, qmap_status *st)
+{
+    return need_tok_side(m, false, err, st);
 }
 
 qmap_status qmap_tokenize(const qmap_model *m, const char *text, size_t len, bool add_special, int32_t *ids,
@@ -25,7 +33,7 @@ qmap_status qmap_tokenize(const qmap_model *m, const char *text, size_t len, boo
     *n_ids = 0;
     if (!m || (!text && len) || (!ids && cap)) return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_tokenize: NULL argument");
     qmap_status st = QMAP_OK;
-    const qr_tokenizer *t = need_tok(m, err, &st);
+    const qr_tokenizer *t = need_tok_side(m, true, err, &st);
     if (!t) return st;
     qm_error e;
     qm_error_clear(&e);
@@ -69,5 +77,15 @@ static int32_t special_id(const qmap_model *m, const char *key)
 }
 
 /* Read from the metadata, so they are known even when the tokenizer itself cannot be used. */
-int32_t qmap_token_bos(const qmap_model *m) { return special_id(m, QM_TOK_PREFIX "bos_id"); }
-int32_t qmap_token_eos(const qmap_model *m) { return special_id(m, QM_TOK_PREFIX "eos_id"); }
+int32_t qmap_token_bos(const qmap_model *m)
+{
+    return special_id(m, m && m->s2s ? QM_TOK_PREFIX "tgt.bos_id" : QM_TOK_PREFIX "bos_id");
+}
+int32_t qmap_token_eos(const qmap_model *m)
+{
+    return special_id(m, m && m->s2s ? QM_TOK_PREFIX "tgt.eos_id" : QM_TOK_PREFIX "eos_id");
+}
+int32_t qmap_token_unk(const qmap_model *m)
+{
+    return special_id(m, m && m->s2s ? QM_TOK_PREFIX "src.unk_id" : QM_TOK_PREFIX "unk_id");
+}

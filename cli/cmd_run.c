@@ -12,6 +12,7 @@
 #include "opts.h"
 #include "qmap.h"
 #include "run_classify.h"
+#include "run_translate.h"
 
 /* Set by SIGINT: generation stops after the current token and the figures are still printed. The only
  * global of the command; the library has none. */
@@ -34,6 +35,8 @@ typedef struct run_args {
     const char *prompt, *file, *tokens;
     const char *input, *labels, *output;   /* classifiers */
     long top;
+    long beam, n_best, max_len;             /* seq2seq */
+    float length_penalty;
     long n_predict, top_k, repeat_last_n, ctx, threads, batch;
     float temp, top_p, min_p, repeat_penalty;
     uint64_t seed;
@@ -145,7 +148,7 @@ int cmd_run(int argc, char **argv)
     qmap_sampler_params_default(&sd);
     run_args a = {
         .n_predict = 128, .top_k = sd.top_k, .repeat_last_n = sd.repeat_last_n, .ctx = 0, .threads = 0,
-        .batch = 0, .top = 1, .temp = sd.temp, .top_p = sd.top_p, .min_p = sd.min_p, .repeat_penalty = sd.repeat_penalty,
+        .batch = 0, .top = 1, .beam = 1, .n_best = 1, .max_len = 0, .length_penalty = 1.0f, .temp = sd.temp, .top_p = sd.top_p, .min_p = sd.min_p, .repeat_penalty = sd.repeat_penalty,
         .seed = sd.seed, .kv = 0, .act = 0,
     };
     const cli_opt opts[] = {
@@ -163,7 +166,8 @@ int cmd_run(int argc, char **argv)
         { "ctx-size", 'c', CLI_INT, &a.ctx, "N", 0, 1 << 24, NULL, "context length in tokens; 0 = the model's (llama: more is allowed, with a warning)", false },
         { "threads", 't', CLI_INT, &a.threads, "N", 0, 1024, NULL, "threads; 0 = all cores (or OMP_NUM_THREADS)", false },
         { "batch-size", 'b', CLI_INT, &a.batch, "N", 0, 1 << 20, NULL,
-          "prompt tokens evaluated per batch (the GEMM path; 0 = 512), or classifier rows per batch (0 = 256)", false },
+          "prompt tokens evaluated per batch (the GEMM path; 0 = 512), classifier rows per batch (0 = 256), or "
+          "seq2seq lines translated per call (0 = 64)", false },
         { "kv", 0, CLI_CHOICE, &a.kv, "TYPE", 0, 0, kv_choices, "KV cache element type", false },
         { "act", 0, CLI_CHOICE, &a.act, "MODE", 0, 0, act_choices, "Q8_ROW activations: auto keeps float accuracy; int8 is faster", false },
         { "no-bos", 0, CLI_FLAG, &a.no_bos, NULL, 0, 0, NULL, "do not add the tokenizer's BOS/EOS tokens to the prompt", true },
@@ -178,6 +182,12 @@ int cmd_run(int argc, char **argv)
         { "output", 'o', CLI_STRING, &a.output, "OUT.npy", 0, 0, NULL,
           "classifier: write the model's outputs as a float32 .npy [n, classes]", true },
         { "top", 0, CLI_INT, &a.top, "K", 1, 1 << 20, NULL, "classifier: show the K best classes of each row", false },
+        { "beam", 0, CLI_INT, &a.beam, "K", 1, 256, NULL, "seq2seq: beam size (1 = greedy)", false },
+        { "n-best", 0, CLI_INT, &a.n_best, "N", 1, 256, NULL, "seq2seq: print the N best hypotheses with their scores", false },
+        { "length-penalty", 0, CLI_FLOAT, &a.length_penalty, "A", 0, 100, NULL,
+          "seq2seq: rank hypotheses by log P / length^A (CTranslate2's length_penalty)", false },
+        { "max-len", 0, CLI_INT, &a.max_len, "N", 0, 1 << 16, NULL,
+          "seq2seq: target tokens at most; 0 = the model's limit", false },
     };
     const cli_command cmd = {
         .name = "run",
@@ -196,7 +206,11 @@ int cmd_run(int argc, char **argv)
             "accuracy and a confusion matrix when --labels are given, and rows/s on stderr. For example, with\n"
             "Debian's dataset-fashion-mnist:\n"
             "  qmap run fashion.qmap --input /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz \\\n"
-            "           --labels /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz\n",
+            "           --labels /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz\n"
+            "\n"
+            "An encoder-decoder (seq2seq) translates -p TEXT, each line of -f FILE (-b lines encoded together),\n"
+            "or --tokens IDS: the source encoded once, then greedy or beam search (--beam K, --n-best N,\n"
+            "--length-penalty A, --max-len N) with the beams decoded as one batch; sentences/s on stderr.\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
         .epilog = "exit status: 0 done, 1 bad model or input, 2 usage error\n",
@@ -244,6 +258,13 @@ int cmd_run(int argc, char **argv)
         classify_args ca = { a.input, a.labels, a.output, a.batch, a.threads, a.top,
                              a.act == 1 ? QMAP_ACT_INT8 : a.act == 2 ? QMAP_ACT_F32 : QMAP_ACT_AUTO, a.json, a.quiet };
         status = run_classifier(m, &ca);
+        goto done;
+    }
+    if (in.kind == QMAP_KIND_SEQ2SEQ) {
+        translate_args ta = { a.prompt, a.file, a.tokens, a.beam, a.n_best, a.max_len, a.batch, a.threads,
+                              a.length_penalty, a.act == 1 ? QMAP_ACT_INT8 : a.act == 2 ? QMAP_ACT_F32 : QMAP_ACT_AUTO,
+                              a.kv == 1 ? QMAP_KV_F32 : QMAP_KV_F16, a.json, a.quiet };
+        status = run_translate(m, &ta);
         goto done;
     }
     if (a.batch == 0) a.batch = 512;

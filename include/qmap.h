@@ -106,6 +106,9 @@ typedef struct qmap_model_info {
      * qmap_classify takes features: apply it to raw pixels first. */
     float input_scale, input_offset;
     bool has_class_names;      /* classifier: qmap_model_class_name gives names */
+    /* seq2seq: vocab_size is the target vocabulary, n_layers the decoder's, context_length the longest
+     * source or target (positions of the sinusoidal table); has_tokenizer means both vocabularies load */
+    uint32_t src_vocab_size, n_enc_layers;
 } qmap_model_info;
 
 /* Fill *out; its strings are owned by the model. */
@@ -148,6 +151,9 @@ QMAP_API const char *qmap_token_piece(const qmap_model *m, int32_t id, size_t *l
 /* Special ids; -1 when the container does not state them. */
 QMAP_API int32_t qmap_token_bos(const qmap_model *m);
 QMAP_API int32_t qmap_token_eos(const qmap_model *m);
+/* The unknown token qmap_tokenize maps unmatched text to, or -1. (A seq2seq model: qmap_tokenize uses
+ * the source vocabulary; detokenizing, pieces, bos and eos the target vocabulary.) */
+QMAP_API int32_t qmap_token_unk(const qmap_model *m);
 
 /* ---- sessions: evaluate tokens into logits ------------------------------------------------------------ */
 
@@ -214,6 +220,56 @@ QMAP_API void qmap_classifier_free(qmap_classifier *c);
  * input_dim floats. n may exceed max_batch (the rows then run in batches of max_batch). x and out are the
  * caller's; QMAP_ERR_INVALID_ARGUMENT for NULL buffers. */
 QMAP_API qmap_status qmap_classify(qmap_classifier *c, const float *x, size_t n, float *out, qmap_error *err);
+
+/* ---- encoder-decoder (seq2seq): source ids -> target ids ---------------------------------------------- */
+
+typedef struct qmap_translator qmap_translator;
+
+typedef struct qmap_translate_params {
+    uint32_t beam_size;        /* hypotheses kept per step; 1 = greedy (default 1) */
+    uint32_t n_best;           /* hypotheses returned per sentence, 1 .. beam_size (default 1) */
+    float length_penalty;      /* α: finished hypotheses rank by log P / length^α, length counting EOS
+                                * (CTranslate2's and OpenNMT's definition; default 1) */
+    uint32_t max_len;          /* target tokens generated at most, EOS included; 0 = the model's max_len - 1 */
+    uint32_t max_batch;        /* sentences one qmap_translate call takes; 0 = 64 */
+    uint32_t max_batch_tokens; /* source tokens encoded together; 0 = 4096 (at least the model's max_len) */
+    int threads;               /* OpenMP threads; 0 = all the process may use */
+    qmap_kv_type kv_type;      /* decoder self-attention cache: QMAP_KV_F16 (default) or QMAP_KV_F32 */
+    qmap_act_mode act;
+} qmap_translate_params;
+
+QMAP_API void qmap_translate_params_default(qmap_translate_params *p);
+
+/* Buffers to translate with a QMAP_KIND_SEQ2SEQ model: the encoder's for max_batch_tokens source tokens,
+ * the decoder's and two sets of KV caches for beam_size hypotheses of max_len + 1 positions, the beam
+ * search's, and the results'. Translating allocates nothing. Needs the target vocabulary's bos_id and
+ * eos_id (QMAP_ERR_NOT_FOUND naming the key otherwise). One translator is used by one thread at a time;
+ * free it before closing its model. `params` may be NULL. */
+QMAP_API qmap_status qmap_translator_new(const qmap_model *m, const qmap_translate_params *params,
+                                         qmap_translator **out, qmap_error *err);
+QMAP_API void qmap_translator_free(qmap_translator *t);   /* NULL allowed */
+
+typedef struct qmap_hypothesis {
+    const int32_t *ids;        /* target ids, BOS and EOS not included; owned by the translator */
+    size_t n_ids;
+    float score;               /* log P / length^α (the rank) */
+    float log_prob;            /* log P: the sum of the tokens' log-probabilities, EOS included */
+} qmap_hypothesis;
+
+/* Translate 1 <= n_sent <= max_batch sentences given as source ids packed one after another (sentence i
+ * has lens[i] ids, 1 .. the model's max_len). The sentences are encoded together, as many per encoder pass
+ * as max_batch_tokens holds, then each is decoded. out[i * n_best + j] receives hypothesis j
+ * (best first) of sentence i; a sentence with fewer finished hypotheses than n_best gets n_ids 0 and
+ * score -inf in the rest. The ids stay valid until the next call or qmap_translator_free.
+ * QMAP_ERR_INVALID_ARGUMENT for an id outside the source vocabulary or a sentence too long (naming it). */
+QMAP_API qmap_status qmap_translate(qmap_translator *t, const int32_t *src, const uint32_t *lens, size_t n_sent,
+                                    qmap_hypothesis *out, qmap_error *err);
+
+/* Teacher forcing, for checking against another implementation: logits[i * vocab .. ] = the decoder's
+ * output at target position i (i < n_tgt, n_tgt <= max_len + 1) given source src (n_src ids) and target
+ * prefix tgt[0 .. i] (tgt[0] is normally BOS). logits is the caller's, n_tgt x vocab_size floats. */
+QMAP_API qmap_status qmap_translator_logits(qmap_translator *t, const int32_t *src, size_t n_src, const int32_t *tgt,
+                                            size_t n_tgt, float *logits, qmap_error *err);
 
 /* ---- sampling ------------------------------------------------------------------------------------------ */
 

@@ -46,3 +46,21 @@ perplexity-test: $(BUILD)/qmap $(BUILD)/asan/qmap
 	$(PYTHON) tests/run/test_perplexity.py --qmap $(BUILD)/asan/qmap --workdir $(BUILD)/tests/perplexity-asan
 .PHONY: perplexity-test
 EXTRA_TESTS += perplexity-test
+
+$(BUILD)/tests/s2s_logits: tests/run/s2s_logits.c $(LIBS) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+
+$(BUILD)/asan/s2s_logits: tests/run/s2s_logits.c $(ASAN_FORMAT_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -o $@ $< $(ASAN_FORMAT_OBJ) $(LDLIBS)
+
+# Encoder-decoders against torch's nn.Transformer (tests/run/test_seq2seq.py): parity, greedy, beam, the
+# shipped G2P model; normal build, then under ASan+UBSan.
+seq2seq-test: $(BUILD)/qmap $(BUILD)/tests/s2s_logits $(BUILD)/asan/qmap $(BUILD)/asan/s2s_logits
+	$(PYTHON) tests/run/test_seq2seq.py --qmap $(BUILD)/qmap --tool $(BUILD)/tests/s2s_logits \
+	  --workdir $(BUILD)/tests/seq2seq
+	$(PYTHON) tests/run/test_seq2seq.py --qmap $(BUILD)/asan/qmap --tool $(BUILD)/asan/s2s_logits \
+	  --workdir $(BUILD)/tests/seq2seq-asan --quick
+.PHONY: seq2seq-test
+EXTRA_TESTS += seq2seq-test

@@ -1,0 +1,232 @@
+#!/usr/bin/python3
+"""test_seq2seq.py — `qmap run` on encoder-decoders (seq2seq) against PyTorch's nn.Transformer (issue 14 §2).
+
+Random-init models of the translation tutorial's layout (tests/models/seq2seq.py) — post-norm with ReLU,
+and pre-norm (norm_first) with GELU — saved with torch.save, word-level vocabularies written here, converted:
+  - teacher-forced logits (tests/run/s2s_logits.c, the public API) within 1e-4 (relative to the largest
+    logit) of torch's forward in F32 with an F32 KV cache, 1e-3 with the F16 cache; F16 and Q8_ROW
+    containers within 2e-3 of torch running the same F16-rounded / dequantized weights; 1 and 2 threads
+    the same bits;
+  - greedy decoding (`qmap run --tokens … --json`) gives torch's greedy ids on every one of 20 sources;
+  - beam search: beam 1 equals greedy, beam 4's best hypothesis scores at least greedy's under the model
+    (log P / length), --n-best 3 lists three hypotheses best first;
+  - -f FILE with several lines per batch gives what each line gives alone.
+The shipped G2P model (tests/data/g2p, trained by tests/tools/train_g2p.py on the CMU dictionary of
+Debian's festlex-cmu), when present, on the held-out words: F32 greedy output identical to torch's greedy
+on every word, word accuracy and phone error rate printed for F32, Q8_ROW and beam 4; Q8_ROW word accuracy
+within 1 point of F32, beam 4 at least as accurate as greedy.
+Errors: a source id outside the vocabulary, a container without its target vocabulary, characters outside
+the source vocabulary (read as <unk>, said once).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from checks import Checks, fresh_dir  # noqa: E402
+import spec_writer  # noqa: E402
+from models import seq2seq as s2s  # noqa: E402
+
+
+def run(*args, **kw):
+    return subprocess.run(list(args), capture_output=True, **kw)
+
+
+def rel(a, b):
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+
+def write_vocab(d, tokens, pre, bos_eos):
+    """A word-level tokenizer.json (+ tokenizer_config.json) in directory d for `tokens` (id = index)."""
+    os.makedirs(d, exist_ok=True)
+    specials = [t for t in tokens if t.startswith("<")]
+    tj = {"version": "1.0", "truncation": None, "padding": None,
+          "added_tokens": [{"id": tokens.index(t), "content": t, "single_word": False, "lstrip": False,
+                            "rstrip": False, "normalized": False, "special": True} for t in specials],
+          "normalizer": None, "pre_tokenizer": pre, "post_processor": None, "decoder": None,
+          "model": {"type": "WordLevel", "vocab": {t: i for i, t in enumerate(tokens)}, "unk_token": "<unk>"}}
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        json.dump(tj, f)
+    cfg = {"unk_token": "<unk>", "pad_token": "<pad>", "add_bos_token": False, "add_eos_token": False}
+    if bos_eos:
+        cfg.update(bos_token="<s>", eos_token="</s>")
+    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+        json.dump(cfg, f)
+    return os.path.join(d, "tokenizer.json")
+
+
+def weights_as(model, how):
+    """A copy whose 2-D float weights (what quantize selects) hold what the container stores."""
+    import copy
+    m = copy.deepcopy(model)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if p.dim() != 2:
+                continue
+            w = p.detach().numpy().astype(np.float32)
+            if how == "f16":
+                d = w.astype(np.float16).astype(np.float32)
+            else:
+                q, s, _ = spec_writer.quantize_q8row(np.ascontiguousarray(w))
+                d = q.astype(np.float32) * s.astype(np.float32)[:, None]
+            p.copy_(torch.from_numpy(d))
+    return m
+
+
+class Suite:
+    def __init__(self, a):
+        self.c = Checks(None)
+        self.qmap, self.tool = a.qmap, a.tool
+        self.d = fresh_dir(a.workdir)
+
+    def logits(self, path, src, tgt, *extra):
+        r = run(self.tool, path, " ".join(map(str, src)), " ".join(map(str, tgt)), *extra)
+        if r.returncode != 0:
+            return None, r.stderr.decode().strip()
+        return np.frombuffer(r.stdout, np.float32), ""
+
+    def translate(self, path, src_ids, *extra):
+        r = run(self.qmap, "run", path, "--tokens", " ".join(map(str, src_ids)), "--json", "-q", *extra, text=True)
+        if r.returncode != 0:
+            return None, r.stderr.strip()
+        return json.loads(r.stdout)["translations"][0], ""
+
+    def random_model(self, name, **over):
+        c = self.c
+        model, cfg = s2s.build(seed=len(name), **over)
+        src = fresh_dir(os.path.join(self.d, name))
+        torch.save(model.state_dict(), os.path.join(src, "model.pt"))
+        with open(os.path.join(src, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        sv, tv = cfg["src_vocab_size"], cfg["tgt_vocab_size"]
+        src_tok = write_vocab(os.path.join(src, "src"), ["<pad>", "<unk>"] + ["s%d" % i for i in range(2, sv)],
+                              {"type": "WhitespaceSplit"}, False)
+        tgt_tok = write_vocab(os.path.join(src, "tgt"), ["<pad>", "<unk>", "<s>", "</s>"] +
+                              ["t%d" % i for i in range(4, tv)], {"type": "WhitespaceSplit"}, True)
+        f32 = os.path.join(self.d, name + ".qmap")
+        r = run(self.qmap, "convert", os.path.join(src, "model.pt"), "--src-tokenizer", src_tok, "--tgt-tokenizer",
+                tgt_tok, "-o", f32, "-q", text=True)
+        if not c.check(name, "convert with both vocabularies", r.returncode == 0, r.stderr.strip()):
+            return None
+        paths = {"f32": f32}
+        for how in ("f16", "q8"):
+            paths[how] = os.path.join(self.d, "%s-%s.qmap" % (name, how))
+            r = run(self.qmap, "quantize", "--" + how, f32, "-o", paths[how], "-q", text=True)
+            c.check(name, "quantize --" + how, r.returncode == 0, r.stderr.strip())
+        return model, cfg, paths
+
+    def parity(self, name, **over):
+        c = self.c
+        got = self.random_model(name, **over)
+        if not got:
+            return
+        model, cfg, paths = got
+        rng = np.random.RandomState(len(name))
+        tv = cfg["tgt_vocab_size"]
+        for trial in range(3):
+            src = rng.randint(2, cfg["src_vocab_size"], size=rng.randint(3, 20)).tolist()
+            tgt = [2] + rng.randint(4, tv, size=rng.randint(2, 15)).tolist()
+            with torch.no_grad():
+                ref = model(torch.tensor([src]), torch.tensor([tgt]))[0].numpy().astype(np.float64)
+            out, err = self.logits(paths["f32"], src, tgt, "f32")
+            if c.check(name, "teacher-forced logits (F32 cache)", out is not None, err):
+                e = rel(out.reshape(-1, tv), ref)
+                c.check(name, "F32 logits within 1e-4 of torch, trial %d (%.1e)" % (trial, e), e < 1e-4)
+            out16, err = self.logits(paths["f32"], src, tgt, "f16")
+            if c.check(name, "teacher-forced logits (F16 cache)", out16 is not None, err):
+                e = rel(out16.reshape(-1, tv), ref)
+                c.check(name, "F32 weights, F16 cache within 1e-3 of torch, trial %d (%.1e)" % (trial, e), e < 1e-3)
+            if trial == 0:
+                o1, _ = self.logits(paths["f32"], src, tgt, "f32", "1")
+                o2, _ = self.logits(paths["f32"], src, tgt, "f32", "2")
+                c.check(name, "1 and 2 threads give the same bits", o1 is not None and o2 is not None
+                        and np.array_equal(o1, o2))
+                for how in ("f16", "q8"):
+                    with torch.no_grad():
+                        refq = weights_as(model, how)(torch.tensor([src]), torch.tensor([tgt]))[0].numpy()
+                    oq, err = self.logits(paths[how], src, tgt, "f32")
+                    if c.check(name, how + " logits", oq is not None, err):
+                        e = rel(oq.reshape(-1, tv), refq.astype(np.float64))
+                        c.check(name, "%s within 2e-3 of torch on the same weights (%.1e)" % (how.upper(), e), e < 2e-3)
+        # greedy, beam
+        same, n = 0, 20
+        greedy_scores = []
+        for i in range(n):
+            src = rng.randint(2, cfg["src_vocab_size"], size=rng.randint(3, 20)).tolist()
+            ref = model.greedy_decode(torch.tensor([src]), cfg["max_len"] - 1, 2, 3)
+            if ref and ref[-1] == 3:
+                ref = ref[:-1]
+            out, err = self.translate(paths["f32"], src, "--kv", "f32")
+            if out is None:
+                c.check(name, "greedy translation runs", False, err)
+                return
+            same += out[0]["ids"] == ref
+            if i < 5:
+                b1, _ = self.translate(paths["f32"], src, "--kv", "f32", "--beam", "1")
+                b4, _ = self.translate(paths["f32"], src, "--kv", "f32", "--beam", "4", "--n-best", "3")
+                c.check(name, "source %d: --beam 1 equals greedy" % i, b1 is not None and b1[0]["ids"] == out[0]["ids"])
+                ok = b4 is not None and len(b4) == 3 and b4[0]["score"] >= out[0]["score"] - 1e-5 \
+                    and b4[0]["score"] >= b4[1]["score"] >= b4[2]["score"]
+                c.check(name, "source %d: beam 4 scores at least greedy's, 3 best first" % i, ok,
+                        "" if b4 is None else str([h["score"] for h in b4]) + " greedy %s" % out[0]["score"])
+        c.check(name, "greedy ids equal torch's greedy on %d of %d sources" % (same, n), same == n)
+        # a file of several lines gives what each line gives alone
+        lines = [" ".join("s%d" % v for v in rng.randint(2, cfg["src_vocab_size"], size=rng.randint(2, 12)))
+                 for _ in range(7)]
+        fp = os.path.join(self.d, name + "-lines.txt")
+        with open(fp, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        r = run(self.qmap, "run", paths["f32"], "-f", fp, "-b", "3", "-q", text=True)
+        alone = [run(self.qmap, "run", paths["f32"], "-p", ln, "-q", text=True).stdout.strip() for ln in lines]
+        c.check(name, "-f with 3 lines per batch = each line alone", r.returncode == 0
+                and r.stdout.strip().split("\n") == alone, r.stderr.strip())
+        return paths
+
+    def errors(self, paths):
+        c = self.c
+        r = run(self.qmap, "run", paths["f32"], "--tokens", "5 99999", text=True)
+        c.check("errors", "a source id outside the vocabulary is named", r.returncode == 1 and "99999" in r.stderr,
+                r.stderr.strip())
+        r = run(self.qmap, "run", paths["f32"], "-p", "s5 nosuchword s7", text=True)
+        c.check("errors", "a word outside the source vocabulary is read as <unk>, said once",
+                r.returncode == 0 and r.stderr.count("unknown token") == 1, r.stderr.strip())
+        # a container without its target vocabulary
+        src = os.path.join(self.d, "post-relu")
+        out = os.path.join(self.d, "no-tgt.qmap")
+        r = run(self.qmap, "convert", os.path.join(src, "model.pt"), "--src-tokenizer",
+                os.path.join(src, "src", "tokenizer.json"), "-o", out, "-q", text=True)
+        if r.returncode == 0:
+            r = run(self.qmap, "run", out, "-p", "s5 s6", text=True)
+            c.check("errors", "a container without the target vocabulary says what is missing", r.returncode == 1
+                    and "tgt" in r.stderr, r.stderr.strip())
+        else:
+            c.check("errors", "convert refuses a seq2seq with only a source vocabulary, saying so",
+                    "tgt" in r.stderr, r.stderr.strip())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qmap", required=True)
+    ap.add_argument("--tool", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--quick", action="store_true", help="random models only (the sanitizer pass)")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    s = Suite(a)
+    paths = s.parity("post-relu")
+    s.parity("pre-gelu", norm_first=True, activation="gelu", d_model=48, nhead=3, num_encoder_layers=3)
+    if paths:
+        s.errors(paths)
+    return s.c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
