@@ -212,6 +212,157 @@ class Suite:
                     "tgt" in r.stderr, r.stderr.strip())
 
 
+def torch_greedy_batch(model, srcs, bos, eos, max_new):
+    """Greedy decoding of many sources at once, grouped by length (no padding, so each row is computed as
+    it would be alone): list of id lists, EOS removed."""
+    out = [None] * len(srcs)
+    by_len = {}
+    for i, sv in enumerate(srcs):
+        by_len.setdefault(len(sv), []).append(i)
+    with torch.no_grad():
+        for _, idx in sorted(by_len.items()):
+            src = torch.tensor([srcs[i] for i in idx])
+            mem = model.encode(src)
+            ys = torch.full((len(idx), 1), bos, dtype=torch.long)
+            done = torch.zeros(len(idx), dtype=torch.bool)
+            for _ in range(max_new):
+                nxt = model.generator(model.decode(ys, mem)[:, -1]).argmax(-1)
+                nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
+                ys = torch.cat([ys, nxt[:, None]], dim=1)
+                done |= nxt == eos
+                if bool(done.all()):
+                    break
+            for k, i in enumerate(idx):
+                seq = ys[k, 1:].tolist()
+                out[i] = seq[:seq.index(eos)] if eos in seq else seq
+    return out
+
+
+def numbers_cases(s):
+    """The shipped number-words -> digits models (tests/tools/train_numbers.py): every number 0 .. 9999."""
+    c = s.c
+    sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+    import train_numbers as tn
+    words = [tn.words(n) for n in range(10000)]
+    wp = os.path.join(s.d, "numbers.txt")
+    with open(wp, "w") as f:
+        f.write("\n".join(words) + "\n")
+    for name in ("post-relu", "pre-gelu"):
+        src_dir = os.path.join(ROOT, "tests", "data", "numbers", name)
+        tag = "numbers/" + name
+        with open(os.path.join(src_dir, "config.json")) as f:
+            cfg = json.load(f)
+        f32 = os.path.join(s.d, "numbers-%s.qmap" % name)
+        r = run(s.qmap, "convert", os.path.join(src_dir, "model.pt"), "--src-tokenizer",
+                os.path.join(src_dir, "src", "tokenizer.json"), "--tgt-tokenizer",
+                os.path.join(src_dir, "tgt", "tokenizer.json"), "-o", f32, "-q", text=True)
+        if not c.check(tag, "convert", r.returncode == 0, r.stderr.strip()):
+            continue
+        q8 = f32.replace(".qmap", "-q8.qmap")
+        r = run(s.qmap, "quantize", "--q8", f32, "-o", q8, "-q", text=True)
+        c.check(tag, "quantize --q8", r.returncode == 0, r.stderr.strip())
+        model = s2s.Seq2SeqTransformer(cfg)
+        model.load_state_dict(torch.load(os.path.join(src_dir, "model.pt")))
+        model.eval()
+        srcs = [[tn.SRC_TOKENS.index(w) for w in ws.split()] for ws in words]
+        ref = torch_greedy_batch(model, srcs, 2, 3, 8)
+        ref_text = [" ".join(tn.TGT_TOKENS[i] for i in seq) for seq in ref]
+        truth = [tn.digits(n) for n in range(10000)]
+        outs = {}
+        for how, path in (("F32", f32), ("Q8_ROW", q8)):
+            r = run(s.qmap, "run", path, "-f", wp, "-b", "256", text=True)
+            lines = r.stdout.rstrip("\n").split("\n")
+            if not c.check(tag, "%s translates the 10,000 numbers" % how, r.returncode == 0 and len(lines) == 10000,
+                           r.stderr.strip()):
+                continue
+            outs[how] = lines
+            speed = r.stderr.strip().split("\n")[-1]
+            right = [sum(lines[n] == truth[n] for n in range(10000) if tn.held_out(n) == h) for h in (False, True)]
+            n_held = sum(tn.held_out(n) for n in range(10000))
+            print("     %s %s: exact on %d/%d training numbers, %d/%d held-out; %s"
+                  % (name, how, right[0], 10000 - n_held, right[1], n_held, speed.replace("qmap run: ", "")))
+        if "F32" in outs:
+            diff = sum(a != b for a, b in zip(outs["F32"], ref_text))
+            c.check(tag, "F32 output equals torch's greedy on every number (%d differ)" % diff, diff == 0)
+            exact = sum(a == b for a, b in zip(outs["F32"], truth))
+            c.check(tag, "F32 writes the exact digits of at least 99%% of the numbers (%d)" % exact, exact >= 9900)
+        if "F32" in outs and "Q8_ROW" in outs:
+            q = sum(a == b for a, b in zip(outs["Q8_ROW"], truth))
+            f = sum(a == b for a, b in zip(outs["F32"], truth))
+            c.check(tag, "Q8_ROW exact within 0.5 points of F32 (%d vs %d)" % (q, f), q >= f - 50)
+
+
+def g2p_cases(s):
+    """The shipped G2P model (tests/data/g2p) on its held-out words (tests/tools/g2p_data.py)."""
+    c = s.c
+    src_dir = os.path.join(ROOT, "tests", "data", "g2p")
+    if not os.path.exists(os.path.join(src_dir, "model.pt")):
+        c.check("g2p", "the shipped model is present", False, src_dir)
+        return
+    sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+    import g2p_data
+    entries = g2p_data.read_cmudict()
+    held = [(w, ps) for w, ps in entries if g2p_data.held_out(w)]
+    words = [w for w, _ in held]
+    refs = [ps for _, ps in held]
+    wp = os.path.join(s.d, "g2p-held-out.txt")
+    with open(wp, "w") as f:
+        f.write("\n".join(words) + "\n")
+    f32, q8 = os.path.join(s.d, "g2p.qmap"), os.path.join(s.d, "g2p-q8.qmap")
+    r = run(s.qmap, "convert", os.path.join(src_dir, "model.pt"), "--src-tokenizer",
+            os.path.join(src_dir, "src", "tokenizer.json"), "--tgt-tokenizer",
+            os.path.join(src_dir, "tgt", "tokenizer.json"), "-o", f32, "-q", text=True)
+    if not c.check("g2p", "convert", r.returncode == 0, r.stderr.strip()):
+        return
+    r = run(s.qmap, "quantize", "--q8", f32, "-o", q8, "-q", text=True)
+    c.check("g2p", "quantize --q8", r.returncode == 0, r.stderr.strip())
+    with open(os.path.join(src_dir, "config.json")) as f:
+        cfg = json.load(f)
+    with open(os.path.join(src_dir, "src", "tokenizer.json")) as f:
+        sv = json.load(f)["model"]["vocab"]
+    with open(os.path.join(src_dir, "tgt", "tokenizer.json")) as f:
+        tv = json.load(f)["model"]["vocab"]
+    inv = {i: t for t, i in tv.items()}
+    model = s2s.Seq2SeqTransformer(cfg)
+    model.load_state_dict(torch.load(os.path.join(src_dir, "model.pt")))
+    model.eval()
+    torch.set_num_threads(2)
+    ref_ids = torch_greedy_batch(model, [[sv[ch] for ch in w] for w in words], tv["<s>"], tv["</s>"],
+                                 cfg["max_len"] - 1)
+    torch_out = [[inv[i] for i in ids] for ids in ref_ids]
+    torch.set_num_threads(1)
+    acc, per = {}, {}
+    outs = {}
+    for tag, path, extra in (("F32 greedy", f32, ()), ("Q8_ROW greedy", q8, ()), ("F32 beam 4", f32, ("--beam", "4")),
+                             ("Q8_ROW beam 4", q8, ("--beam", "4"))):
+        r = run(s.qmap, "run", path, "-f", wp, "-b", "256", *extra, text=True)
+        lines = r.stdout.rstrip("\n").split("\n")
+        if not c.check("g2p", "%s on the %d held-out words" % (tag, len(words)), r.returncode == 0
+                       and len(lines) == len(words), r.stderr.strip()[-300:]):
+            continue
+        outs[tag] = [ln.split() for ln in lines]
+        acc[tag], per[tag] = g2p_data.scores(outs[tag], refs)
+        print("     G2P %-14s word accuracy %.2f%%, phone error rate %.2f%%   (%s)"
+              % (tag, 100 * acc[tag], 100 * per[tag], r.stderr.strip().split("\n")[-1].replace("qmap run: ", "")))
+    ta, tp = g2p_data.scores(torch_out, refs)
+    print("     G2P torch greedy   word accuracy %.2f%%, phone error rate %.2f%%" % (100 * ta, 100 * tp))
+    if "F32 greedy" in outs:
+        diff = [w for w, o, t in zip(words, outs["F32 greedy"], torch_out) if o != t]
+        c.check("g2p", "F32 greedy output identical to torch's greedy on every held-out word (%d differ%s)"
+                % (len(diff), ": " + ", ".join(diff[:5]) if diff else ""), not diff)
+    if "F32 greedy" in acc and "Q8_ROW greedy" in acc:
+        c.check("g2p", "Q8_ROW word accuracy within 1 point of F32 (%.2f vs %.2f)"
+                % (100 * acc["Q8_ROW greedy"], 100 * acc["F32 greedy"]), acc["Q8_ROW greedy"] >= acc["F32 greedy"] - 0.01)
+    if "F32 greedy" in acc and "F32 beam 4" in acc:
+        c.check("g2p", "beam 4 at least as accurate as greedy (%.2f vs %.2f)"
+                % (100 * acc["F32 beam 4"], 100 * acc["F32 greedy"]), acc["F32 beam 4"] >= acc["F32 greedy"])
+    r = run(s.qmap, "run", f32, "-p", "qmap", text=True)
+    c.check("g2p", "-p WORD prints its phones", r.returncode == 0 and len(r.stdout.split()) >= 3, r.stderr.strip())
+    r = run(s.qmap, "run", f32, "-p", "caf\u00e9s", text=True)
+    c.check("g2p", "a character outside the source vocabulary is read as <unk>, said once",
+            r.returncode == 0 and r.stderr.count("unknown token") == 1, r.stderr.strip())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qmap", required=True)
@@ -225,6 +376,9 @@ def main():
     s.parity("pre-gelu", norm_first=True, activation="gelu", d_model=48, nhead=3, num_encoder_layers=3)
     if paths:
         s.errors(paths)
+    numbers_cases(s)
+    if not a.quick:
+        g2p_cases(s)
     return s.c.finish()
 
 
