@@ -308,6 +308,7 @@ bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(PYTHON) tests/bench/bench_quantize.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench
 	$(BUILD)/qmap bench kernels --dir $(BUILD)/bench
 	$(MAKE) --no-print-directory bench-tokenizer
+	$(PYTHON) tests/bench/bench_mlp.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench/mlp
 
 clean:
 	rm -rf $(BUILD)

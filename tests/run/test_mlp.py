@@ -19,8 +19,8 @@
   (torch computed here from model.pt), F16 and Q8_ROW accuracy within 0.3 points of F32 (all printed);
   the same images as a plain IDX, a uint8 .npy and a big-endian float32 IDX give the same outputs; class
   names (id2label) in the output and --json.
-- Errors: a wrong feature count, a label out of range, a classifier without --input, labels of another
-  length, a gzip IDX cut short, an IDX with bytes after its data, a file that is neither .npy nor IDX, an
+- Errors: a wrong feature count, an empty input, an input of another dtype, a label out of range, a
+  classifier without --input, labels of another length, a gzip IDX cut short, an IDX with bytes after its data, a file that is neither .npy nor IDX, an
   id2label that does not name every class — each one line and exit 1.
 """
 import argparse
@@ -313,6 +313,16 @@ def main():
     np.save(yb, np.where(np.arange(len(y)) == 3, 10, y))
     r = run(q, "run", f32, "--input", xp, "--labels", yb)
     c.check("errors", "a label out of range names its row", r.returncode == 1 and "row 3" in r.stderr, r.stderr.strip())
+    empty = os.path.join(d, "x-empty.npy")
+    np.save(empty, np.zeros((0, 64), np.float32))
+    r = run(q, "run", f32, "--input", empty)
+    c.check("errors", "an empty input (0 rows) is refused saying so", r.returncode == 1 and "0 rows" in r.stderr,
+            r.stderr.strip())
+    boolx = os.path.join(d, "x-bool.npy")
+    np.save(boolx, x > 0.5)
+    r = run(q, "run", f32, "--input", boolx)
+    c.check("errors", "an input of another dtype (bool) names the dtypes it takes", r.returncode == 1
+            and "float32" in r.stderr, r.stderr.strip())
     r = run(q, "run", f32, "-p", "hello")
     c.check("errors", "a classifier without --input says what it needs", r.returncode == 1 and "--input" in r.stderr,
             r.stderr.strip())
