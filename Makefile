@@ -25,8 +25,10 @@ IMPORT_FUZZ_SECONDS ?= 15
 
 # Debian 12 packages: the build (make deps, for demo) and the tests besides (make deps-test).
 DEB_BUILD_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libzip-dev libjansson-dev libpcre2-dev
+# libopenblas0-pthread: Debian's torch calls libblas.so.3, which is the reference BLAS (6 GFLOPS here) unless
+# OpenBLAS provides it; the tests and benchmarks compare against torch as a deployment would run it.
 DEB_TEST_PACKAGES  := $(DEB_BUILD_PACKAGES) libcmocka-dev clang libclang-rt-14-dev libomp-dev \
-                      python3 python3-numpy python3-xxhash python3-torch python3-sklearn
+                      python3 python3-numpy python3-xxhash python3-torch python3-sklearn libopenblas0-pthread
 
 FORMAT_SRC := $(wildcard format/*.c)
 CONVERT_SRC := $(wildcard convert/*.c)
@@ -309,6 +311,7 @@ bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(BUILD)/qmap bench kernels --dir $(BUILD)/bench
 	$(MAKE) --no-print-directory bench-tokenizer
 	$(PYTHON) tests/bench/bench_mlp.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench/mlp
+	$(PYTHON) tests/bench/bench_g2p.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench/g2p
 
 clean:
 	rm -rf $(BUILD)

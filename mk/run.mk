@@ -64,3 +64,6 @@ seq2seq-test: $(BUILD)/qmap $(BUILD)/tests/s2s_logits $(BUILD)/asan/qmap $(BUILD
 	  --workdir $(BUILD)/tests/seq2seq-asan --quick
 .PHONY: seq2seq-test
 EXTRA_TESTS += seq2seq-test
+
+# The CMU Pronouncing Dictionary the shipped G2P model is checked on (tests/data/g2p).
+DEB_TEST_PACKAGES += festlex-cmu
