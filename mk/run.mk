@@ -67,3 +67,20 @@ EXTRA_TESTS += seq2seq-test
 
 # The CMU Pronouncing Dictionary the shipped G2P model is checked on (tests/data/g2p).
 DEB_TEST_PACKAGES += festlex-cmu
+
+# make demo, encoder-decoders: the shipped G2P model (tests/data/g2p, trained on the CMU dictionary) and the
+# number-words translator, converted, quantized and run: greedy, beam search with n-best, a file.
+DEB_BUILD_PACKAGES += festlex-cmu
+demo-seq2seq: $(BUILD)/qmap
+	@mkdir -p $(BUILD)/demo
+	$(BUILD)/qmap convert tests/data/g2p/model.pt --src-tokenizer tests/data/g2p/src/tokenizer.json \
+	  --tgt-tokenizer tests/data/g2p/tgt/tokenizer.json -o $(BUILD)/demo/g2p.qmap --quiet
+	$(BUILD)/qmap quantize --q8 $(BUILD)/demo/g2p.qmap -o $(BUILD)/demo/g2p-q8.qmap --quiet
+	@for w in hello qmap transformer phoneme; do printf '%-12s ' $$w; $(BUILD)/qmap run $(BUILD)/demo/g2p-q8.qmap -p $$w -q; done
+	$(BUILD)/qmap run $(BUILD)/demo/g2p.qmap -p tomato --beam 4 --n-best 3
+	@printf 'one thousand nine hundred eighty four\nthree thousand forty two\ntwo hundred seven\n' > $(BUILD)/demo/numbers.txt
+	$(BUILD)/qmap convert tests/data/numbers/post-relu/model.pt --src-tokenizer tests/data/numbers/post-relu/src/tokenizer.json \
+	  --tgt-tokenizer tests/data/numbers/post-relu/tgt/tokenizer.json -o $(BUILD)/demo/numbers.qmap --quiet
+	$(BUILD)/qmap run $(BUILD)/demo/numbers.qmap -f $(BUILD)/demo/numbers.txt
+
+EXTRA_DEMO += demo-seq2seq
