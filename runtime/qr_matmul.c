@@ -140,6 +140,10 @@ typedef struct work_layout {
     size_t total;         /* including the 64 bytes of alignment slack; SIZE_MAX on overflow */
 } work_layout;
 
+/* X rows per chunk of a two-term product (run_share): the second term's partial products of a chunk
+ * against one W block stay in L2. */
+#define QR_X2_CHUNK ((size_t)64)
+
 static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int threads)
 {
     work_layout l = {0, 0, 0, 0};
@@ -154,7 +158,7 @@ static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int thread
     }
     l.q_bytes = n * row;
     l.scales_bytes = pad64((size_t)terms * n * sizeof(float));
-    l.temp_floats = n * br;
+    l.temp_floats = (n < QR_X2_CHUNK ? n : QR_X2_CHUNK) * br;
     l.total = 64 + (size_t)terms * l.q_bytes + l.scales_bytes + (size_t)threads * l.temp_floats * sizeof(float);
     return l;
 }
@@ -236,16 +240,28 @@ static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t
             .y_stride = jb->ldy,
             .decode = jb->decode,
         };
-        jb->fn(&b);
-        if (jb->x2) {
-            float *t = jb->temp + thread * jb->temp_floats; /* m × nr, stride nr */
-            b.x = jb->x2 + i0 * jb->x_stride;
-            b.x_scales = jb->x2_scales + i0;
-            b.y = t;
-            b.y_stride = nr;
+        if (!jb->x2) {
             jb->fn(&b);
-            for (size_t i = 0; i < m; i++) {
-                float *yr = jb->y + (i0 + i) * jb->ldy + rb;
+            continue;
+        }
+        /* two terms: X rows in chunks, so that the second term's partial products (chunk × nr floats)
+         * stay in cache until they are added, instead of a pass over an m × nr array in memory */
+        float *t = jb->temp + thread * jb->temp_floats;   /* chunk × nr, stride nr */
+        for (size_t c0 = 0; c0 < m; c0 += QR_X2_CHUNK) {
+            size_t cm = m - c0 < QR_X2_CHUNK ? m - c0 : QR_X2_CHUNK, ic = i0 + c0;
+            qr_block bc = b;
+            bc.m = cm;
+            bc.x = jb->x + ic * jb->x_stride;
+            bc.x_scales = jb->x_scales + ic;
+            bc.y = jb->y + ic * jb->ldy + rb;
+            jb->fn(&bc);
+            bc.x = jb->x2 + ic * jb->x_stride;
+            bc.x_scales = jb->x2_scales + ic;
+            bc.y = t;
+            bc.y_stride = nr;
+            jb->fn(&bc);
+            for (size_t i = 0; i < cm; i++) {
+                float *yr = jb->y + (ic + i) * jb->ldy + rb;
                 for (size_t r = 0; r < nr; r++) yr[r] += t[i * nr + r];
             }
         }

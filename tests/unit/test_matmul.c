@@ -1048,15 +1048,17 @@ static void cmp_bits(const char *ctx, const char *what, const float *a, size_t l
 
 /* threads = 1, 2, 3 and 0 (OpenMP default) give the same bits, on problems big enough to be split:
  * many W rows (split between threads), and few W rows with several X rows (X split instead, down to
- * one X row per thread with 33 x 4095, n = 3, threads = 3). */
+ * one X row per thread with 33 x 4095, n = 3, threads = 3), and n = 150 so that a two-term product runs
+ * in several X chunks (qr_matmul.c QR_X2_CHUNK = 64), the last one partial. */
 static void test_threads(void **state)
 {
     (void)state;
     static const qm_dtype dts[3] = {QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW};
-    static const size_t shapes[4][3] = {{515, 784, 12}, {13, 4095, 17}, {33, 784, 20}, {33, 4095, 3}}; /* rows, cols, n */
+    static const size_t shapes[5][3] = {{515, 784, 12}, {13, 4095, 17}, {33, 784, 20}, {33, 4095, 3},
+                                        {130, 784, 150}}; /* rows, cols, n */
     variant vs[4];
     size_t nv = get_variants(vs);
-    for (int si = 0; si < 4; si++)
+    for (int si = 0; si < 5; si++)
         for (int d = 0; d < 3; d++) {
             size_t rows = shapes[si][0], cols = shapes[si][1], n = shapes[si][2];
             tmat w = tmat_new(dts[d], rows, cols, 0, 0, si, 31337 + (uint64_t)(si * 3 + d));
