@@ -32,6 +32,7 @@ from models.seq2seq import Seq2SeqTransformer  # noqa: E402
 
 
 def qmap_rate(qmap, model, path, threads, beam):
+    time.sleep(0.5)   # let torch's BLAS threads, which busy-wait after a call, go to sleep first
     r = subprocess.run([qmap, "run", model, "-f", path, "-b", "64", "-t", str(threads), "--beam", str(beam), "--json",
                         "-q"], capture_output=True, text=True, check=True)
     return json.loads(r.stdout)["sentences_per_s"]

@@ -13,7 +13,7 @@ and pre-norm (norm_first) with GELU — saved with torch.save, word-level vocabu
   - -f FILE with several lines per batch gives what each line gives alone.
 The shipped G2P model (tests/data/g2p, trained by tests/tools/train_g2p.py on the CMU dictionary of
 Debian's festlex-cmu), when present, on the held-out words: F32 greedy output identical to torch's greedy
-on every word, word accuracy and phone error rate printed for F32, Q8_ROW and beam 4; Q8_ROW word accuracy
+on every word, beam 4 identical to torch's beam search by the same rule on the first 150, word accuracy and phone error rate printed for F32, Q8_ROW and beam 4; Q8_ROW word accuracy
 within 1 point of F32, beam 4 at least as accurate as greedy.
 Errors: a source id outside the vocabulary, a container without its target vocabulary, characters outside
 the source vocabulary (read as <unk>, said once).
@@ -350,6 +350,15 @@ def g2p_cases(s):
         diff = [w for w, o, t in zip(words, outs["F32 greedy"], torch_out) if o != t]
         c.check("g2p", "F32 greedy output identical to torch's greedy on every held-out word (%d differ%s)"
                 % (len(diff), ": " + ", ".join(diff[:5]) if diff else ""), not diff)
+    if "F32 beam 4" in outs:
+        # torch beam search by the same rule (tests/tools/g2p_data.py beam_search = runtime/qr_beam.h), on the
+        # first 150 words (torch takes 30 ms a word)
+        n_b = 150
+        tb = [[inv[i] for i in g2p_data.beam_decode(model, [sv[ch] for ch in w], tv["<s>"], tv["</s>"],
+                                                      cfg["max_len"] - 1, 4)] for w in words[:n_b]]
+        diff = [w for w, o, t in zip(words[:n_b], outs["F32 beam 4"][:n_b], tb) if o != t]
+        c.check("g2p", "F32 beam 4 identical to torch's beam search (same rule) on the first %d words (%d differ%s)"
+                % (n_b, len(diff), ": " + ", ".join(diff[:5]) if diff else ""), not diff)
     if "F32 greedy" in acc and "Q8_ROW greedy" in acc:
         c.check("g2p", "Q8_ROW word accuracy within 1 point of F32 (%.2f vs %.2f)"
                 % (100 * acc["Q8_ROW greedy"], 100 * acc["F32 greedy"]), acc["Q8_ROW greedy"] >= acc["F32 greedy"] - 0.01)

@@ -13,9 +13,11 @@ slower). Writes into OUTDIR:
   config.json    the seq2seq config (spec/ARCHITECTURES.md §7)
   src/, tgt/     tokenizer.json + tokenizer_config.json: word-level vocabularies, the source split into
                  characters (a Split pre-tokenizer on "."), the target at spaces, <s> and </s> as bos/eos
-  train.log      loss per epoch, held-out greedy word accuracy and phone error rate
+  train.log      loss per epoch, held-out greedy word accuracy and phone error rate; at the end the final
+                 model's held-out word accuracy and phone error rate in torch, greedy and beam 4
 
-    /usr/bin/python3 tests/tools/train_g2p.py tests/data/g2p [--epochs 8]
+    /usr/bin/python3 tests/tools/train_g2p.py tests/data/g2p [--epochs 8] [--minutes M]
+    /usr/bin/python3 tests/tools/train_g2p.py tests/data/g2p --evaluate      (only the final evaluation)
 """
 import argparse
 import json
@@ -35,23 +37,6 @@ import g2p_data  # noqa: E402
 from models.seq2seq import Seq2SeqTransformer, make_config  # noqa: E402
 
 
-def write_vocab(d, tokens, pre, bos_eos):
-    os.makedirs(d, exist_ok=True)
-    specials = [t for t in tokens if t.startswith("<")]
-    tj = {"version": "1.0", "truncation": None, "padding": None,
-          "added_tokens": [{"id": tokens.index(t), "content": t, "single_word": False, "lstrip": False,
-                            "rstrip": False, "normalized": False, "special": True} for t in specials],
-          "normalizer": None, "pre_tokenizer": pre, "post_processor": None, "decoder": None,
-          "model": {"type": "WordLevel", "vocab": {t: i for i, t in enumerate(tokens)}, "unk_token": "<unk>"}}
-    with open(os.path.join(d, "tokenizer.json"), "w") as f:
-        json.dump(tj, f, indent=1)
-    cfg = {"unk_token": "<unk>", "pad_token": "<pad>", "add_bos_token": False, "add_eos_token": False}
-    if bos_eos:
-        cfg.update(bos_token="<s>", eos_token="</s>")
-    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
-        json.dump(cfg, f, indent=1)
-
-
 def pad(seqs):
     n = max(map(len, seqs))
     return torch.tensor([s + [0] * (n - len(s)) for s in seqs])
@@ -68,48 +53,73 @@ def loss_of(model, src, tgt, smoothing):
                                        label_smoothing=smoothing)
 
 
-@torch.no_grad()
-def greedy_batch(model, srcs, bos, eos, max_new):
-    """Greedy decoding grouped by source length (no padding): lists of ids without EOS."""
-    out = [None] * len(srcs)
-    by_len = {}
-    for i, s in enumerate(srcs):
-        by_len.setdefault(len(s), []).append(i)
-    for _, idx in by_len.items():
-        for k in range(0, len(idx), 512):
-            part = idx[k:k + 512]
-            src = torch.tensor([srcs[i] for i in part])
-            mem = model.encode(src)
-            ys = torch.full((len(part), 1), bos, dtype=torch.long)
-            done = torch.zeros(len(part), dtype=torch.bool)
-            for _ in range(max_new):
-                nxt = model.generator(model.decode(ys, mem)[:, -1]).argmax(-1)
-                nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
-                ys = torch.cat([ys, nxt[:, None]], dim=1)
-                done |= nxt == eos
-                if bool(done.all()):
-                    break
-            for j, i in enumerate(part):
-                seq = ys[j, 1:].tolist()
-                out[i] = seq[:seq.index(eos)] if eos in seq else seq
-    return out
+def write_outputs(outdir, model, cfg, src_tokens, tgt_tokens, log):
+    os.makedirs(outdir, exist_ok=True)
+    torch.save(model.state_dict(), os.path.join(outdir, "model.pt"))
+    with open(os.path.join(outdir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    g2p_data.write_tokenizer(os.path.join(outdir, "src"), src_tokens, "src")
+    g2p_data.write_tokenizer(os.path.join(outdir, "tgt"), tgt_tokens, "tgt")
+    with open(os.path.join(outdir, "train.log"), "w") as f:
+        f.write("\n".join(log) + "\n")
+
+
+def evaluate(outdir, beam=4):
+    """The model in outdir on the held-out words, greedy and beam `beam` (length penalty 1), in torch;
+    appended to outdir/train.log."""
+    torch.set_num_threads(2)
+    with open(os.path.join(outdir, "config.json")) as f:
+        cfg = json.load(f)
+    with open(os.path.join(outdir, "src", "tokenizer.json")) as f:
+        sv = json.load(f)["model"]["vocab"]
+    with open(os.path.join(outdir, "tgt", "tokenizer.json")) as f:
+        tv = json.load(f)["model"]["vocab"]
+    inv = {i: t for t, i in tv.items()}
+    model = Seq2SeqTransformer(cfg)
+    model.load_state_dict(torch.load(os.path.join(outdir, "model.pt")))
+    model.eval()
+    held = [(w, ps) for w, ps in g2p_data.read_cmudict() if g2p_data.held_out(w)]
+    srcs, refs = [[sv[c] for c in w] for w, _ in held], [ps for _, ps in held]
+    bos, eos, max_new = tv["<s>"], tv["</s>"], cfg["max_len"] - 1
+    lines = []
+    t0 = time.time()
+    greedy = [[inv[i] for i in h] for h in g2p_data.greedy_decode_batch(model, srcs, bos, eos, max_new)]
+    lines.append("final, %d held-out words, torch: greedy  word accuracy %.4f, phone error rate %.4f  (%.0f s)"
+                 % (len(held), g2p_data.word_accuracy(greedy, refs), g2p_data.phone_error_rate(greedy, refs),
+                    time.time() - t0))
+    print(lines[-1], flush=True)
+    t0 = time.time()
+    beamed = [[inv[i] for i in g2p_data.beam_decode(model, s, bos, eos, max_new, beam)] for s in srcs]
+    lines.append("final, %d held-out words, torch: beam %d  word accuracy %.4f, phone error rate %.4f  "
+                 "(length penalty 1, %.0f s)" % (len(held), beam, g2p_data.word_accuracy(beamed, refs),
+                                                 g2p_data.phone_error_rate(beamed, refs), time.time() - t0))
+    print(lines[-1], flush=True)
+    with open(os.path.join(outdir, "train.log"), "a") as f:
+        f.write("\n".join(lines) + "\n")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("outdir")
     ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--minutes", type=float, default=0, help="stop after the epoch that passes this (0: no limit)")
+    ap.add_argument("--evaluate", action="store_true", help="no training: evaluate the model in OUTDIR")
     a = ap.parse_args()
+    if a.evaluate:
+        evaluate(a.outdir)
+        return
     torch.manual_seed(0)
     random.seed(0)
     torch.set_num_threads(2)
     entries = g2p_data.read_cmudict()
     src_tokens, tgt_tokens = g2p_data.vocabularies(entries)
     S, T = {t: i for i, t in enumerate(src_tokens)}, {t: i for i, t in enumerate(tgt_tokens)}
-    train = [([S[c] for c in w], [2] + [T[p] for p in ps] + [3]) for w, ps in entries if not g2p_data.held_out(w)]
-    held = [(w, ps) for w, ps in entries if g2p_data.held_out(w)]
     cfg = make_config(d_model=128, nhead=4, num_encoder_layers=2, num_decoder_layers=2, dim_feedforward=512,
                       src_vocab_size=len(src_tokens), tgt_vocab_size=len(tgt_tokens), max_len=32)
+    # a word longer than max_len characters, or longer than max_len - 2 phones, is skipped (none in 0.4)
+    entries = [(w, ps) for w, ps in entries if len(w) <= cfg["max_len"] and len(ps) + 2 <= cfg["max_len"]]
+    train = [([S[c] for c in w], [2] + [T[p] for p in ps] + [3]) for w, ps in entries if not g2p_data.held_out(w)]
+    held = [(w, ps) for w, ps in entries if g2p_data.held_out(w)]
     model = Seq2SeqTransformer(cfg)
     for p in model.parameters():
         if p.dim() > 1:
@@ -144,19 +154,16 @@ def main():
             opt.step()
             sched.step()
             total += float(loss)
-        hyp = greedy_batch(model, held_src, 2, 3, 24)
+        hyp = g2p_data.greedy_decode_batch(model, held_src, 2, 3, cfg["max_len"] - 1)
         acc, per = g2p_data.scores([[tgt_tokens[i] for i in h] for h in hyp], held_ref)
         say("epoch %2d  loss %.4f  held-out greedy: word accuracy %.4f, phone error rate %.4f  (%.0f s)"
             % (epoch + 1, total / len(batches), acc, per, time.time() - t0))
-        os.makedirs(a.outdir, exist_ok=True)
-        torch.save(model.state_dict(), os.path.join(a.outdir, "model.pt"))   # every epoch: a usable model
-        with open(os.path.join(a.outdir, "config.json"), "w") as f:
-            json.dump(cfg, f, indent=1)
-        write_vocab(os.path.join(a.outdir, "src"), src_tokens,
-                    {"type": "Split", "pattern": {"Regex": "."}, "behavior": "Isolated", "invert": False}, False)
-        write_vocab(os.path.join(a.outdir, "tgt"), tgt_tokens, {"type": "WhitespaceSplit"}, True)
-        with open(os.path.join(a.outdir, "train.log"), "w") as f:
-            f.write("\n".join(log) + "\n")
+        write_outputs(a.outdir, model, cfg, src_tokens, tgt_tokens, log)   # every epoch: a usable model
+        if a.minutes and time.time() - t0 > 60 * a.minutes:
+            say("stopping: past %g minutes" % a.minutes)
+            write_outputs(a.outdir, model, cfg, src_tokens, tgt_tokens, log)
+            break
+    evaluate(a.outdir)
 
 
 if __name__ == "__main__":
