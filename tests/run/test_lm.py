@@ -277,7 +277,7 @@ def error_cases(env, llama_f32, workdir):
     r = run([env.qmap, "run", llama_f32, "--tokens", "1", "--kv", "f8"])
     c.check(g, "qmap run: a bad flag value is a usage error (2)", r.returncode == 2 and "--kv" in r.stderr, r.stderr)
 
-    # a classifier is not a language model
+    # a classifier takes rows (--input), not tokens
     m, cfg = mlp.build(seed=3) if hasattr(mlp, "build") else (None, None)
     if m is not None:
         md = fresh_dir(os.path.join(d, "mlp"))
@@ -286,8 +286,8 @@ def error_cases(env, llama_f32, workdir):
         rc = run([env.qmap, "convert", *srcs, "-o", mq, "--quiet"])
         if c.check(g, "convert an mlp", rc.returncode == 0, rc.stderr):
             r = run([env.qmap, "run", mq, "--tokens", "1"])
-            c.check(g, "qmap run on an mlp: not a language model, exit 1",
-                    r.returncode == 1 and "not a language model" in r.stderr, r.stderr)
+            c.check(g, "qmap run --tokens on an mlp: says a classifier needs --input, exit 1",
+                    r.returncode == 1 and "classifier" in r.stderr and "--input" in r.stderr, r.stderr)
 
     # a tensor of the wrong shape, a missing key: refused at open, naming them
     bad = os.path.join(d, "shape.qmap")
