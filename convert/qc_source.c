@@ -261,6 +261,10 @@ uint64_t qc_tensor_elements(const qc_tensor *t)
 
 bool qc_tensor_is_contiguous(const qc_tensor *t)
 {
+    /* no element, nothing to lay out: any strides will do (qc_source_add_tensor's row-major strides skip
+     * zero dimensions, so they would not match the product below) */
+    for (uint32_t i = 0; i < t->rank; i++)
+        if (t->shape[i] == 0) return true;
     uint64_t run = 1;
     for (int i = (int)t->rank - 1; i >= 0; i--) {
         if (t->shape[i] == 1) continue;

@@ -127,7 +127,8 @@ qm_status qc_source_add_tensor(qc_source *s, const char *name, qc_dtype dtype, u
 qm_status qc_tensor_check(const qc_source *s, const qc_tensor *t, qm_error *err);
 /* Element count of `t` (product of shape; 1 for rank 0). Only valid after qc_tensor_check. */
 uint64_t qc_tensor_elements(const qc_tensor *t);
-/* True if the tensor is C-contiguous (strides are row-major for its shape, size-1 dims ignored). */
+/* True if the tensor is C-contiguous (strides are row-major for its shape, size-1 dims ignored; a tensor
+ * with no element always is). */
 bool qc_tensor_is_contiguous(const qc_tensor *t);
 
 /* Bytes of storage `index` (nbytes long). Mapped: a pointer into the file (a stored zip entry's CRC-32
