@@ -122,23 +122,24 @@ const char *qmap_model_class_name(const qmap_model *m, uint32_t i, size_t *len)
     return s;
 }
 
-/* A seq2seq side's tokenizer under `prefix`: absent is no error (*tok NULL, why says so); more tokens than
- * the embedding rows is an error (ids past it would index outside); one that fails to load is remembered. */
-static qm_status load_side_tokenizer(qmap_model *m, const char *prefix, uint32_t rows, qr_tokenizer **tok, char *why,
-                                     size_t why_cap, qm_error *e)
+/* The tokenizer stored under `prefix` ("tokenizer.", or a seq2seq model's "tokenizer.src." / "tokenizer.tgt.").
+ * More tokens than `rows` (the embedding it feeds) is an error: their ids would index past it (spec/
+ * ARCHITECTURES.md §9). Absent: *tok stays NULL and `why` gets `missing` (NULL: stays empty, "none stored").
+ * One that fails to load does not stop the model from running on ids: `why` remembers the reason. */
+static qm_status load_tokenizer(qmap_model *m, const char *prefix, uint32_t rows, const char *missing,
+                                qr_tokenizer **tok, char *why, size_t why_cap, qm_error *e)
 {
     char kind_key[QM_KEY_NAME_MAX], tokens_key[QM_KEY_NAME_MAX];
-    snprintf(kind_key, sizeof kind_key, "%skind", prefix);
-    snprintf(tokens_key, sizeof tokens_key, "%stokens", prefix);
+    qm_tok_key(kind_key, sizeof kind_key, prefix, QM_TOK_KIND);
+    qm_tok_key(tokens_key, sizeof tokens_key, prefix, QM_TOK_TOKENS);
     if (!qm_find_meta(m->file, kind_key)) {
-        snprintf(why, why_cap, "the container has no %s* vocabulary (qmap convert --%s-tokenizer PATH stores it)",
-                 prefix, strstr(prefix, "src") ? "src" : "tgt");
+        if (missing) snprintf(why, why_cap, "%s", missing);
         return QM_OK;
     }
     const qm_meta *tokens = qm_find_meta(m->file, tokens_key);
     if (tokens && tokens->type == QM_META_ARRAY && tokens->count > rows)
         return qm_fail(e, QM_ERR_BAD_CONFIG, qm_file_path(m->file), tokens_key, tokens->entry_offset,
-                       "the vocabulary has %llu tokens but the model's embedding only %u rows",
+                       "the tokenizer has %llu tokens but the model's embedding only %u rows",
                        (unsigned long long)tokens->count, rows);
     qm_error te;
     qm_error_clear(&te);
@@ -213,31 +214,19 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
         if (st != QM_OK) goto fail;
         /* two vocabularies; either may be missing or unusable: the model still runs on ids, and whatever
          * needs text says which one is missing */
-        if ((st = load_side_tokenizer(m, QM_TOK_PREFIX "src.", m->s2s->src_vocab, &m->tok_src, m->tok_src_error,
-                                      sizeof m->tok_src_error, &e)) != QM_OK ||
-            (st = load_side_tokenizer(m, QM_TOK_PREFIX "tgt.", m->s2s->tgt_vocab, &m->tok, m->tok_error,
-                                      sizeof m->tok_error, &e)) != QM_OK)
+        if ((st = load_tokenizer(m, QM_TOK_PREFIX "src.", m->s2s->src_vocab,
+                                 "the container has no tokenizer.src.* vocabulary (qmap convert --src-tokenizer "
+                                 "PATH stores it)", &m->tok_src, m->tok_src_error, sizeof m->tok_src_error, &e)) ||
+            (st = load_tokenizer(m, QM_TOK_PREFIX "tgt.", m->s2s->tgt_vocab,
+                                 "the container has no tokenizer.tgt.* vocabulary (qmap convert --tgt-tokenizer "
+                                 "PATH stores it)", &m->tok, m->tok_error, sizeof m->tok_error, &e)))
             goto fail;
     }
 
-    char kind_key[QM_KEY_NAME_MAX], tokens_key[QM_KEY_NAME_MAX];
-    qm_tok_key(kind_key, sizeof kind_key, QM_TOK_PREFIX, QM_TOK_KIND);
-    qm_tok_key(tokens_key, sizeof tokens_key, QM_TOK_PREFIX, QM_TOK_TOKENS);
-    const qm_meta *tokens = qm_find_meta(m->file, tokens_key);
-    if (m->lm && tokens && tokens->type == QM_META_ARRAY && tokens->count > m->hp.vocab) {
-        /* ids past the embedding would index outside it (spec/ARCHITECTURES.md §9) */
-        st = qm_fail(&e, QM_ERR_BAD_CONFIG, path, tokens_key, tokens->entry_offset,
-                     "the tokenizer has %llu tokens but the model's embedding only %u rows",
-                     (unsigned long long)tokens->count, m->hp.vocab);
+    /* a seq2seq model's two vocabularies were read above; every other model has at most one */
+    if (!m->s2s && (st = load_tokenizer(m, QM_TOK_PREFIX, m->lm ? m->hp.vocab : UINT32_MAX, NULL, &m->tok,
+                                        m->tok_error, sizeof m->tok_error, &e)))
         goto fail;
-    }
-    if (!m->s2s && qm_find_meta(m->file, kind_key)) {
-        /* A tokenizer that cannot be loaded does not stop the model from running on ids: remember why. */
-        qm_error te;
-        qm_error_clear(&te);
-        if (qr_tok_load(m->file, QM_TOK_PREFIX, &m->tok, &te) != QM_OK)
-            snprintf(m->tok_error, sizeof m->tok_error, "%s", te.message);
-    }
     fill_info(m);
     *out = m;
     return QMAP_OK;

@@ -753,23 +753,13 @@ static const char *act_name(const qr_matrix *w, qr_act act)
  * container: one timed pass is a matvec with each of them, as a decode step does. */
 #define MATVEC_LAYER_ROWS 4096
 
-static qr_matrix layer_view(const qr_matrix *w, size_t first, size_t count)
-{
-    qr_matrix v = *w;
-    v.rows = count;
-    v.data = (const uint8_t *)w->data + first * w->row_stride;
-    if (w->scales) v.scales = w->scales + first;
-    if (w->row_sums) v.row_sums = w->row_sums + first;
-    return v;
-}
-
 static int time_matvec(const qr_kernels *k, const qr_matrix *w, const float *x, float *y, void *work, size_t work_size,
                        const qr_matmul_opts *o, double *seconds)
 {
     qm_status st = QM_OK;
     double t0 = now_s();
     for (size_t r = 0; r < w->rows && st == QM_OK; r += MATVEC_LAYER_ROWS) {
-        qr_matrix v = layer_view(w, r, w->rows - r < MATVEC_LAYER_ROWS ? w->rows - r : MATVEC_LAYER_ROWS);
+        qr_matrix v = qr_matrix_rows(w, r, w->rows - r < MATVEC_LAYER_ROWS ? w->rows - r : MATVEC_LAYER_ROWS);
         st = qr_matvec(k, &v, x, y + r, work, work_size, o);
     }
     *seconds = now_s() - t0;

@@ -35,17 +35,6 @@ void qr_s2s_free(qr_s2s *m)
     free(m);
 }
 
-/* Rows r0 .. r0 + n of w, as a matrix of its own (a view: nothing is copied). */
-static qr_matrix rows_of(const qr_matrix *w, size_t r0, size_t n)
-{
-    qr_matrix v = *w;
-    v.rows = n;
-    v.data = (const uint8_t *)w->data + r0 * w->row_stride;
-    if (w->scales) v.scales = w->scales + r0;
-    if (w->row_sums) v.row_sums = w->row_sums + r0;
-    return v;
-}
-
 #define TRY(expr) do { qm_status st_ = (expr); if (st_ != QM_OK) { qr_s2s_free(m); return st_; } } while (0)
 
 static qm_status load_layer(qr_loader *ld, const qr_s2s *m, bool dec, unsigned i, qr_s2s_layer *L)
@@ -71,8 +60,8 @@ static qm_status load_layer(qr_loader *ld, const qr_s2s *m, bool dec, unsigned i
     const float *cross_b;
     REQ(qr_load_matrix(ld, QM_TENSOR_DEC_CROSS_QKV, i, 3 * d, d, &cross));
     REQ(qr_load_vector_opt(ld, QM_TENSOR_DEC_CROSS_QKV_B, i, 3 * d, &cross_b));
-    L->cross_q = rows_of(&cross, 0, d);
-    L->cross_kv = rows_of(&cross, d, 2 * d);
+    L->cross_q = qr_matrix_rows(&cross, 0, d);
+    L->cross_kv = qr_matrix_rows(&cross, d, 2 * d);
     L->cross_q_b = cross_b;
     L->cross_kv_b = cross_b ? cross_b + d : NULL;
     REQ(qr_load_matrix(ld, QM_TENSOR_DEC_CROSS_OUT, i, d, d, &L->cross_out));
@@ -176,11 +165,11 @@ void qr_s2s_state_free(qr_s2s_state *s)
     free(s);
 }
 
-/* n floats, or NULL (also when n * 4 overflows) */
+/* rows x cols floats, or NULL (also when the size overflows) */
 static float *floats(size_t rows, size_t cols)
 {
     if (rows && cols > SIZE_MAX / sizeof(float) / rows) return NULL;
-    return malloc(rows * cols * sizeof(float) + 64);
+    return malloc(rows * cols * sizeof(float));
 }
 
 qm_status qr_s2s_state_new(const qr_s2s *m, const qr_matrix *mats, size_t n_mats, const qr_s2s_params *p,

@@ -163,6 +163,16 @@ static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int thread
     return l;
 }
 
+qr_matrix qr_matrix_rows(const qr_matrix *w, size_t first, size_t count)
+{
+    qr_matrix v = *w;
+    v.rows = count;
+    v.data = (const uint8_t *)w->data + first * w->row_stride;
+    if (w->scales) v.scales = w->scales + first;
+    if (w->row_sums) v.row_sums = w->row_sums + first;
+    return v;
+}
+
 size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
 {
     if (!opts) opts = &default_opts;

@@ -43,6 +43,10 @@ typedef struct qr_matrix {
     const int32_t *row_sums; /* Q8_ROW only: rows values */
 } qr_matrix;
 
+/* Rows first .. first + count of w as a matrix of their own: a view (nothing copied) — one layer of a
+ * stack, or the q / kv parts of a fused projection. first + count <= w->rows, count >= 1. */
+qr_matrix qr_matrix_rows(const qr_matrix *w, size_t first, size_t count);
+
 /* View tensor `t` of the open file `f` as a matrix: cols = last dim, rows = product of the others
  * (rank 1 is one row). QM_ERR_TYPE_MISMATCH if its dtype is not F32/F16/Q8_ROW (message names the tensor). */
 qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix *out, qm_error *err);
