@@ -28,7 +28,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
 import g2p_data  # noqa: E402
-from models.seq2seq import Seq2SeqTransformer  # noqa: E402
 
 
 def qmap_rate(qmap, model, path, threads, beam):
@@ -46,23 +45,9 @@ def torch_one_by_one(model, srcs, bos, eos, max_new):
     return len(srcs) / (time.perf_counter() - t0)
 
 
-@torch.no_grad()
 def torch_batched(model, srcs, bos, eos, max_new):
     t0 = time.perf_counter()
-    by_len = {}
-    for s in srcs:
-        by_len.setdefault(len(s), []).append(s)
-    for group in by_len.values():
-        src = torch.tensor(group)
-        mem = model.encode(src)
-        ys = torch.full((len(group), 1), bos, dtype=torch.long)
-        done = torch.zeros(len(group), dtype=torch.bool)
-        for _ in range(max_new):
-            nxt = model.generator(model.decode(ys, mem)[:, -1]).argmax(-1)
-            ys = torch.cat([ys, nxt[:, None]], dim=1)
-            done |= nxt == eos
-            if bool(done.all()):
-                break
+    g2p_data.greedy_decode_batch(model, srcs, bos, eos, max_new)
     return len(srcs) / (time.perf_counter() - t0)
 
 
@@ -84,15 +69,7 @@ def main():
     path = os.path.join(a.dir, "words.txt")
     with open(path, "w") as f:
         f.write("\n".join(words) + "\n")
-    with open(os.path.join(src, "config.json")) as f:
-        cfg = json.load(f)
-    with open(os.path.join(src, "src", "tokenizer.json")) as f:
-        sv = json.load(f)["model"]["vocab"]
-    with open(os.path.join(src, "tgt", "tokenizer.json")) as f:
-        tv = json.load(f)["model"]["vocab"]
-    model = Seq2SeqTransformer(cfg)
-    model.load_state_dict(torch.load(os.path.join(src, "model.pt")))
-    model.eval()
+    model, cfg, sv, tv = g2p_data.load_model(src)
     srcs = [[sv[c] for c in w] for w in words]
     bos, eos, max_new = tv["<s>"], tv["</s>"], cfg["max_len"] - 1
 

@@ -6,8 +6,8 @@
   torch's and the same predicted class on every row; accuracy printed; Q8_ROW accuracy within 1 point of
   F32 (and both printed).
 - Models built here with every activation the format names (relu, gelu, silu, tanh, sigmoid), with and
-  without biases, ending in logits, softmax or log_softmax: F32 within 1e-5 of torch; F16 within 1e-3 of
-  torch running the F16-rounded weights; Q8_ROW within 1e-3 of torch running the dequantized weights
+  without biases, ending in logits, softmax or log_softmax: F32 within 1e-5 of torch; F16 within 1e-5 of
+  torch running the F16-rounded weights; Q8_ROW within 2e-4 of torch running the dequantized weights
   (spec/FORMAT.md 6.1, tests/spec_writer.py).
 - Batches: -b 1, 7 and 4096 give the same outputs (1e-6: a one-row product may sum in another order);
   1 and 2 threads the same bits; --output writes exactly the outputs as a float32 .npy; --json lists the
@@ -108,7 +108,7 @@ def built_cases(c, qmap, d, rng):
         got = qmap_outputs(c, qmap, f32, xp, d, name)
         if got is not None:
             c.check(name, "F32 within 1e-5 of torch (%.1e)" % rel(got, ref), rel(got, ref) < 1e-5)
-        for how, tol in (("f16", 1e-3), ("q8", 1e-3)):
+        for how, tol in (("f16", 1e-5), ("q8", 2e-4)):   # Q8_ROW: two int8 terms for X (qr_matmul.h)
             qp = os.path.join(d, "%s-%s.qmap" % (name, how))
             r = run(qmap, "quantize", "--" + how, f32, "-o", qp, "-q")
             if not c.check(name, "quantize --%s" % how, r.returncode == 0, r.stderr.strip()):
@@ -135,7 +135,6 @@ def read_idx_gz(path):
 
 
 def fashion_cases(c, q, d):
-    import gzip
     src = os.path.join(ROOT, "tests", "data", "fashion_mlp")
     with open(os.path.join(src, "config.json")) as f:
         cfg = json.load(f)

@@ -4,8 +4,8 @@
 Random-init models of the translation tutorial's layout (tests/models/seq2seq.py) — post-norm with ReLU,
 and pre-norm (norm_first) with GELU — saved with torch.save, word-level vocabularies written here, converted:
   - teacher-forced logits (tests/run/s2s_logits.c, the public API) within 1e-4 (relative to the largest
-    logit) of torch's forward in F32 with an F32 KV cache, 1e-3 with the F16 cache; F16 and Q8_ROW
-    containers within 2e-3 of torch running the same F16-rounded / dequantized weights; 1 and 2 threads
+    logit) of torch's forward in F32 with an F32 KV cache, 1e-3 with the F16 cache; F16 containers within
+    1e-5 and Q8_ROW within 5e-4 of torch running the same F16-rounded / dequantized weights; 1 and 2 threads
     the same bits;
   - greedy decoding (`qmap run --tokens … --json`) gives torch's greedy ids on every one of 20 sources;
   - beam search: beam 1 equals greedy, beam 4's best hypothesis scores at least greedy's under the model
@@ -34,6 +34,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 from checks import Checks, fresh_dir  # noqa: E402
 import spec_writer  # noqa: E402
 from models import seq2seq as s2s  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
+import g2p_data  # noqa: E402  (greedy decoding in torch, the G2P data rules)
+from wordlevel import SPLIT_WHITESPACE, write_wordlevel  # noqa: E402
 
 
 def run(*args, **kw):
@@ -42,25 +45,6 @@ def run(*args, **kw):
 
 def rel(a, b):
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-
-
-def write_vocab(d, tokens, pre, bos_eos):
-    """A word-level tokenizer.json (+ tokenizer_config.json) in directory d for `tokens` (id = index)."""
-    os.makedirs(d, exist_ok=True)
-    specials = [t for t in tokens if t.startswith("<")]
-    tj = {"version": "1.0", "truncation": None, "padding": None,
-          "added_tokens": [{"id": tokens.index(t), "content": t, "single_word": False, "lstrip": False,
-                            "rstrip": False, "normalized": False, "special": True} for t in specials],
-          "normalizer": None, "pre_tokenizer": pre, "post_processor": None, "decoder": None,
-          "model": {"type": "WordLevel", "vocab": {t: i for i, t in enumerate(tokens)}, "unk_token": "<unk>"}}
-    with open(os.path.join(d, "tokenizer.json"), "w") as f:
-        json.dump(tj, f)
-    cfg = {"unk_token": "<unk>", "pad_token": "<pad>", "add_bos_token": False, "add_eos_token": False}
-    if bos_eos:
-        cfg.update(bos_token="<s>", eos_token="</s>")
-    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
-        json.dump(cfg, f)
-    return os.path.join(d, "tokenizer.json")
 
 
 def weights_as(model, how):
@@ -107,10 +91,10 @@ class Suite:
         with open(os.path.join(src, "config.json"), "w") as f:
             json.dump(cfg, f)
         sv, tv = cfg["src_vocab_size"], cfg["tgt_vocab_size"]
-        src_tok = write_vocab(os.path.join(src, "src"), ["<pad>", "<unk>"] + ["s%d" % i for i in range(2, sv)],
-                              {"type": "WhitespaceSplit"}, False)
-        tgt_tok = write_vocab(os.path.join(src, "tgt"), ["<pad>", "<unk>", "<s>", "</s>"] +
-                              ["t%d" % i for i in range(4, tv)], {"type": "WhitespaceSplit"}, True)
+        src_tok = write_wordlevel(os.path.join(src, "src"), ["<pad>", "<unk>"] + ["s%d" % i for i in range(2, sv)],
+                                  SPLIT_WHITESPACE, False)
+        tgt_tok = write_wordlevel(os.path.join(src, "tgt"), ["<pad>", "<unk>", "<s>", "</s>"] +
+                                  ["t%d" % i for i in range(4, tv)], SPLIT_WHITESPACE, True)
         f32 = os.path.join(self.d, name + ".qmap")
         r = run(self.qmap, "convert", os.path.join(src, "model.pt"), "--src-tokenizer", src_tok, "--tgt-tokenizer",
                 tgt_tok, "-o", f32, "-q", text=True)
@@ -155,10 +139,10 @@ class Suite:
                     oq, err = self.logits(paths[how], src, tgt, "f32")
                     if c.check(name, how + " logits", oq is not None, err):
                         e = rel(oq.reshape(-1, tv), refq.astype(np.float64))
-                        c.check(name, "%s within 2e-3 of torch on the same weights (%.1e)" % (how.upper(), e), e < 2e-3)
+                        tol = 1e-5 if how == "f16" else 5e-4   # Q8_ROW: two int8 terms for X (qr_matmul.h)
+                        c.check(name, "%s within %g of torch on the same weights (%.1e)" % (how.upper(), tol, e), e < tol)
         # greedy, beam
         same, n = 0, 20
-        greedy_scores = []
         for i in range(n):
             src = rng.randint(2, cfg["src_vocab_size"], size=rng.randint(3, 20)).tolist()
             ref = model.greedy_decode(torch.tensor([src]), cfg["max_len"] - 1, 2, 3)
@@ -212,36 +196,9 @@ class Suite:
                     "tgt" in r.stderr, r.stderr.strip())
 
 
-def torch_greedy_batch(model, srcs, bos, eos, max_new):
-    """Greedy decoding of many sources at once, grouped by length (no padding, so each row is computed as
-    it would be alone): list of id lists, EOS removed."""
-    out = [None] * len(srcs)
-    by_len = {}
-    for i, sv in enumerate(srcs):
-        by_len.setdefault(len(sv), []).append(i)
-    with torch.no_grad():
-        for _, idx in sorted(by_len.items()):
-            src = torch.tensor([srcs[i] for i in idx])
-            mem = model.encode(src)
-            ys = torch.full((len(idx), 1), bos, dtype=torch.long)
-            done = torch.zeros(len(idx), dtype=torch.bool)
-            for _ in range(max_new):
-                nxt = model.generator(model.decode(ys, mem)[:, -1]).argmax(-1)
-                nxt = torch.where(done, torch.full_like(nxt, eos), nxt)
-                ys = torch.cat([ys, nxt[:, None]], dim=1)
-                done |= nxt == eos
-                if bool(done.all()):
-                    break
-            for k, i in enumerate(idx):
-                seq = ys[k, 1:].tolist()
-                out[i] = seq[:seq.index(eos)] if eos in seq else seq
-    return out
-
-
 def numbers_cases(s):
     """The shipped number-words -> digits models (tests/tools/train_numbers.py): every number 0 .. 9999."""
     c = s.c
-    sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
     import train_numbers as tn
     words = [tn.words(n) for n in range(10000)]
     wp = os.path.join(s.d, "numbers.txt")
@@ -265,7 +222,7 @@ def numbers_cases(s):
         model.load_state_dict(torch.load(os.path.join(src_dir, "model.pt")))
         model.eval()
         srcs = [[tn.SRC_TOKENS.index(w) for w in ws.split()] for ws in words]
-        ref = torch_greedy_batch(model, srcs, 2, 3, 8)
+        ref = g2p_data.greedy_decode_batch(model, srcs, 2, 3, 8)
         ref_text = [" ".join(tn.TGT_TOKENS[i] for i in seq) for seq in ref]
         truth = [tn.digits(n) for n in range(10000)]
         outs = {}
@@ -299,8 +256,6 @@ def g2p_cases(s):
     if not os.path.exists(os.path.join(src_dir, "model.pt")):
         c.check("g2p", "the shipped model is present", False, src_dir)
         return
-    sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
-    import g2p_data
     entries = g2p_data.read_cmudict()
     held = [(w, ps) for w, ps in entries if g2p_data.held_out(w)]
     words = [w for w, _ in held]
@@ -316,18 +271,10 @@ def g2p_cases(s):
         return
     r = run(s.qmap, "quantize", "--q8", f32, "-o", q8, "-q", text=True)
     c.check("g2p", "quantize --q8", r.returncode == 0, r.stderr.strip())
-    with open(os.path.join(src_dir, "config.json")) as f:
-        cfg = json.load(f)
-    with open(os.path.join(src_dir, "src", "tokenizer.json")) as f:
-        sv = json.load(f)["model"]["vocab"]
-    with open(os.path.join(src_dir, "tgt", "tokenizer.json")) as f:
-        tv = json.load(f)["model"]["vocab"]
+    model, cfg, sv, tv = g2p_data.load_model(src_dir)
     inv = {i: t for t, i in tv.items()}
-    model = s2s.Seq2SeqTransformer(cfg)
-    model.load_state_dict(torch.load(os.path.join(src_dir, "model.pt")))
-    model.eval()
     torch.set_num_threads(2)
-    ref_ids = torch_greedy_batch(model, [[sv[ch] for ch in w] for w in words], tv["<s>"], tv["</s>"],
+    ref_ids = g2p_data.greedy_decode_batch(model, [[sv[ch] for ch in w] for w in words], tv["<s>"], tv["</s>"],
                                  cfg["max_len"] - 1)
     torch_out = [[inv[i] for i in ids] for ids in ref_ids]
     torch.set_num_threads(1)

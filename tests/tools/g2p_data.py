@@ -16,7 +16,8 @@ API (torch is imported only inside the decoding functions):
   read_cmudict(path=CMUDICT) -> [(word, [phone, ...])]
   held_out(word) -> bool;  split(word) -> "held_out" | "train"
   vocabularies(entries) -> (src_tokens, tgt_tokens)   id = index in the list
-  write_tokenizer(directory, tokens, side)            side "src" | "tgt": tokenizer.json + tokenizer_config.json
+  write_tokenizer(directory, tokens, side)
+  load_model(directory) -> (model, config, src_vocab, tgt_vocab)            side "src" | "tgt": tokenizer.json + tokenizer_config.json
   greedy_decode(model, src_ids, bos, eos, max_len) -> [id, ...]            (without EOS)
   greedy_decode_batch(model, srcs, bos, eos, max_len) -> [[id, ...], ...]  (the same, grouped by length)
   beam_search(model, src_ids, bos, eos, max_len, beam, length_penalty=1.0) -> [(ids, score, log_prob)] best first
@@ -74,31 +75,32 @@ def vocabularies(entries):
 
 
 def write_tokenizer(directory, tokens, side):
-    """HF tokenizer files for a word-level vocabulary (id = index in `tokens`) into `directory`:
-    tokenizer.json (WordLevel model, the <...> tokens as special added tokens, no normalizer, post-processor
-    or decoder; side "src" splits into single characters with a Split pre-tokenizer on ".", side "tgt" splits
-    at whitespace) and tokenizer_config.json (unk <unk>, pad <pad>, no automatic BOS/EOS; tgt: bos <s>,
-    eos </s>)."""
-    import json
-    import os
+    """HF tokenizer files for a word-level vocabulary (tests/tools/wordlevel.py): side "src" splits into
+    single characters, side "tgt" at whitespace and names <s> / </s> as bos / eos."""
     if side not in ("src", "tgt"):
         raise ValueError("side is 'src' or 'tgt', not %r" % (side,))
-    pre = ({"type": "Split", "pattern": {"Regex": "."}, "behavior": "Isolated", "invert": False}
-           if side == "src" else {"type": "WhitespaceSplit"})
-    os.makedirs(directory, exist_ok=True)
-    specials = [t for t in tokens if t.startswith("<")]
-    tj = {"version": "1.0", "truncation": None, "padding": None,
-          "added_tokens": [{"id": tokens.index(t), "content": t, "single_word": False, "lstrip": False,
-                            "rstrip": False, "normalized": False, "special": True} for t in specials],
-          "normalizer": None, "pre_tokenizer": pre, "post_processor": None, "decoder": None,
-          "model": {"type": "WordLevel", "vocab": {t: i for i, t in enumerate(tokens)}, "unk_token": "<unk>"}}
-    with open(os.path.join(directory, "tokenizer.json"), "w") as f:
-        json.dump(tj, f, indent=1)
-    cfg = {"unk_token": "<unk>", "pad_token": "<pad>", "add_bos_token": False, "add_eos_token": False}
-    if side == "tgt":
-        cfg.update(bos_token="<s>", eos_token="</s>")
-    with open(os.path.join(directory, "tokenizer_config.json"), "w") as f:
-        json.dump(cfg, f, indent=1)
+    import wordlevel
+    wordlevel.write_wordlevel(directory, tokens,
+                              wordlevel.SPLIT_CHARACTERS if side == "src" else wordlevel.SPLIT_WHITESPACE, side == "tgt")
+
+
+def load_model(directory):
+    """A trained model directory (model.pt, config.json, src/ and tgt/tokenizer.json) as
+    (model in eval mode, config, source vocab {token: id}, target vocab {token: id})."""
+    import json
+    import os
+    import torch
+    from models.seq2seq import Seq2SeqTransformer
+    with open(os.path.join(directory, "config.json")) as f:
+        cfg = json.load(f)
+    vocab = []
+    for side in ("src", "tgt"):
+        with open(os.path.join(directory, side, "tokenizer.json")) as f:
+            vocab.append(json.load(f)["model"]["vocab"])
+    model = Seq2SeqTransformer(cfg)
+    model.load_state_dict(torch.load(os.path.join(directory, "model.pt")))
+    model.eval()
+    return model, cfg, vocab[0], vocab[1]
 
 
 def _logits(model, ys, memory):

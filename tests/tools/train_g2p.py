@@ -68,16 +68,8 @@ def evaluate(outdir, beam=4):
     """The model in outdir on the held-out words, greedy and beam `beam` (length penalty 1), in torch;
     appended to outdir/train.log."""
     torch.set_num_threads(2)
-    with open(os.path.join(outdir, "config.json")) as f:
-        cfg = json.load(f)
-    with open(os.path.join(outdir, "src", "tokenizer.json")) as f:
-        sv = json.load(f)["model"]["vocab"]
-    with open(os.path.join(outdir, "tgt", "tokenizer.json")) as f:
-        tv = json.load(f)["model"]["vocab"]
+    model, cfg, sv, tv = g2p_data.load_model(outdir)
     inv = {i: t for t, i in tv.items()}
-    model = Seq2SeqTransformer(cfg)
-    model.load_state_dict(torch.load(os.path.join(outdir, "model.pt")))
-    model.eval()
     held = [(w, ps) for w, ps in g2p_data.read_cmudict() if g2p_data.held_out(w)]
     srcs, refs = [[sv[c] for c in w] for w, _ in held], [ps for _, ps in held]
     bos, eos, max_new = tv["<s>"], tv["</s>"], cfg["max_len"] - 1

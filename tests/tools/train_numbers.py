@@ -22,6 +22,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from models.seq2seq import Seq2SeqTransformer, make_config  # noqa: E402
+from wordlevel import SPLIT_WHITESPACE, write_wordlevel  # noqa: E402
 
 ONES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
         "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
@@ -59,23 +60,6 @@ TGT_TOKENS = ["<pad>", "<unk>", "<s>", "</s>"] + [str(i) for i in range(10)]
 
 def held_out(n):
     return zlib.crc32(str(n).encode()) % 10 == 0
-
-
-def write_vocab(d, tokens, bos_eos):
-    os.makedirs(d, exist_ok=True)
-    specials = [t for t in tokens if t.startswith("<")]
-    tj = {"version": "1.0", "truncation": None, "padding": None,
-          "added_tokens": [{"id": tokens.index(t), "content": t, "single_word": False, "lstrip": False,
-                            "rstrip": False, "normalized": False, "special": True} for t in specials],
-          "normalizer": None, "pre_tokenizer": {"type": "WhitespaceSplit"}, "post_processor": None, "decoder": None,
-          "model": {"type": "WordLevel", "vocab": {t: i for i, t in enumerate(tokens)}, "unk_token": "<unk>"}}
-    with open(os.path.join(d, "tokenizer.json"), "w") as f:
-        json.dump(tj, f)
-    cfg = {"unk_token": "<unk>", "pad_token": "<pad>", "add_bos_token": False, "add_eos_token": False}
-    if bos_eos:
-        cfg.update(bos_token="<s>", eos_token="</s>")
-    with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
-        json.dump(cfg, f)
 
 
 def batch(nums):
@@ -134,8 +118,8 @@ def train(outdir, name, seed, **over):
     torch.save(model.state_dict(), os.path.join(d, "model.pt"))
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=1)
-    write_vocab(os.path.join(d, "src"), SRC_TOKENS, False)
-    write_vocab(os.path.join(d, "tgt"), TGT_TOKENS, True)
+    write_wordlevel(os.path.join(d, "src"), SRC_TOKENS, SPLIT_WHITESPACE, False)
+    write_wordlevel(os.path.join(d, "tgt"), TGT_TOKENS, SPLIT_WHITESPACE, True)
     with open(os.path.join(d, "train.log"), "w") as f:
         f.write("\n".join(log) + "\n")
 
