@@ -158,7 +158,8 @@ int run_classifier(qmap_model *m, const classify_args *a)
     input_array xs = { 0 }, ys = { 0 };
     float *x = NULL, *out = NULL;
     int64_t *labels = NULL;
-    uint64_t *confusion = NULL;
+    uint64_t *confusion = NULL, *per_class = NULL;
+    uint32_t *pred = NULL;           /* the predicted class of each row, computed once */
     qmap_classifier *c = NULL;
     int status = 1;
     if (open_input(a->input, "--input", &xs)) goto done;
@@ -233,17 +234,21 @@ int run_classifier(qmap_model *m, const classify_args *a)
         goto done;
     }
     double secs = now_s() - t0;
-    uint64_t right = 0, *per_class = calloc(k, sizeof *per_class);
-    if (!per_class) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
+    uint64_t right = 0;
+    if (!(per_class = calloc(k, sizeof *per_class)) || !(pred = malloc(n * sizeof *pred))) {
+        fprintf(stderr, "qmap run: out of memory\n");
+        goto done;
+    }
     for (uint64_t i = 0; i < n; i++) {
         size_t p = argmax(out + i * k, k);
+        pred[i] = (uint32_t)p;
         per_class[p]++;
         if (labels) {
             right += (int64_t)p == labels[i];
             confusion[(size_t)labels[i] * k + p]++;
         }
     }
-    if (a->output && write_npy(a->output, out, (size_t)n, k)) { free(per_class); goto done; }
+    if (a->output && write_npy(a->output, out, (size_t)n, k)) goto done;
     double acc = labels ? (double)right / (double)n : 0;
     if (a->json) {
         json_out j = { .fp = stdout };
@@ -261,7 +266,7 @@ int run_classifier(qmap_model *m, const classify_args *a)
             json_end_array(&j);
         }
         json_begin_array(&j, "predictions");
-        for (uint64_t i = 0; i < n; i++) json_u64(&j, NULL, argmax(out + i * k, k));
+        for (uint64_t i = 0; i < n; i++) json_u64(&j, NULL, pred[i]);
         json_end_array(&j);
         if (labels) {
             json_f64(&j, "accuracy", acc);
@@ -281,8 +286,8 @@ int run_classifier(qmap_model *m, const classify_args *a)
         if (n <= 20) {
             for (uint64_t i = 0; i < n; i++) {
                 const float *o = out + i * k;
-                printf("row %llu: class %zu", (unsigned long long)i, argmax(o, k));
-                print_class_name(stdout, m, argmax(o, k));
+                printf("row %llu: class %u", (unsigned long long)i, pred[i]);
+                print_class_name(stdout, m, pred[i]);
                 /* the top classes with their scores */
                 long top = a->top > 0 ? (a->top < (long)k ? a->top : (long)k) : 1;
                 bool used[4096] = { false };
@@ -295,7 +300,7 @@ int run_classifier(qmap_model *m, const classify_args *a)
                     printf("%s%zu: %.4g", t ? ", " : "", b, (double)o[b]);
                 }
                 printf("]");
-                if (labels) printf("  label %lld%s", (long long)labels[i], argmax(o, k) == (size_t)labels[i] ? "" : "  WRONG");
+                if (labels) printf("  label %lld%s", (long long)labels[i], pred[i] == labels[i] ? "" : "  WRONG");
                 printf("\n");
             }
         } else {
@@ -322,7 +327,6 @@ int run_classifier(qmap_model *m, const classify_args *a)
             fprintf(stderr, "qmap run: %llu rows in %.3f ms: %.0f rows/s (batch %ld, %s)\n", (unsigned long long)n,
                     secs * 1e3, secs > 0 ? (double)n / secs : 0.0, a->batch ? a->batch : 256L, in.file_type);
     }
-    free(per_class);
     status = 0;
 done:
     qmap_classifier_free(c);
@@ -330,6 +334,8 @@ done:
     free(out);
     free(labels);
     free(confusion);
+    free(per_class);
+    free(pred);
     input_free(&xs);
     input_free(&ys);
     return status;
