@@ -15,7 +15,7 @@ OPT      ?= -O2 -g
 CFLAGS   ?= $(OPT)
 INCLUDES := -Iinclude -Iformat -Iconvert -Iquantize -Iruntime -Iapi -Icli
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fopenmp $(INCLUDES)
-LDLIBS   := -lzip -ljansson -lpcre2-8 -lz -lxxhash -lm
+LDLIBS   := -lzip -ljansson -lpcre2-8 -lutf8proc -lz -lxxhash -lm
 SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 # make fuzz runs FUZZ_SECONDS; make test runs a bounded TEST_FUZZ_SECONDS
 FUZZ_SECONDS      ?= 600
@@ -24,7 +24,7 @@ CRASH_TRIALS      ?= 60
 IMPORT_FUZZ_SECONDS ?= 15
 
 # Debian 12 packages: the build (make deps, for demo) and the tests besides (make deps-test).
-DEB_BUILD_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libzip-dev libjansson-dev libpcre2-dev
+DEB_BUILD_PACKAGES := gcc make libc6-dev zlib1g-dev libxxhash-dev libzip-dev libjansson-dev libpcre2-dev libutf8proc-dev
 # libopenblas0-pthread: Debian's torch calls libblas.so.3, which is the reference BLAS (6 GFLOPS here) unless
 # OpenBLAS provides it; the tests and benchmarks compare against torch as a deployment would run it.
 DEB_TEST_PACKAGES  := $(DEB_BUILD_PACKAGES) libcmocka-dev clang libclang-rt-14-dev libomp-dev \

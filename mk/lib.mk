@@ -27,7 +27,7 @@ $(BUILD)/libqmap.a: $(LIBQMAP_OBJ)
 
 $(BUILD)/$(QMAP_SOFILE): $(LIBQMAP_PIC) lib/libqmap.map
 	$(CC) -shared -fopenmp -Wl,-soname,$(QMAP_SONAME) -Wl,--version-script=lib/libqmap.map -Wl,--no-undefined \
-	  -o $@ $(LIBQMAP_PIC) -lpcre2-8 -lxxhash -lm
+	  -o $@ $(LIBQMAP_PIC) -lpcre2-8 -lutf8proc -lxxhash -lm
 
 $(BUILD)/libqmap.so: $(BUILD)/$(QMAP_SOFILE)
 	ln -sf $(QMAP_SOFILE) $(BUILD)/$(QMAP_SONAME)

@@ -16,6 +16,8 @@ npm-packages: $(BUILD)/npm/.installed
 tokenizer-test: $(BUILD)/qmap $(BUILD)/libqmap.so $(BUILD)/npm/.installed
 	$(PYTHON) tests/tokenizer/test_tokenizer_real.py --qmap $(BUILD)/qmap --lib $(BUILD)/libqmap.so \
 	  --npm $(abspath $(BUILD)/npm) --workdir $(BUILD)/tests/tokenizer
+	$(PYTHON) tests/tokenizer/test_normalizers.py --qmap $(BUILD)/qmap --lib $(BUILD)/libqmap.so \
+	  --npm $(abspath $(BUILD)/npm) --workdir $(BUILD)/tests/tokenizer-norm
 
 .PHONY: npm-packages tokenizer-test
 EXTRA_TESTS += tokenizer-test
@@ -24,16 +26,16 @@ EXTRA_TESTS += tokenizer-test
 # Built only from format/ and the tokenizer's runtime files; replayed over the texts of the test as seeds and
 # fuzzed for TOK_FUZZ_SECONDS per tokenizer.
 TOK_FUZZ_SECONDS ?= 20
-TOK_FUZZ_SRC := $(FORMAT_SRC) runtime/qr_tok.c runtime/qr_tok_bpe.c runtime/qr_tok_encode.c
+TOK_FUZZ_SRC := $(FORMAT_SRC) runtime/qr_tok.c runtime/qr_tok_bpe.c runtime/qr_tok_encode.c runtime/qr_tok_norm.c
 $(BUILD)/fuzz/fuzz_tok_encode: tests/tokenizer/fuzz_tok_encode.c $(TOK_FUZZ_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(TOK_FUZZ_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(LDLIBS)
 
 tokenizer-fuzz: $(BUILD)/fuzz/fuzz_tok_encode
-	@set -e; for m in gpt2 llama; do \
+	@set -e; for q in tokenizer/gpt2 tokenizer/llama tokenizer-norm/gpt2-nfkc-lowercase; do m=$$(basename $$q); \
 	  c=$(BUILD)/tests/tokenizer/corpus-$$m; rm -rf $$c; mkdir -p $$c; cp $(BUILD)/tests/tokenizer/seeds/* $$c/; \
 	  echo "== fuzz the $$m tokenizer for $(TOK_FUZZ_SECONDS) s"; \
-	  QMAP_FUZZ_TOKENIZER=$(BUILD)/tests/tokenizer/$$m.qmap $(BUILD)/fuzz/fuzz_tok_encode -max_total_time=$(TOK_FUZZ_SECONDS) \
+	  QMAP_FUZZ_TOKENIZER=$(BUILD)/tests/$$q.qmap $(BUILD)/fuzz/fuzz_tok_encode -max_total_time=$(TOK_FUZZ_SECONDS) \
 	    -max_len=4096 -print_final_stats=1 -artifact_prefix=$(BUILD)/tests/tokenizer/$$m- $$c \
 	    > $(BUILD)/tests/tokenizer/fuzz-$$m.log 2>&1 || { tail -30 $(BUILD)/tests/tokenizer/fuzz-$$m.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units" $(BUILD)/tests/tokenizer/fuzz-$$m.log; \

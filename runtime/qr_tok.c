@@ -134,11 +134,11 @@ qm_status qr_tok_load(const qm_file *f, const char *prefix, qr_tokenizer **out, 
         t->len[i] = (uint32_t)n;
     }
     const qm_meta *norm = key(&L, QM_TOK_NORMALIZER, name, sizeof name);
-    if (norm && !(norm->type == QM_META_STRING && norm->str_len == 0))
-        TRY(qm_fail(err, QM_ERR_UNSUPPORTED, L.path, name, norm->entry_offset,
-                    "normalizer \"%.*s\" is not implemented by the runtime tokenizer yet",
-                    norm->type == QM_META_STRING ? (int)(norm->str_len > 40 ? 40 : norm->str_len) : 0,
-                    norm->type == QM_META_STRING ? norm->str : ""));
+    if (norm) {
+        if (norm->type != QM_META_STRING)
+            TRY(qm_fail(err, QM_ERR_BAD_CONFIG, L.path, name, norm->entry_offset, "must be STRING"));
+        TRY(qr_norm_parse(norm->str, norm->str_len, t->norm, &t->n_norm, L.path, name, norm->entry_offset, err));
+    }
     const qm_meta *merges = key(&L, QM_TOK_MERGES, name, sizeof name);
     if (merges && (merges->type != QM_META_ARRAY || merges->elem_type != QM_META_STRING))
         TRY(qm_fail(err, QM_ERR_BAD_CONFIG, L.path, name, merges->entry_offset, "must be ARRAY[STRING]"));

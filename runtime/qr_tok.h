@@ -9,9 +9,10 @@
  * Ownership: qr_tok_load allocates the tokenizer (hash tables, the compiled pattern); token strings point
  * into f's mapping, so f must outlive it. A loaded tokenizer is immutable: qr_tok_encode and
  * qr_tok_decode may run in many threads at once (each encode call allocates its own scratch).
- * Errors: QM_ERR_NOT_FOUND (no tokenizer under the prefix), QM_ERR_UNSUPPORTED (a kind or normalizer this
- * runtime does not implement), QM_ERR_BAD_CONFIG (keys that break the spec's rules), QM_ERR_BAD_UTF8 (input
- * text, naming the byte offset), QM_ERR_NOMEM; each message names the key or offset.
+ * Normalizer steps (spec §3.1: NFC/NFD/NFKC/NFKD, lowercase) are qr_tok_norm.c's, over utf8proc's tables.
+ * Errors: QM_ERR_NOT_FOUND (no tokenizer under the prefix), QM_ERR_UNSUPPORTED (a kind or normalizer step
+ * this runtime does not implement), QM_ERR_BAD_CONFIG (keys that break the spec's rules), QM_ERR_BAD_UTF8
+ * (input text, naming the byte offset), QM_ERR_NOMEM; each message names the key or offset.
  */
 #ifndef QR_TOK_H
 #define QR_TOK_H

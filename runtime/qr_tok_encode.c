@@ -1,4 +1,5 @@
 /* qr_tok_encode.c — text → ids and id → text for the stored tokenizer (spec/TOKENIZER.md §3). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +29,8 @@ typedef struct enc {
     int32_t *ids;
     size_t cap, n;
     qr_bpe_work w;
-    char *buf;                   /* a rewritten segment (prefix space, ▁) */
+    char *buf;                   /* a rewritten segment (prefix space, ▁): 8 bytes per input byte + 16 */
+    size_t buf_cap;
     pcre2_match_data *md;
     qm_error *err;
     bool oom;
@@ -159,7 +161,22 @@ static void segment(enc *e, const uint8_t *s, size_t n, bool at_input_start)
 {
     const qr_tokenizer *t = e->t;
     if (!n) return;
-    switch (t->kind) {
+    uint8_t *normalized = NULL;
+    if (t->n_norm) {   /* §3.1 step 2: the normalizer first; it may lengthen the text (NFKD: several-fold) */
+        size_t m = 0;
+        normalized = qr_norm_apply(t->norm, t->n_norm, s, n, &m);
+        if (!normalized) { e->oom = true; return; }
+        if (m > (SIZE_MAX - 16) / 8) { free(normalized); e->oom = true; return; }
+        if (8 * m + 16 > e->buf_cap) {
+            char *b = realloc(e->buf, 8 * m + 16);
+            if (!b) { free(normalized); e->oom = true; return; }
+            e->buf = b;
+            e->buf_cap = 8 * m + 16;
+        }
+        s = normalized;
+        n = m;
+    }
+    if (n) switch (t->kind) {
     case QR_TOK_BYTELEVEL:
         if (t->add_prefix_space && s[0] != ' ') {
             e->buf[0] = ' ';
@@ -172,6 +189,7 @@ static void segment(enc *e, const uint8_t *s, size_t n, bool at_input_start)
     case QR_TOK_SENTENCEPIECE: sentencepiece_segment(e, s, n, at_input_start); break;
     case QR_TOK_WORDLEVEL: split_pieces(e, s, n, word_piece, false); break;
     }
+    free(normalized);
 }
 
 qm_status qr_tok_encode(const qr_tokenizer *t, const char *text, size_t len, bool add_special, int32_t *ids,
@@ -186,7 +204,8 @@ qm_status qr_tok_encode(const qr_tokenizer *t, const char *text, size_t len, boo
     }
     if (len > ((size_t)1 << 32)) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, "text", QM_NO_OFFSET, "text above 4 GiB");
     enc e = { .t = t, .ids = ids, .cap = cap, .err = err };
-    e.buf = malloc(8 * len + 16);
+    e.buf_cap = 8 * len + 16;
+    e.buf = malloc(e.buf_cap);
     if (t->re) e.md = pcre2_match_data_create_from_pattern(t->re, NULL);
     if (!e.buf || (t->re && !e.md)) e.oom = true;
     if (!e.oom && add_special && t->add_bos) emit(&e, t->bos);

@@ -10,6 +10,9 @@
 
 typedef enum qr_tok_kind { QR_TOK_BYTELEVEL, QR_TOK_SENTENCEPIECE, QR_TOK_WORDLEVEL } qr_tok_kind;
 typedef enum qr_prepend { QR_PREPEND_NEVER, QR_PREPEND_FIRST, QR_PREPEND_ALWAYS } qr_prepend;
+/* The steps of the `normalizer` key (spec §1), applied in order. */
+typedef enum qr_norm_step { QR_NORM_NFC, QR_NORM_NFD, QR_NORM_NFKC, QR_NORM_NFKD, QR_NORM_LOWERCASE } qr_norm_step;
+#define QR_NORM_MAX 8
 
 struct qr_tokenizer {
     qr_tok_kind kind;
@@ -31,6 +34,8 @@ struct qr_tokenizer {
     bool add_bos, add_eos, add_prefix_space, byte_fallback, ignore_merges;
     bool sp_word_split;          /* sentencepiece: no token has a character then ▁, so words merge apart */
     qr_prepend prepend;
+    qr_norm_step norm[QR_NORM_MAX];  /* normalizer steps; none: n_norm = 0 */
+    uint32_t n_norm;
     pcre2_code *re;              /* pre_split, JIT-compiled when the JIT is there; NULL: none */
 };
 
@@ -55,5 +60,13 @@ void qr_bpe_free(qr_bpe_work *w);
 /* Merge the n symbols w->id[0..n) by rank until no adjacent pair has a merge; returns the number of symbols
  * left, compacted into w->id[0..). */
 size_t qr_bpe_merge(const qr_tokenizer *t, qr_bpe_work *w, size_t n);
+
+/* Parse a `normalizer` value ("nfkc,lowercase") into steps. QM_ERR_UNSUPPORTED naming the step for one
+ * the runtime does not know, an empty step, or more than QR_NORM_MAX; path/key/offset name the entry. */
+qm_status qr_norm_parse(const char *s, size_t n, qr_norm_step *steps, uint32_t *n_steps, const char *path,
+                        const char *key, uint64_t offset, qm_error *err);
+/* The n bytes of valid UTF-8 at s through every step (qr_tok_norm.c). Returns a malloc'd result of
+ * *out_len bytes (the caller frees it), NULL when out of memory. */
+uint8_t *qr_norm_apply(const qr_norm_step *steps, uint32_t n_steps, const uint8_t *s, size_t n, size_t *out_len);
 
 #endif /* QR_TOK_INTERNAL_H */

@@ -82,6 +82,10 @@ class Model:
         n = ctypes.c_size_t()
         e = Err()
         rc = self.lib.qmap_tokenize(self.m, b, len(b), special, ids, cap, ctypes.byref(n), ctypes.byref(e))
+        if rc and n.value > cap:   # a normalizer may lengthen the text: the count needed is returned
+            cap = n.value
+            ids = (ctypes.c_int32 * cap)()
+            rc = self.lib.qmap_tokenize(self.m, b, len(b), special, ids, cap, ctypes.byref(n), ctypes.byref(e))
         if rc:
             raise ValueError(e.message.decode())
         return list(ids[:n.value])
