@@ -24,6 +24,23 @@ static size_t utf8_seq(const uint8_t *s, size_t n)
 
 /* ---- encoding ------------------------------------------------------------------------------------- */
 
+/* A cache of recent words, per encode call (the tokenizer itself stays immutable and shared by threads):
+ * running text repeats its words, and a word's ids depend on its bytes alone, so a hit skips the lookups
+ * and the merging. Direct-mapped: a slot holds the last short word that hashed to it. Made only for texts
+ * long enough to repay its 256 KB. */
+#define WC_SLOTS     4096
+#define WC_MAX_BYTES 22
+#define WC_MAX_IDS   8
+#ifndef QR_TOK_WC_MIN_TEXT   /* the fuzz build lowers it, so that its short inputs go through the cache */
+#define QR_TOK_WC_MIN_TEXT 4096
+#endif
+typedef struct wc_slot {
+    uint32_t hash;
+    uint8_t len, n_ids;          /* len 0: empty */
+    char s[WC_MAX_BYTES];
+    int32_t ids[WC_MAX_IDS];
+} wc_slot;
+
 typedef struct enc {
     const qr_tokenizer *t;
     int32_t *ids;
@@ -32,6 +49,7 @@ typedef struct enc {
     char *buf;                   /* a rewritten segment (prefix space, ▁): 8 bytes per input byte + 16 */
     size_t buf_cap;
     pcre2_match_data *md;
+    wc_slot *wc;                 /* NULL: no cache (short text) */
     qm_error *err;
     bool oom;
 } enc;
@@ -40,6 +58,35 @@ static void emit(enc *e, int32_t id)
 {
     if (e->n < e->cap) e->ids[e->n] = id;
     e->n++;
+}
+
+static uint32_t wc_hash(const char *p, size_t n)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 16777619u;
+    return h;
+}
+
+/* Emit the cached ids of word p[0..n) and return true, or return false (a miss). */
+static bool wc_emit(enc *e, const char *p, size_t n, uint32_t h)
+{
+    const wc_slot *s = &e->wc[h & (WC_SLOTS - 1)];
+    if (s->len != n || s->hash != h || memcmp(s->s, p, n)) return false;
+    for (uint32_t i = 0; i < s->n_ids; i++) emit(e, s->ids[i]);
+    return true;
+}
+
+/* Remember the ids emitted for word p[0..n) since e->n was `from`, when they fit a slot. */
+static void wc_put(enc *e, const char *p, size_t n, uint32_t h, size_t from)
+{
+    size_t k = e->n - from;
+    if (k > WC_MAX_IDS || e->n > e->cap) return;
+    wc_slot *s = &e->wc[h & (WC_SLOTS - 1)];
+    s->hash = h;
+    s->len = (uint8_t)n;
+    s->n_ids = (uint8_t)k;
+    memcpy(s->s, p, n);
+    memcpy(s->ids, e->ids + from, k * sizeof *e->ids);
 }
 
 /* The symbols w.id[0..n) merged and emitted; a -1 symbol (no token for it) becomes unk. */
@@ -54,8 +101,21 @@ static void merge_emit(enc *e, size_t n)
     for (size_t i = 0; i < m; i++) emit(e, e->w.id[i]);
 }
 
-/* §3.2: one pre-split piece of a byte-level BPE: its bytes as GPT-2 characters, then merges. */
+static void bytelevel_piece_uncached(enc *e, const uint8_t *p, size_t n);
+
+/* §3.2: one pre-split piece of a byte-level BPE, through the word cache when there is one. */
 static void bytelevel_piece(enc *e, const uint8_t *p, size_t n)
+{
+    if (!e->wc || !n || n > WC_MAX_BYTES) { bytelevel_piece_uncached(e, p, n); return; }
+    uint32_t h = wc_hash((const char *)p, n);
+    if (wc_emit(e, (const char *)p, n, h)) return;
+    size_t from = e->n;
+    bytelevel_piece_uncached(e, p, n);
+    if (!e->oom) wc_put(e, (const char *)p, n, h, from);
+}
+
+/* The piece's bytes as GPT-2 characters, then merges. */
+static void bytelevel_piece_uncached(enc *e, const uint8_t *p, size_t n)
 {
     const qr_tokenizer *t = e->t;
     if (!n) return;
@@ -117,7 +177,38 @@ static void split_pieces(enc *e, const uint8_t *s, size_t n, void (*piece)(enc *
     if (done < n && keep_gaps) piece(e, s + done, n - done);
 }
 
-/* §3.3: ' ' → ▁, the prefix ▁ per the prepend scheme, then one BPE word of characters with byte fallback. */
+/* One SentencePiece word (or a whole segment): its characters as tokens, or their <0xXX> bytes with byte
+ * fallback, then merges. The symbol scratch is reserved by the caller. */
+static void sp_word(enc *e, const char *b, size_t k)
+{
+    const qr_tokenizer *t = e->t;
+    size_t m = 0;
+    for (size_t i = 0; i < k;) {
+        size_t c = utf8_seq((const uint8_t *)b + i, k - i);
+        int32_t id = qr_tok_lookup(t, b + i, c);
+        if (id >= 0) e->w.id[m++] = id;
+        else if (t->byte_fallback)
+            for (size_t j = 0; j < c; j++) {
+                int32_t bid = t->byte_id[(uint8_t)b[i + j]];
+                e->w.id[m++] = bid >= 0 ? bid : t->unk;
+            }
+        else e->w.id[m++] = t->unk;
+        i += c;
+    }
+    merge_emit(e, m);
+}
+
+static void sp_word_cached(enc *e, const char *b, size_t k)
+{
+    if (!e->wc || k > WC_MAX_BYTES) { sp_word(e, b, k); return; }
+    uint32_t h = wc_hash(b, k);
+    if (wc_emit(e, b, k, h)) return;
+    size_t from = e->n;
+    sp_word(e, b, k);
+    wc_put(e, b, k, h, from);
+}
+
+/* §3.3: ' ' → ▁, the prefix ▁ per the prepend scheme, then BPE over the characters with byte fallback. */
 static void sentencepiece_segment(enc *e, const uint8_t *s, size_t n, bool at_input_start)
 {
     const qr_tokenizer *t = e->t;
@@ -132,29 +223,23 @@ static void sentencepiece_segment(enc *e, const uint8_t *s, size_t n, bool at_in
         else b[k++] = (char)s[i];
     }
     if (!qr_bpe_reserve(&e->w, 4 * k + 4)) { e->oom = true; return; }
-    size_t m = 0;
+    if (!t->sp_word_split) { sp_word(e, b, k); return; }
+    /* No token holds a character followed by ▁ (checked at load): no merge can join across the start of a
+     * ▁ run, so each word (a ▁ run and what follows it up to the next ▁ run) merges on its own — the same
+     * ids as one merge over the segment, faster, and cacheable. */
+    size_t start = 0;
     bool prev_space = false;
     for (size_t i = 0; i < k;) {
         size_t c = utf8_seq((const uint8_t *)b + i, k - i);
         bool space = c == 3 && !memcmp(b + i, "\xe2\x96\x81", 3);
-        /* No token holds a character followed by ▁ (checked at load): no merge can join across the start of
-         * a ▁ run, so each word merges on its own — the same ids as one merge over the segment, faster. */
-        if (t->sp_word_split && space && !prev_space && m) {
-            merge_emit(e, m);
-            m = 0;
+        if (space && !prev_space && i > start) {
+            sp_word_cached(e, b + start, i - start);
+            start = i;
         }
         prev_space = space;
-        int32_t id = qr_tok_lookup(t, b + i, c);
-        if (id >= 0) e->w.id[m++] = id;
-        else if (t->byte_fallback)
-            for (size_t j = 0; j < c; j++) {
-                int32_t bid = t->byte_id[(uint8_t)b[i + j]];
-                e->w.id[m++] = bid >= 0 ? bid : t->unk;
-            }
-        else e->w.id[m++] = t->unk;
         i += c;
     }
-    merge_emit(e, m);
+    if (k > start) sp_word_cached(e, b + start, k - start);
 }
 
 static void segment(enc *e, const uint8_t *s, size_t n, bool at_input_start)
@@ -208,6 +293,7 @@ qm_status qr_tok_encode(const qr_tokenizer *t, const char *text, size_t len, boo
     e.buf = malloc(e.buf_cap);
     if (t->re) e.md = pcre2_match_data_create_from_pattern(t->re, NULL);
     if (!e.buf || (t->re && !e.md)) e.oom = true;
+    if (len >= QR_TOK_WC_MIN_TEXT && t->kind != QR_TOK_WORDLEVEL) e.wc = calloc(WC_SLOTS, sizeof *e.wc);   /* NULL: no cache */
     if (!e.oom && add_special && t->add_bos) emit(&e, t->bos);
     size_t seg = 0;
     for (size_t i = 0; i < len && !e.oom;) {   /* §3.1: added tokens first, longest then lowest id */
@@ -226,6 +312,7 @@ qm_status qr_tok_encode(const qr_tokenizer *t, const char *text, size_t len, boo
     if (!e.oom) segment(&e, s + seg, len - seg, seg == 0);
     if (!e.oom && add_special && t->add_eos) emit(&e, t->eos);
     qr_bpe_free(&e.w);
+    free(e.wc);
     free(e.buf);
     pcre2_match_data_free(e.md);
     if (e.oom) return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory encoding %zu bytes", len);

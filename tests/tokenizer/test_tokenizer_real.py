@@ -313,6 +313,17 @@ def main():
                                                  capture_output=True, text=True).stdout)]
     c.check("cli", "qmap tokenize -f --json equals the reference on 200 verses as one text",
             r.returncode == 0 and json.loads(r.stdout) == want and "MB/s" in r.stderr, r.stderr[-300:])
+    # a long text (encoded with the word cache) through the Llama-2 tokenizer: 3,000 verses as one text
+    lpath = os.path.join(d, "kjv-long.txt")
+    open(lpath, "w").write("\n".join(kjv_lines[:3000]))
+    r = subprocess.run([args.qmap, "tokenize", conts["llama"], "-f", lpath, "--json", "--no-bos"], capture_output=True, text=True)
+    want = json.loads(subprocess.run(["node", "-e", "const p=require('path');const l=require(p.join(process.argv[1],"
+                                      "'node_modules','@lenml','tokenizer-llama2')).fromPreTrained();const fs=require('fs');"
+                                      "console.log(JSON.stringify(Array.from(l.encode(fs.readFileSync(process.argv[2],'utf8'),"
+                                      "{add_special_tokens:false}))))", args.npm, lpath],
+                                     capture_output=True, text=True).stdout)
+    c.check("cli", "qmap tokenize -f --json equals the Llama-2 reference on 3,000 verses as one text (%d ids)" % len(want),
+            r.returncode == 0 and json.loads(r.stdout) == want, r.stderr[-300:])
     bad = os.path.join(d, "bad.txt")
     open(bad, "wb").write(b"fine\nthen \xc3\x28 broken")
     r = subprocess.run([args.qmap, "tokenize", conts["llama"], "-f", bad], capture_output=True, text=True)
