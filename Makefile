@@ -64,7 +64,8 @@ help:
 	@echo "make fuzz-import   fuzz every importer for IMPORT_FUZZ_SECONDS each (default $(IMPORT_FUZZ_SECONDS))"
 	@echo "make convert-test  qmap convert against PyTorch only"
 	@echo "make quantize-test qmap quantize against a numpy reference only"
-	@echo "make bench      open-time, verify, convert and quantize throughput, qmap bench kernels (matmul), tokenizer MB/s"
+	@echo "make bench      open-time, verify, convert and quantize throughput, qmap bench kernels (matmul), tokenizer MB/s,"
+	@echo "                classifier/G2P against torch, qmap bench on Llama 110M / TinyLlama 1.1B / GPT-2 (make bench-models)"
 	@echo "make run-test   decoder LMs against PyTorch (gpt2, gpt_neo, llama/mistral/qwen2; F32, F16, Q8_ROW)"
 	@echo "make tokenizer-test  real GPT-2 / Llama-2 tokenizers against the npm reference encoders (+ tokenizer-fuzz)"
 	@echo "make lib-test   install into a temporary prefix, build examples/simple.c through pkg-config, run it"
@@ -312,6 +313,7 @@ bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(MAKE) --no-print-directory bench-tokenizer
 	$(PYTHON) tests/bench/bench_mlp.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench/mlp
 	$(PYTHON) tests/bench/bench_g2p.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench/g2p
+	$(MAKE) --no-print-directory bench-models
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,391 @@
+/* bench_measure.c — clock, statistics and the bandwidth and peak baselines of qmap's benchmarks
+ * (bench_measure.h). */
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define BENCH_X86 1
+#else
+#define BENCH_X86 0
+#endif
+
+#include "bench_measure.h"
+
+static volatile uint64_t g_sink;   /* every loop's result ends here, so none can be deleted */
+
+double bm_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- statistics ------------------------------------------------------------------------------------ */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+bm_stats bm_stats_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    bm_stats s = { .min = v[0], .max = v[n - 1], .runs = n };
+    s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return s;
+}
+
+double bm_ratio(double a, double b) { return b > 0 ? a / b : NAN; }
+
+void bm_json_stats(json_out *j, const bm_stats *s, const char *unit)
+{
+    json_f64(j, "median", s->median);
+    json_f64(j, "min", s->min);
+    json_f64(j, "max", s->max);
+    json_u64(j, "runs", (uint64_t)s->runs);
+    json_cstring(j, "unit", unit);
+}
+
+static const char *fmt_rate(double v, char *buf, size_t size)
+{
+    snprintf(buf, size, v >= 100 ? "%.1f" : "%.2f", v);
+    return buf;
+}
+
+void bm_print_stats(const bm_stats *s, const char *unit)
+{
+    char a[32], b[32], c[32];
+    printf("%8s %-7s [%s-%s]", fmt_rate(s->median, a, sizeof a), unit, fmt_rate(s->min, b, sizeof b),
+           fmt_rate(s->max, c, sizeof c));
+}
+
+/* ---- memory read bandwidth -------------------------------------------------------------------------- */
+/* Every reader sums its bytes as 64-bit words into 8 independent accumulators, so that the loads, not the
+ * adds, set the pace. The prefetching ones ask for each 64-byte line PF_AHEAD bytes before they load it,
+ * as qmap's F16 and Q8_ROW matvec kernels do; the four-stream one reads four quarters of its part at once
+ * (more pages open to the hardware prefetcher). */
+#define PF_AHEAD 4096
+
+uint64_t bm_read_reference(const uint8_t *p, size_t n)
+{
+    uint64_t s = 0;
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t v = 0;
+        for (int k = 7; k >= 0; k--) v = v << 8 | p[i + (size_t)k];
+        s += v;
+    }
+    return s;
+}
+
+static uint64_t read_c(const uint8_t *p, size_t n)
+{
+    uint64_t a[8] = { 0 };
+    for (size_t i = 0; i < n; i += 64)
+        for (int k = 0; k < 8; k++) {
+            uint64_t v;
+            memcpy(&v, p + i + 8 * (size_t)k, 8);
+            a[k] += v;
+        }
+    return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
+#if BENCH_X86
+#define DEF_AVX2(NAME, PF)                                                                                  \
+    __attribute__((target("avx2"))) static uint64_t NAME(const uint8_t *p, size_t n)                        \
+    {                                                                                                       \
+        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0; \
+        for (size_t i = 0; i < n; i += 256) {                                                              \
+            const __m256i *q = (const __m256i *)(p + i);                                                   \
+            if (PF)                                                                                         \
+                for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(p + i + PF_AHEAD + 64 * l), _MM_HINT_T0); \
+            a0 = _mm256_add_epi64(a0, _mm256_load_si256(q + 0));                                            \
+            a1 = _mm256_add_epi64(a1, _mm256_load_si256(q + 1));                                            \
+            a2 = _mm256_add_epi64(a2, _mm256_load_si256(q + 2));                                            \
+            a3 = _mm256_add_epi64(a3, _mm256_load_si256(q + 3));                                            \
+            a4 = _mm256_add_epi64(a4, _mm256_load_si256(q + 4));                                            \
+            a5 = _mm256_add_epi64(a5, _mm256_load_si256(q + 5));                                            \
+            a6 = _mm256_add_epi64(a6, _mm256_load_si256(q + 6));                                            \
+            a7 = _mm256_add_epi64(a7, _mm256_load_si256(q + 7));                                            \
+        }                                                                                                   \
+        __m256i s = _mm256_add_epi64(_mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3)),  \
+                                     _mm256_add_epi64(_mm256_add_epi64(a4, a5), _mm256_add_epi64(a6, a7))); \
+        uint64_t out[4];                                                                                    \
+        _mm256_storeu_si256((__m256i *)out, s);                                                             \
+        return out[0] + out[1] + out[2] + out[3];                                                           \
+    }
+DEF_AVX2(read_avx2, 0)
+DEF_AVX2(read_avx2_pf, 1)
+
+/* not _mm512_reduce_add_epi64: it adds in signed arithmetic, and these sums wrap */
+__attribute__((target("avx512f"))) static uint64_t sum_zmm(__m512i s)
+{
+    uint64_t out[8];
+    _mm512_storeu_si512(out, s);
+    return out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7];
+}
+
+#define DEF_AVX512(NAME, PF)                                                                                \
+    __attribute__((target("avx512f"))) static uint64_t NAME(const uint8_t *p, size_t n)                     \
+    {                                                                                                       \
+        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0; \
+        for (size_t i = 0; i < n; i += 512) {                                                              \
+            const uint8_t *q = p + i;                                                                       \
+            if (PF)                                                                                         \
+                for (int l = 0; l < 8; l++) _mm_prefetch((const char *)(q + PF_AHEAD + 64 * l), _MM_HINT_T0); \
+            a0 = _mm512_add_epi64(a0, _mm512_load_si512(q + 0));                                            \
+            a1 = _mm512_add_epi64(a1, _mm512_load_si512(q + 64));                                           \
+            a2 = _mm512_add_epi64(a2, _mm512_load_si512(q + 128));                                          \
+            a3 = _mm512_add_epi64(a3, _mm512_load_si512(q + 192));                                          \
+            a4 = _mm512_add_epi64(a4, _mm512_load_si512(q + 256));                                          \
+            a5 = _mm512_add_epi64(a5, _mm512_load_si512(q + 320));                                          \
+            a6 = _mm512_add_epi64(a6, _mm512_load_si512(q + 384));                                          \
+            a7 = _mm512_add_epi64(a7, _mm512_load_si512(q + 448));                                          \
+        }                                                                                                   \
+        return sum_zmm(_mm512_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)), \
+                                        _mm512_add_epi64(_mm512_add_epi64(a4, a5), _mm512_add_epi64(a6, a7)))); \
+    }
+DEF_AVX512(read_avx512, 0)
+DEF_AVX512(read_avx512_pf, 1)
+
+/* Four streams: the quarters of p[0..n) read side by side, 128 bytes of each per trip, with prefetch. */
+__attribute__((target("avx512f"))) static uint64_t read_avx512_x4(const uint8_t *p, size_t n)
+{
+    size_t qn = n / 4;
+    const uint8_t *s0 = p, *s1 = p + qn, *s2 = p + 2 * qn, *s3 = p + 3 * qn;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (size_t i = 0; i < qn; i += 128) {
+        _mm_prefetch((const char *)(s0 + i + PF_AHEAD), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s1 + i + PF_AHEAD), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s2 + i + PF_AHEAD), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s3 + i + PF_AHEAD), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s0 + i + PF_AHEAD + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s1 + i + PF_AHEAD + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s2 + i + PF_AHEAD + 64), _MM_HINT_T0);
+        _mm_prefetch((const char *)(s3 + i + PF_AHEAD + 64), _MM_HINT_T0);
+        a0 = _mm512_add_epi64(a0, _mm512_load_si512(s0 + i));
+        a1 = _mm512_add_epi64(a1, _mm512_load_si512(s0 + i + 64));
+        a2 = _mm512_add_epi64(a2, _mm512_load_si512(s1 + i));
+        a3 = _mm512_add_epi64(a3, _mm512_load_si512(s1 + i + 64));
+        a4 = _mm512_add_epi64(a4, _mm512_load_si512(s2 + i));
+        a5 = _mm512_add_epi64(a5, _mm512_load_si512(s2 + i + 64));
+        a6 = _mm512_add_epi64(a6, _mm512_load_si512(s3 + i));
+        a7 = _mm512_add_epi64(a7, _mm512_load_si512(s3 + i + 64));
+    }
+    return sum_zmm(_mm512_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)),
+                                    _mm512_add_epi64(_mm512_add_epi64(a4, a5), _mm512_add_epi64(a6, a7))));
+}
+#endif
+
+size_t bm_readers(const bm_reader **out)
+{
+    static const bm_reader c_only[] = { { "scalar", read_c, 64 } };
+#if BENCH_X86
+    static const bm_reader avx512[] = {
+        { "avx512", read_avx512, 512 }, { "avx512+pf", read_avx512_pf, 512 }, { "avx512x4+pf", read_avx512_x4, 512 },
+    };
+    static const bm_reader avx2[] = { { "avx2", read_avx2, 256 }, { "avx2+pf", read_avx2_pf, 256 } };
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) { *out = avx512; return 3; }
+    if (__builtin_cpu_supports("avx2")) { *out = avx2; return 2; }
+#endif
+    *out = c_only;
+    return 1;
+}
+
+/* A buffer smaller than this is read several times in one timed region, so that starting the threads does
+ * not count as time spent reading (a small model's weights: their speed of light is the cache's). */
+#define MIN_READ_BYTES ((size_t)64 << 20)
+
+double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads)
+{
+    uint64_t total = 0;
+    size_t read = 0, passes = len >= MIN_READ_BYTES ? 1 : (MIN_READ_BYTES + len - 1) / (len ? len : 1);
+    double t0 = bm_now();
+#pragma omp parallel num_threads(threads) reduction(+ : total, read)
+    {
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        size_t chunk = len / nt / r->granule * r->granule;
+        for (size_t p = 0; p < passes; p++) {
+            total += r->fn(buf + t * chunk, chunk);
+            read += chunk;
+        }
+    }
+    double s = bm_now() - t0;
+    g_sink += total;
+    return (double)read / s / 1e9;
+}
+
+double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best)
+{
+    const bm_reader *r;
+    size_t n = bm_readers(&r);
+    double top = 0;
+    for (size_t i = 0; i < n; i++) {
+        double g = bm_read_once(&r[i], buf, len, threads);
+        if (g > top) {
+            top = g;
+            if (best) *best = r[i].name;
+        }
+    }
+    return top;
+}
+
+uint8_t *bm_anon_buffer(size_t len, int threads)
+{
+    uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) return NULL;
+    /* the same split as bm_read_once at the coarsest granule, so each thread faults in what it reads */
+#pragma omp parallel num_threads(threads)
+    {
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        size_t chunk = len / nt / 512 * 512;
+        size_t end = t + 1 == nt ? len : (t + 1) * chunk;
+        memset(buf + t * chunk, 0x5a, end - t * chunk);
+    }
+    return buf;
+}
+
+/* ---- instruction peak --------------------------------------------------------------------------------- */
+/* Tight loops of independent multiply-adds: 16 accumulators for zmm (32 registers), 12 for ymm (16
+ * registers), more than latency × throughput on current cores. The empty asm makes every accumulator
+ * live in a register each trip (two asm statements: at most 30 operands each, in + out counting
+ * twice), so the compiler can neither fold nor drop the chains; the result goes to g_sink. */
+
+#define REP12(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define REP16(X) REP12(X) X(12) X(13) X(14) X(15)
+#define PEAK_ACC_ZMM 16
+#define PEAK_ACC_YMM 12
+
+#if BENCH_X86
+__attribute__((target("avx512f,avx512vnni"))) static uint64_t peak_vnni(uint64_t iters, int seed)
+{
+    const __m512i a = _mm512_set1_epi32(0x01010101 * (seed % 64 + 1)), b = _mm512_set1_epi32(0x02fd03fc);
+#define DECL(i) __m512i c##i = _mm512_set1_epi32(seed + i);
+    REP16(DECL)
+#undef DECL
+    for (uint64_t it = 0; it < iters; it++) {
+#define STEP(i) c##i = _mm512_dpbusd_epi32(c##i, a, b);
+        REP16(STEP)
+#undef STEP
+        __asm__ volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6), "+v"(c7));
+        __asm__ volatile("" : "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13), "+v"(c14), "+v"(c15));
+    }
+    __m512i s = _mm512_add_epi32(
+        _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
+                         _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7))),
+        _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)),
+                         _mm512_add_epi32(_mm512_add_epi32(c12, c13), _mm512_add_epi32(c14, c15))));
+    uint32_t out[16], sum = 0; /* unsigned: the accumulators wrap by design */
+    _mm512_storeu_si512(out, s);
+    for (int i = 0; i < 16; i++) sum += out[i];
+    return sum;
+}
+
+__attribute__((target("avx512f"))) static uint64_t peak_fma_zmm(uint64_t iters, int seed)
+{
+    const __m512 a = _mm512_set1_ps(1e-4f), b = _mm512_set1_ps(1e-4f * (float)(seed + 1));
+#define DECL(i) __m512 c##i = _mm512_set1_ps((float)i);
+    REP16(DECL)
+#undef DECL
+    for (uint64_t it = 0; it < iters; it++) {
+#define STEP(i) c##i = _mm512_fmadd_ps(a, b, c##i);
+        REP16(STEP)
+#undef STEP
+        __asm__ volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5), "+v"(c6), "+v"(c7));
+        __asm__ volatile("" : "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13), "+v"(c14), "+v"(c15));
+    }
+    __m512 s = _mm512_add_ps(
+        _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                      _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7))),
+        _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)),
+                      _mm512_add_ps(_mm512_add_ps(c12, c13), _mm512_add_ps(c14, c15))));
+    return (uint64_t)_mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"))) static uint64_t peak_fma_ymm(uint64_t iters, int seed)
+{
+    const __m256 a = _mm256_set1_ps(1e-4f), b = _mm256_set1_ps(1e-4f * (float)(seed + 1));
+#define DECL(i) __m256 c##i = _mm256_set1_ps((float)i);
+    REP12(DECL)
+#undef DECL
+    for (uint64_t it = 0; it < iters; it++) {
+#define STEP(i) c##i = _mm256_fmadd_ps(a, b, c##i);
+        REP12(STEP)
+#undef STEP
+        __asm__ volatile("" : "+x"(c0), "+x"(c1), "+x"(c2), "+x"(c3), "+x"(c4), "+x"(c5), "+x"(c6), "+x"(c7),
+                         "+x"(c8), "+x"(c9), "+x"(c10), "+x"(c11));
+    }
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
+                                           _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7))),
+                             _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
+    float out[8];
+    _mm256_storeu_ps(out, s);
+    return (uint64_t)(out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7]);
+}
+#endif
+
+
+typedef uint64_t peak_fn(uint64_t iters, int seed);
+
+typedef struct peak_loop {
+    const char *label;
+    peak_fn *fn;
+    int accumulators;
+    int lanes;               /* multiply-adds per instruction */
+} peak_loop;
+
+/* The loop of kind k this CPU runs; fn NULL when it lacks the instruction. */
+static peak_loop peak_loop_of(bm_peak_kind k)
+{
+    peak_loop p = { NULL, NULL, 0, 0 };
+#if BENCH_X86
+    __builtin_cpu_init();
+    bool avx512 = __builtin_cpu_supports("avx512f");
+    if (k == BM_PEAK_INT8) {
+        if (avx512 && __builtin_cpu_supports("avx512vnni"))
+            p = (peak_loop){ "vpdpbusd zmm (int8)", peak_vnni, PEAK_ACC_ZMM, 64 };
+    } else if (avx512) {
+        p = (peak_loop){ "vfmadd ps zmm (f32)", peak_fma_zmm, PEAK_ACC_ZMM, 16 };
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        p = (peak_loop){ "vfmadd ps ymm (f32)", peak_fma_ymm, PEAK_ACC_YMM, 8 };
+    }
+#else
+    (void)k;
+#endif
+    return p;
+}
+
+const char *bm_peak_label(bm_peak_kind k) { return peak_loop_of(k).label; }
+
+double bm_peak_ops_per_trip(bm_peak_kind k)
+{
+    peak_loop p = peak_loop_of(k);
+    return 2.0 * p.lanes * p.accumulators;
+}
+
+uint64_t bm_peak_instructions(bm_peak_kind k, uint64_t iters) { return iters * (uint64_t)peak_loop_of(k).accumulators; }
+
+double bm_peak_once(bm_peak_kind k, uint64_t iters, int threads)
+{
+    peak_loop p = peak_loop_of(k);
+    if (!p.fn) return NAN;
+    uint64_t total = 0;
+    int ran = 0;
+    double t0 = bm_now();
+#pragma omp parallel num_threads(threads) reduction(+ : total, ran)
+    {
+        total += p.fn(iters, omp_get_thread_num());
+        ran += 1;
+    }
+    double s = bm_now() - t0;
+    g_sink += total;
+    return 2.0 * p.lanes * p.accumulators * (double)iters * ran / s / 1e9;
+}

@@ -1,0 +1,73 @@
+/* bench_measure.h — the measuring that qmap's benchmarks share (`qmap bench kernels`, `qmap bench MODEL`):
+ * a clock, run statistics and their printing, and the two baselines every ratio is taken against — the
+ * memory read bandwidth (the limit of a decode step) and the multiply-add peak (the limit of a prompt's
+ * GEMMs).
+ *
+ * The bandwidth baseline is the best of several ways to read memory, each timed once per measurement:
+ * vector loads of the widest kind the CPU has with several independent accumulators, with and without a
+ * software prefetch ahead of the loads, one stream or four per thread. A kernel reads its weights with one
+ * of these patterns, so whatever trick helps it helps one of the readers too: a kernel measured above the
+ * best reader (by more than noise) means the baseline is wrong, and the benchmarks say so instead of
+ * printing the ratio. Each reader is tested against bm_read_reference (tests/unit/test_bench_measure.c).
+ *
+ * Ownership: buffers from bm_anon_buffer are the caller's (munmap them, len bytes). Nothing here keeps
+ * state between calls; the result of every read goes to a volatile sink so no loop can be optimised away.
+ */
+#ifndef BENCH_MEASURE_H
+#define BENCH_MEASURE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "json_out.h"
+
+double bm_now(void);                         /* CLOCK_MONOTONIC, seconds */
+
+typedef struct bm_stats {
+    double median, min, max;
+    int runs;
+} bm_stats;
+
+bm_stats bm_stats_of(double *v, int n);      /* median, min, max of n >= 1 values (v is sorted in place) */
+double bm_ratio(double a, double b);         /* a / b, NaN unless b > 0 */
+void bm_json_stats(json_out *j, const bm_stats *s, const char *unit);   /* members of the open object */
+void bm_print_stats(const bm_stats *s, const char *unit);               /* "41.23 GB/s  [40.10-42.00]" */
+
+/* ---- memory read bandwidth ------------------------------------------------------------------------ */
+
+typedef struct bm_reader {
+    const char *name;                        /* "avx512+pf", ... */
+    uint64_t (*fn)(const uint8_t *p, size_t n);   /* sum of n bytes as 64-bit words; n a multiple of granule */
+    size_t granule;                          /* bytes; p must be 64-byte aligned */
+} bm_reader;
+
+/* The readers this CPU can run. */
+size_t bm_readers(const bm_reader **out);
+/* The sum every reader must return: the n/8 little-endian 64-bit words of p, wrapping. */
+uint64_t bm_read_reference(const uint8_t *p, size_t n);
+/* One timed pass of reader r: `threads` threads each read their own contiguous part of buf[0..len) (len
+ * rounded down per thread to the granule); a buffer under 64 MiB is read as many times as make 64 MiB, in
+ * the same parallel region. GB/s (1e9 bytes/s) of the bytes actually read. */
+double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads);
+/* The baseline: one pass of every reader, the best GB/s; *best (if not NULL) names the winner. */
+double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best);
+/* len bytes of anonymous memory (64-byte aligned), filled with non-zero bytes by `threads` threads, each
+ * touching first the part it will read. NULL (errno set) on failure. */
+uint8_t *bm_anon_buffer(size_t len, int threads);
+
+/* ---- instruction peak -------------------------------------------------------------------------------- */
+
+typedef enum bm_peak_kind { BM_PEAK_INT8 = 0, BM_PEAK_FMA = 1 } bm_peak_kind;
+
+/* What the CPU can run: the loop's label ("vpdpbusd zmm (int8)") or NULL when it lacks the instruction. */
+const char *bm_peak_label(bm_peak_kind k);
+/* Multiply-adds per loop trip of one thread, each counting as 2 operations. */
+double bm_peak_ops_per_trip(bm_peak_kind k);
+/* Instructions one thread issues in `iters` trips (for reports). */
+uint64_t bm_peak_instructions(bm_peak_kind k, uint64_t iters);
+/* All `threads` threads run `iters` trips of independent multiply-add chains at once: total operations
+ * per second / 1e9 (GOP/s or GFLOP/s); NaN when the CPU lacks the instruction. */
+double bm_peak_once(bm_peak_kind k, uint64_t iters, int threads);
+
+#endif /* BENCH_MEASURE_H */

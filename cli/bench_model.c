@@ -1,0 +1,383 @@
+/* qmap bench MODEL… — what llama-bench is to llama.cpp: prompt processing (pp) and text generation (tg)
+ * speed of whole models, each beside the limit measured in the same run.
+ *
+ * For each model and thread count: -r timed runs after one warm-up, each run
+ *   pp: a fresh session state, one qmap_eval of -p token ids (the GEMM path), timed; beside it the
+ *       multiply-add peak (int8 VNNI for a Q8_ROW model, FMA otherwise): the fraction of the peak that the
+ *       product's operations (2 per weight per token) reach;
+ *   tg: a fresh state, -n qmap_eval calls of one token each (the decode path), timed; beside it the best
+ *       read bandwidth (bench_measure.h) with up to the same number of threads (qmap runs a small product
+ *       on one), over anonymous memory and over a mapping of the model's own file;
+ *       the speed of light is the better of the two divided by the bytes one decode step reads
+ *       (qmap_model_info.bytes_per_token: every matrix once, one embedding row), and the fraction reached.
+ * Figures are medians with min and max of the -r runs; ratios are taken per run. Token ids are fixed and
+ * spread over the vocabulary: speed does not depend on the text.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bench_model.h"
+#include "bench_measure.h"
+#include "cli.h"
+#include "json_out.h"
+#include "opts.h"
+#include "qm_format.h"
+#include "qm_names.h"
+#include "qm_reader.h"
+#include "qmap.h"
+
+#define MAX_THREADS 16
+
+typedef struct bm_cfg {
+    long pp, tg, runs;
+    int threads[MAX_THREADS], n_threads;
+    int kv;                   /* 0 f16, 1 f32 */
+    bool json, csv;
+} bm_cfg;
+
+/* What a model is made of, from its tensor table: bytes per dtype and the multiply-adds of one token. */
+typedef struct model_facts {
+    uint64_t bytes_by_dtype[QM_DTYPE_ID_LIMIT];
+    uint64_t matmul_params;   /* weights of every matrix a token goes through (the tied head included) */
+    char mix[96];             /* "q8_row 96%, f32 4%" */
+} model_facts;
+
+static int facts_of(const char *path, model_facts *mf, char *err, size_t err_size)
+{
+    memset(mf, 0, sizeof *mf);
+    qm_file *f;
+    qm_error e;
+    if (qm_open(path, &f, &e) != QM_OK) {
+        snprintf(err, err_size, "%s", e.message);
+        return -1;
+    }
+    char tok[QM_TENSOR_NAME_MAX], pos[QM_TENSOR_NAME_MAX], out[QM_TENSOR_NAME_MAX];
+    qm_tensor_name(tok, sizeof tok, QM_TENSOR_TOK_EMBD, 0);
+    qm_tensor_name(pos, sizeof pos, QM_TENSOR_POS_EMBD, 0);
+    qm_tensor_name(out, sizeof out, QM_TENSOR_OUTPUT, 0);
+    bool has_output = qm_find_tensor(f, out) != NULL;
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < qm_tensor_count(f); i++) {
+        const qm_tensor *t = qm_tensor_at(f, i);
+        if (t->dtype < QM_DTYPE_ID_LIMIT) mf->bytes_by_dtype[t->dtype] += t->size;
+        total += t->size;
+        if (t->rank != 2) continue;
+        /* the token embedding is a matrix a token goes through only when it is also the output head */
+        if (!strcmp(t->name, pos) || (!strcmp(t->name, tok) && has_output)) continue;
+        mf->matmul_params += t->dims[0] * t->dims[1];
+    }
+    size_t k = 0;
+    for (unsigned d = 0; d < QM_DTYPE_ID_LIMIT && k < sizeof mf->mix; d++) {
+        const qm_dtype_traits *tr = mf->bytes_by_dtype[d] ? qm_dtype_info(d) : NULL;
+        if (!tr) continue;
+        k += (size_t)snprintf(mf->mix + k, sizeof mf->mix - k, "%s%s %.0f%%", k ? ", " : "", tr->name,
+                              100.0 * (double)mf->bytes_by_dtype[d] / (double)(total ? total : 1));
+    }
+    qm_close(f);
+    return 0;
+}
+
+/* The model's file mapped read-only, as the runtime maps it (the pages are the same page-cache pages). */
+static const uint8_t *map_file(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return NULL;
+    struct stat st;
+    void *m = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && st.st_size > 0) {
+        m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+        *len = (size_t)st.st_size;
+    }
+    close(fd);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+typedef struct row {
+    const char *test;         /* "pp" or "tg" */
+    long n;
+    int threads;
+    bm_stats tps, limit, frac, bw_anon, bw_map;
+} row;
+
+static void print_header(const bm_cfg *c)
+{
+    if (c->csv) {
+        printf("model,file_type,size_bytes,params,dtypes,threads,test,tokens,tps_median,tps_min,tps_max,runs,"
+               "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps\n");
+    } else if (!c->json) {
+        printf("| %-28s | %9s | %8s | %-22s | %3s | %6s | %-22s | %-26s | %-16s |\n", "model", "size", "params", "dtypes",
+               "thr", "test", "t/s median [min-max]", "limit (measured beside)", "x limit");
+        printf("|%.30s|%.11s|%.10s|%.24s|%.5s|%.8s|%.24s|%.28s|%.18s|\n", "------------------------------",
+               "-----------", "----------", "------------------------", "-----", "--------", "------------------------",
+               "----------------------------", "------------------");
+    }
+}
+
+static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, const model_facts *mf, const char *label,
+                      const row *r)
+{
+    char test[32], size[32], params[32], tps[64], limit[64], frac[48];
+    snprintf(test, sizeof test, "%s%ld", r->test, r->n);
+    bool tg = r->test[0] == 't';
+    const char *unit = tg ? "t/s" : !strcmp(in->file_type, "q8_row") ? "GOP/s int8" : "GFLOP/s fma";
+    if (c->json) {
+        json_begin_object(j, NULL);
+        json_cstring(j, "model", in->path);
+        json_cstring(j, "arch", in->arch);
+        json_cstring(j, "file_type", in->file_type);
+        json_u64(j, "size_bytes", in->file_size);
+        json_u64(j, "params", in->n_params);
+        json_cstring(j, "dtypes", mf->mix);
+        json_u64(j, "bytes_per_token", in->bytes_per_token);
+        json_u64(j, "threads", (uint64_t)r->threads);
+        json_cstring(j, "test", test);
+        json_begin_object(j, "tokens_per_second");
+        bm_json_stats(j, &r->tps, "t/s");
+        json_end_object(j);
+        json_begin_object(j, tg ? "speed_of_light" : "peak");
+        bm_json_stats(j, &r->limit, unit);
+        json_end_object(j);
+        json_begin_object(j, tg ? "fraction_of_speed_of_light" : "fraction_of_peak");
+        bm_json_stats(j, &r->frac, "ratio");
+        json_end_object(j);
+        if (tg) {
+            json_begin_object(j, "bandwidth_anonymous");
+            bm_json_stats(j, &r->bw_anon, "GB/s");
+            json_end_object(j);
+            json_begin_object(j, "bandwidth_file_mapping");
+            bm_json_stats(j, &r->bw_map, "GB/s");
+            json_end_object(j);
+        }
+        json_end_object(j);
+        return;
+    }
+    if (c->csv) {
+        printf("%s,%s,%llu,%llu,\"%s\",%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f\n", in->path,
+               in->file_type, (unsigned long long)in->file_size, (unsigned long long)in->n_params, mf->mix, r->threads,
+               r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
+               r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN);
+        return;
+    }
+    snprintf(size, sizeof size, "%.2f GiB", (double)in->file_size / (1 << 30));
+    if (in->file_size < (1ull << 30)) snprintf(size, sizeof size, "%.1f MiB", (double)in->file_size / (1 << 20));
+    snprintf(params, sizeof params, in->n_params >= 1000000000 ? "%.2f B" : "%.1f M",
+             (double)in->n_params / (in->n_params >= 1000000000 ? 1e9 : 1e6));
+    snprintf(tps, sizeof tps, "%.2f [%.2f-%.2f]", r->tps.median, r->tps.min, r->tps.max);
+    if (tg)
+        snprintf(limit, sizeof limit, "%.1f t/s (%.1f GB/s)", r->limit.median,
+                 fmax(r->bw_anon.median, r->bw_map.median));
+    else if (isnan(r->limit.median)) snprintf(limit, sizeof limit, "n/a (no %s)", unit + 6);
+    else snprintf(limit, sizeof limit, "%.0f %s", r->limit.median, unit);
+    if (isnan(r->frac.median)) snprintf(frac, sizeof frac, "-");
+    else snprintf(frac, sizeof frac, "%.2f [%.2f-%.2f]", r->frac.median, r->frac.min, r->frac.max);
+    printf("| %-28.28s | %9s | %8s | %-22.22s | %3d | %6s | %-22s | %-26s | %-16s |\n", label, size, params, mf->mix,
+           r->threads, test, tps, limit, frac);
+    fflush(stdout);
+}
+
+/* One model at every thread count. Returns 0, or -1 with err set. */
+static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, size_t err_size)
+{
+    qmap_model *m = NULL;
+    qmap_session *s = NULL;
+    qmap_error qe = { 0 };
+    model_facts mf;
+    int rc = -1;
+    uint8_t *anon = NULL;
+    const uint8_t *map = NULL;
+    size_t anon_len = 0, map_len = 0;
+    int32_t *ids = NULL;
+    double *v[5] = { NULL };
+    if (facts_of(path, &mf, err, err_size) != 0) return -1;
+    if (qmap_model_open(path, NULL, &m, &qe) != QMAP_OK) {
+        snprintf(err, err_size, "%s", qe.message);
+        return -1;
+    }
+    qmap_model_info in;
+    qmap_model_get_info(m, &in);
+    if (in.kind != QMAP_KIND_LM) {
+        snprintf(err, err_size, "%s: a %s model is not a language model: qmap bench MODEL measures decoder LMs "
+                 "(the classifier and encoder-decoder benchmarks are tests/bench/bench_mlp.py and bench_g2p.py)",
+                 path, in.arch);
+        goto out;
+    }
+    char label[96];
+    const char *base = strrchr(path, '/');
+    snprintf(label, sizeof label, "%s %s", in.arch, base ? base + 1 : path);
+    int max_t = 1;
+    for (int i = 0; i < c->n_threads; i++) if (c->threads[i] > max_t) max_t = c->threads[i];
+    anon_len = (size_t)in.bytes_per_token;
+    if (anon_len < ((size_t)1 << 20)) anon_len = (size_t)1 << 20;
+    anon = bm_anon_buffer(anon_len, max_t);
+    map = map_file(path, &map_len);
+    long n_ids = c->pp > c->tg ? c->pp : c->tg;
+    ids = malloc((size_t)(n_ids ? n_ids : 1) * sizeof *ids);
+    for (int i = 0; i < 5; i++) v[i] = malloc((size_t)c->runs * sizeof *v[i]);
+    if (!anon || !map || !ids || !v[0] || !v[1] || !v[2] || !v[3] || !v[4]) {
+        snprintf(err, err_size, "%s: cannot set up the baselines (%zu bytes of memory, the file mapping): %s", path,
+                 anon_len, strerror(errno));
+        goto out;
+    }
+    for (long i = 0; i < n_ids; i++) ids[i] = (int32_t)((uint64_t)(i * 7919 + 13) % in.vocab_size);
+    bool int8 = !strcmp(in.file_type, "q8_row");
+    bm_peak_kind pk = int8 ? BM_PEAK_INT8 : BM_PEAK_FMA;
+    uint64_t peak_iters = 4000000;
+
+    for (int ti = 0; ti < c->n_threads; ti++) {
+        int t = c->threads[ti];
+        qmap_session_params sp;
+        qmap_session_params_default(&sp);
+        sp.n_ctx = (uint32_t)(c->pp + c->tg + 1);
+        sp.n_batch = (uint32_t)(c->pp > 0 ? c->pp : 1);
+        sp.threads = t;
+        sp.kv_type = c->kv ? QMAP_KV_F32 : QMAP_KV_F16;
+        if (qmap_session_new(m, &sp, &s, &qe) != QMAP_OK) {
+            snprintf(err, err_size, "%s", qe.message);
+            goto out;
+        }
+        for (int test = 0; test < 2; test++) {
+            long n = test == 0 ? c->pp : c->tg;
+            if (n <= 0) continue;
+            row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t };
+            for (int run = -1; run < c->runs; run++) {   /* run -1: the warm-up */
+                qmap_session_reset(s);
+                double t0 = bm_now();
+                qmap_status st = QMAP_OK;
+                if (test == 0) st = qmap_eval(s, ids, (size_t)n, &qe);
+                else for (long i = 0; i < n && st == QMAP_OK; i++) st = qmap_eval(s, ids + i, 1, &qe);
+                double dt = bm_now() - t0;
+                if (st != QMAP_OK) {
+                    snprintf(err, err_size, "%s", qe.message);
+                    goto out;
+                }
+                if (run < 0) continue;
+                v[0][run] = (double)n / dt;
+                if (test == 0) {
+                    double peak = bm_peak_once(pk, peak_iters, t);
+                    v[1][run] = peak;
+                    v[2][run] = bm_ratio(2.0 * (double)mf.matmul_params * (double)n / dt / 1e9, peak);
+                } else {
+                    /* the best with up to t threads: a decode step may run a small product on fewer */
+                    double a = 0, b = 0;
+                    for (int k = 1; k <= t; k++) {
+                        a = fmax(a, bm_bandwidth(anon, anon_len, k, NULL));
+                        b = fmax(b, bm_bandwidth(map, map_len, k, NULL));
+                    }
+                    double sol = fmax(a, b) * 1e9 / (double)in.bytes_per_token;
+                    v[1][run] = sol;
+                    v[2][run] = bm_ratio(v[0][run], sol);
+                    v[3][run] = a;
+                    v[4][run] = b;
+                }
+            }
+            r.tps = bm_stats_of(v[0], (int)c->runs);
+            r.limit = bm_stats_of(v[1], (int)c->runs);
+            r.frac = bm_stats_of(v[2], (int)c->runs);
+            if (test == 1) {
+                r.bw_anon = bm_stats_of(v[3], (int)c->runs);
+                r.bw_map = bm_stats_of(v[4], (int)c->runs);
+                /* decoding cannot read the weights faster than the best plain read of them */
+                if (r.frac.median > 1.05) {
+                    snprintf(err, err_size, "%s: tg%ld with %d threads ran at %.2f x the speed of light measured "
+                             "beside it: the bandwidth baseline is wrong (or the bytes per token are), so no "
+                             "fraction is printed", path, n, t, r.frac.median);
+                    goto out;
+                }
+            }
+            print_row(c, j, &in, &mf, label, &r);
+        }
+        qmap_session_free(s);
+        s = NULL;
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < 5; i++) free(v[i]);
+    free(ids);
+    if (map) munmap((void *)map, map_len);
+    if (anon) munmap(anon, anon_len);
+    qmap_session_free(s);
+    qmap_model_close(m);
+    return rc;
+}
+
+static int parse_threads(const char *s, bm_cfg *c)
+{
+    c->n_threads = 0;
+    for (const char *p = s;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 1 || v > 1024 || c->n_threads == MAX_THREADS) return -1;
+        c->threads[c->n_threads++] = (int)v;
+        if (*end == 0) return 0;
+        if (*end != ',') return -1;
+        p = end + 1;
+    }
+}
+
+int bench_model(int argc, char **argv)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    char def_threads[32];
+    snprintf(def_threads, sizeof def_threads, cores > 1 ? "1,%ld" : "1", cores);
+    bm_cfg c = { .pp = 512, .tg = 128, .runs = 5 };
+    const char *threads = def_threads;
+    static const char *const kv_choices[] = { "f16", "f32", NULL };
+    const cli_opt opts[] = {
+        { "n-prompt", 'p', CLI_INT, &c.pp, "N", 0, 8192, NULL, "prompt tokens of the pp test; 0 skips it", false },
+        { "n-gen", 'n', CLI_INT, &c.tg, "N", 0, 8192, NULL, "tokens of the tg test; 0 skips it", false },
+        { "threads", 't', CLI_STRING, &threads, "LIST", 0, 0, NULL, "thread counts, comma-separated (default: 1 and every core)", true },
+        { "repetitions", 'r', CLI_INT, &c.runs, "N", 1, 1000, NULL, "timed runs of each test, after one warm-up", false },
+        { "kv", 0, CLI_CHOICE, &c.kv, "TYPE", 0, 0, kv_choices, "KV cache element type (f16|f32)", false },
+        { "json", 0, CLI_FLAG, &c.json, NULL, 0, 0, NULL, "print one JSON array of results", false },
+        { "csv", 0, CLI_FLAG, &c.csv, NULL, 0, 0, NULL, "print CSV rows instead of the table", false },
+    };
+    const cli_command cmd = {
+        "bench", "qmap bench MODEL.qmap [MODEL2.qmap ...] [options]",
+        "Prompt processing (pp: -p tokens in one evaluation, the GEMM path) and text generation (tg: -n\n"
+        "tokens one at a time, the decode path) in tokens/s, median [min-max] of -r runs after a warm-up, one\n"
+        "row per model, thread count and test, as llama.cpp's llama-bench prints them. Beside each tg run the\n"
+        "best read bandwidth is measured over anonymous memory and over the model's file mapping: the speed\n"
+        "of light is that bandwidth divided by the bytes one token reads (every matrix once, one embedding\n"
+        "row), and 'x limit' the fraction of it reached. Beside each pp run the multiply-add peak is measured\n"
+        "(int8 VNNI for a Q8_ROW model, FMA otherwise): 'x limit' counts 2 operations per weight per token.\n"
+        "A fraction above 1.05 means a baseline is wrong: the command stops with an error instead.",
+        opts, sizeof opts / sizeof opts[0],
+        "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"
+    };
+    int first;
+    int prc = cli_parse(&cmd, argc, argv, &first);
+    if (prc == 1) return 0;
+    if (prc != 0) return 2;
+    if (parse_threads(threads, &c) != 0) {
+        fprintf(stderr, "qmap bench: --threads needs a list like 1,2 (each 1..1024, at most %d)\n", MAX_THREADS);
+        return 2;
+    }
+    if (c.json && c.csv) { fprintf(stderr, "qmap bench: --json and --csv: choose one\n"); return 2; }
+    if (first >= argc) { fprintf(stderr, "qmap bench: name a model (MODEL.qmap) or 'kernels'\n"); return 2; }
+    if (c.pp == 0 && c.tg == 0) { fprintf(stderr, "qmap bench: -p 0 and -n 0 leave nothing to measure\n"); return 2; }
+
+    json_out j = { .fp = stdout };
+    if (c.json) json_begin_array(&j, NULL);
+    else if (!c.csv) printf("qmap bench: %ld runs per figure after one warm-up; KV cache %s\n\n", c.runs, kv_choices[c.kv]);
+    print_header(&c);
+    char err[1024] = "";
+    int rc = 0;
+    for (int i = first; i < argc && rc == 0; i++)
+        if (bench_one(&c, argv[i], &j, err, sizeof err) != 0) rc = 1;
+    if (c.json) {
+        json_end_array(&j);
+        fputc('\n', stdout);
+    }
+    if (rc) fprintf(stderr, "qmap bench: %s\n", err);
+    return rc;
+}

@@ -1,0 +1,28 @@
+# mk/bench.mk — the benchmarks' measuring module (cli/bench_measure.c) is CLI code, outside the libraries the
+# unit tests link: its unit test (tests/unit/test_bench_measure.c) links the object itself, in the normal
+# and the sanitizer build.
+ISA_FLAGS_bench_measure := -O2
+
+$(BUILD)/tests/test_bench_measure: tests/unit/test_bench_measure.c $(BUILD)/obj/cli/bench_measure.o $(BUILD)/obj/cli/json_out.o $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(BUILD)/obj/cli/bench_measure.o $(BUILD)/obj/cli/json_out.o -lcmocka -lm
+
+$(BUILD)/asan/test_bench_measure: tests/unit/test_bench_measure.c $(BUILD)/asan-obj/cli/bench_measure.o $(BUILD)/asan-obj/cli/json_out.o $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -Itests/unit -o $@ $< $(BUILD)/asan-obj/cli/bench_measure.o $(BUILD)/asan-obj/cli/json_out.o -lcmocka -lm
+
+# make bench: `qmap bench` over random-init models at real shapes (tests/tools/make_lm.py: Llama 110M,
+# TinyLlama 1.1B, GPT-2 124M), each converted to F32 and quantized to F16 and Q8_ROW, 1 and 2 threads.
+# About 12 GB of disk in $(BUILD)/bench/models, and some minutes; not part of make test.
+BENCH_SHAPES ?= llama-110m tinyllama-1.1b gpt2-124m
+BENCH_MODEL_FLAGS ?= -p 512 -n 128 -r 5 -t 1,2
+bench-models: $(BUILD)/qmap
+	@mkdir -p $(BUILD)/bench/models
+	@set -e; list=""; for s in $(BENCH_SHAPES); do d=$(BUILD)/bench/models/$$s; \
+	  [ -f $$d-f32.qmap ] || { $(PYTHON) tests/tools/make_lm.py $$s $$d; \
+	    $(BUILD)/qmap convert $$d/model.safetensors -o $$d-f32.qmap --quiet; rm -rf $$d; }; \
+	  [ -f $$d-f16.qmap ] || $(BUILD)/qmap quantize --f16 $$d-f32.qmap -o $$d-f16.qmap --quiet; \
+	  [ -f $$d-q8.qmap ] || $(BUILD)/qmap quantize --q8 $$d-f32.qmap -o $$d-q8.qmap --quiet; \
+	  list="$$list $$d-q8.qmap $$d-f16.qmap $$d-f32.qmap"; done; \
+	$(BUILD)/qmap bench $$list $(BENCH_MODEL_FLAGS)
+.PHONY: bench-models
