@@ -288,6 +288,33 @@ def error_cases(env, llama_f32, workdir):
             r = run([env.qmap, "run", mq, "--tokens", "1"])
             c.check(g, "qmap run --tokens on an mlp: says a classifier needs --input, exit 1",
                     r.returncode == 1 and "classifier" in r.stderr and "--input" in r.stderr, r.stderr)
+            r = run([env.qmap, "bench", mq, "-r", "1"])
+            c.check(g, "qmap bench on an mlp: not a language model, exit 1",
+                    r.returncode == 1 and "not a language model" in r.stderr, r.stderr)
+
+    # qmap bench MODEL: one row per test, figures and the limits beside them (a smoke test: speed is make bench's)
+    # (one thread: a decode step of this tiny model lasts microseconds, and a loaded machine can stall a
+    # two-thread team's baseline; the speed of light itself is make bench's business)
+    r = run([env.qmap, "bench", llama_f32, "-p", "8", "-n", "16", "-r", "3", "-t", "1", "--json"])
+    try:
+        rows = json.loads(r.stdout) if r.returncode == 0 else []
+    except ValueError:
+        rows = []
+    tests = [(x["test"], x["threads"]) for x in rows]
+    c.check(g, "qmap bench --json: pp8 and tg16 rows", tests == [("pp8", 1), ("tg16", 1)],
+            r.stdout[-400:] + r.stderr)
+    tg = [x for x in rows if x["test"] == "tg16"]
+    c.check(g, "qmap bench: tg rows give t/s, both bandwidths, the speed of light and a fraction of it in (0, 1.05]",
+            len(tg) == 1 and all(x["tokens_per_second"]["median"] > 0 and x["bandwidth_anonymous"]["median"] > 0
+                                 and x["bandwidth_file_mapping"]["median"] > 0 and x["speed_of_light"]["median"] > 0
+                                 and 0 < x["fraction_of_speed_of_light"]["median"] <= 1.05
+                                 and x["tokens_per_second"]["runs"] == 3 for x in tg), str(tg)[:600])
+    r = run([env.qmap, "bench", llama_f32, "-p", "4", "-n", "2", "-r", "1", "-t", "1", "--csv"])
+    lines = r.stdout.strip().split("\n")
+    c.check(g, "qmap bench --csv: a header and one line per test", r.returncode == 0 and len(lines) == 3
+            and lines[0].startswith("model,") and ",pp," in lines[1] and ",tg," in lines[2], r.stdout + r.stderr)
+    r = run([env.qmap, "bench", llama_f32, "-p", "0", "-n", "0"])
+    c.check(g, "qmap bench -p 0 -n 0: nothing to measure, usage error (2)", r.returncode == 2, r.stderr)
 
     # a tensor of the wrong shape, a missing key: refused at open, naming them
     bad = os.path.join(d, "shape.qmap")
