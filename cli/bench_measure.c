@@ -27,6 +27,21 @@ double bm_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+int bm_parse_threads(const char *s, int *out, int cap, int *n)
+{
+    *n = 0;
+    for (const char *p = s;;) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 1 || v > 1024 || *n == cap) return -1;
+        out[(*n)++] = (int)v;
+        if (*end == 0) return 0;
+        if (*end != ',') return -1;
+        p = end + 1;
+    }
+}
+
 /* ---- statistics ------------------------------------------------------------------------------------ */
 
 static int cmp_double(const void *a, const void *b)

@@ -24,6 +24,9 @@
 
 double bm_now(void);                         /* CLOCK_MONOTONIC, seconds */
 
+/* Parse a thread-count list "1,2,8" (each 1..1024) into out[0..*n), at most cap entries; -1 if malformed. */
+int bm_parse_threads(const char *s, int *out, int cap, int *n);
+
 typedef struct bm_stats {
     double median, min, max;
     int runs;

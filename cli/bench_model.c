@@ -309,21 +309,6 @@ out:
     return rc;
 }
 
-static int parse_threads(const char *s, bm_cfg *c)
-{
-    c->n_threads = 0;
-    for (const char *p = s;;) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 1 || v > 1024 || c->n_threads == MAX_THREADS) return -1;
-        c->threads[c->n_threads++] = (int)v;
-        if (*end == 0) return 0;
-        if (*end != ',') return -1;
-        p = end + 1;
-    }
-}
-
 int bench_model(int argc, char **argv)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -358,7 +343,7 @@ int bench_model(int argc, char **argv)
     int prc = cli_parse(&cmd, argc, argv, &first);
     if (prc == 1) return 0;
     if (prc != 0) return 2;
-    if (parse_threads(threads, &c) != 0) {
+    if (bm_parse_threads(threads, c.threads, MAX_THREADS, &c.n_threads) != 0) {
         fprintf(stderr, "qmap bench: --threads needs a list like 1,2 (each 1..1024, at most %d)\n", MAX_THREADS);
         return 2;
     }

@@ -1087,22 +1087,6 @@ out:
 
 /* ---- the command ------------------------------------------------------------------------------------ */
 
-static int parse_threads(const char *s, bench_cfg *c)
-{
-    c->n_threads = 0;
-    const char *p = s;
-    for (;;) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 1 || v > 1024 || c->n_threads == MAX_THREAD_COUNTS) return -1;
-        c->threads[c->n_threads++] = (int)v;
-        if (*end == 0) return 0;
-        if (*end != ',') return -1;
-        p = end + 1;
-    }
-}
-
 static int run_kernels(const bench_cfg *c, json_out *j)
 {
     cpu_flags cpu = cpu_detect();
@@ -1191,7 +1175,7 @@ int cmd_bench(int argc, char **argv)
             if (n < 5 || n > 1000) { fprintf(stderr, "qmap bench: --runs needs a number in 5..1000\n\n"); goto usage; }
             c.runs = (int)n;
         } else if (!strcmp(a, "--threads") && has_val) {
-            if (parse_threads(argv[++i], &c) != 0) {
+            if (bm_parse_threads(argv[++i], c.threads, MAX_THREAD_COUNTS, &c.n_threads) != 0) {
                 fprintf(stderr, "qmap bench: --threads needs a list like 1,2 (each 1..1024, at most %d)\n\n",
                         MAX_THREAD_COUNTS);
                 goto usage;
