@@ -90,8 +90,9 @@ int cmd_convert(int argc, char **argv)
             "    model.safetensors, pytorch_model.bin.index.json, pytorch_model.bin in it\n"
             "  - a raw float32 dump directory (manifest.json + one .bin per tensor; convert/export_torch.py)\n"
             "Pickles are read by a restricted unpickler that runs no code and accepts only tensors.\n"
-            "config.json beside the input gives the hyperparameters; a tokenizer beside it (tokenizer.json,\n"
-            "vocab.json + merges.txt, vocab.txt) is stored in the container.\n",
+            "config.json beside the input gives the hyperparameters; a tokenizer beside it (the first of\n"
+            "tokenizer.json, SentencePiece's tokenizer.model (BPE), vocab.json + merges.txt, vocab.txt) is\n"
+            "stored in the container; --tokenizer FILE.model reads any SentencePiece model file.\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
         .epilog = "exit status: 0 written, 1 the input is bad or the conversion failed, 2 usage error\n",

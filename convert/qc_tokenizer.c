@@ -8,10 +8,12 @@
 #include "qc_tokenizer.h"
 #include "qc_source.h"
 #include "qc_json.h"
+#include "qc_spm.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,6 +283,9 @@ static int64_t find_token(const qc_tokenizer *t, const char *s, size_t len)
 /* ---------------------------------------------------------------------------------------------- */
 /* merges */
 
+static qm_status push_merge(qc_tokenizer *t, const char *file, const char *a, size_t alen, const char *b,
+                            size_t blen, qm_error *err);
+
 /* Append merge (a, b) after checking, as HF's BPE builder does, that a, b and a+b are in `vocab`. */
 static qm_status add_merge(qc_tokenizer *t, const char *file, const char *field, uint64_t offset,
                            const json_t *vocab, const char *a, size_t alen, const char *b, size_t blen,
@@ -315,6 +320,14 @@ static qm_status add_merge(qc_tokenizer *t, const char *file, const char *field,
                            (unsigned long long)t->n_merges, (int)(alen > 40 ? 40 : alen), a,
                            (int)(blen > 40 ? 40 : blen), b, (int)(lens[k] > 80 ? 80 : lens[k]), parts[k]);
     }
+    return push_merge(t, file, a, alen, b, blen, err);
+}
+
+/* Append "a b" to the merge list (the caller has checked the parts). */
+static qm_status push_merge(qc_tokenizer *t, const char *file, const char *a, size_t alen, const char *b,
+                            size_t blen, qm_error *err)
+{
+    size_t mlen = alen + 1 + blen;
     if (t->n_merges == t->merges_cap) {
         uint64_t nc = t->merges_cap ? t->merges_cap * 2 : 256;
         char **m = realloc(t->merges, (size_t)nc * sizeof *m);
@@ -804,9 +817,9 @@ static size_t config_added_count(const side_files *sf)
 }
 
 /* Resolve bos/eos/unk/pad: for each, the first of the config files, the tokenizer's own statements
- * (already in `claims`), then a conventional name among the tokens. A named token must exist. */
+ * (already in `claims`), then (`by_name`) a conventional name among the tokens. A named token must exist. */
 static qm_status resolve_specials(qc_tokenizer *t, const char *file, const side_files *sf,
-                                  const sp_claim *own, qm_error *err)
+                                  const sp_claim *own, bool by_name, qm_error *err)
 {
     sp_claim from_config[SP_N], from_map[SP_N];
     memset(from_config, 0, sizeof from_config);
@@ -838,7 +851,7 @@ static qm_status resolve_specials(qc_tokenizer *t, const char *file, const side_
                                "%s token \"%.60s\" is not in the vocabulary", k_sp_names[k], c->name);
             t->has_sp[k] = true;
             t->sp[k] = (uint32_t)id;
-        } else {
+        } else if (by_name) {
             for (int j = 0; j < 2 && !t->has_sp[k] && fallback[k][j]; j++) {
                 int64_t id = find_token(t, fallback[k][j], strlen(fallback[k][j]));
                 if (id >= 0) { t->has_sp[k] = true; t->sp[k] = (uint32_t)id; }
@@ -1016,7 +1029,7 @@ static qm_status load_hf_json(qc_tokenizer *t, const char *path, const json_t *r
         t->byte_fallback = -1;
         t->ignore_merges = -1;
     }
-    if ((s = resolve_specials(t, path, sf, own, err)) != QM_OK) return s;
+    if ((s = resolve_specials(t, path, sf, own, true, err)) != QM_OK) return s;
     return set_source_with_sides(t, path, NULL, sf, err);
 }
 
@@ -1069,7 +1082,7 @@ static qm_status load_vocab_json(qc_tokenizer *t, const char *path, const json_t
     if (s == QM_OK) {
         sp_claim none[SP_N];
         memset(none, 0, sizeof none);
-        s = resolve_specials(t, path, sf, none, err);
+        s = resolve_specials(t, path, sf, none, true, err);
     }
     if (s == QM_OK) s = set_source_with_sides(t, path, merges_path, sf, err);
     free(mc.scratch);
@@ -1121,8 +1134,264 @@ static qm_status load_text_list(qc_tokenizer *t, const char *path, const side_fi
     t->kind = "wordlevel";
     sp_claim none[SP_N];
     memset(none, 0, sizeof none);
-    if ((s = resolve_specials(t, path, sf, none, err)) != QM_OK) return s;
+    if ((s = resolve_specials(t, path, sf, none, true, err)) != QM_OK) return s;
     return set_source_with_sides(t, path, NULL, sf, err);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* tokenizer.model (SentencePiece ModelProto), spec/TOKENIZER.md §2.6 */
+
+/* What the runtime's bpe_sentencepiece reproduces: BPE, no normalization map, spaces escaped to U+2581
+ * and kept as they are. Anything else is refused naming the field, so a model is never stored with
+ * settings the runtime would silently ignore. */
+static qm_status spm_check_spec(const char *path, const qc_spm *m, qm_error *err)
+{
+    if (m->model_type == QC_SPM_UNIGRAM)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "trainer_spec.model_type", m->trainer_offset,
+                       "unigram models are not supported (Viterbi encoding is not implemented); only BPE");
+    if (m->model_type != QC_SPM_BPE)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "trainer_spec.model_type", m->trainer_offset,
+                       "%s models are not supported; only BPE", m->model_type == QC_SPM_WORD ? "word" : "char");
+    if (m->norm_name && !(m->norm_name_len == 8 && memcmp(m->norm_name, "identity", 8) == 0))
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "normalizer_spec.name", m->normalizer_offset,
+                       "normalizer \"%.*s\" is not supported; only \"identity\" (no normalization)",
+                       (int)(m->norm_name_len > 60 ? 60 : m->norm_name_len), m->norm_name);
+    if (m->charsmap_len)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "normalizer_spec.precompiled_charsmap", m->normalizer_offset,
+                       "a %llu-byte normalization map is not supported; only identity (an empty map)",
+                       (unsigned long long)m->charsmap_len);
+    if (m->remove_extra_whitespaces)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "normalizer_spec.remove_extra_whitespaces", m->normalizer_offset,
+                       "true is not supported; only false (spaces kept as they are, as in Llama 2 and Mistral)");
+    if (!m->escape_whitespaces)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "normalizer_spec.escape_whitespaces", m->normalizer_offset,
+                       "false is not supported; only true (spaces become U+2581)");
+    if (m->treat_whitespace_as_suffix)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "trainer_spec.treat_whitespace_as_suffix", m->trainer_offset,
+                       "true is not supported; only false (U+2581 starts a word)");
+    if (m->denorm_charsmap_len)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "denormalizer_spec.precompiled_charsmap", QM_NO_OFFSET,
+                       "a %llu-byte denormalization map is not supported; only none",
+                       (unsigned long long)m->denorm_charsmap_len);
+    return QM_OK;
+}
+
+static bool has_metaspace(const char *s, size_t n)
+{
+    for (size_t i = 0; i + 3 <= n; i++)
+        if (memcmp(s + i, k_metaspace, 3) == 0) return true;
+    return false;
+}
+
+/* "pieces[i]" into fld (at least 32 bytes) without printf: it is made for every piece of a 32,000-piece
+ * model, where snprintf cost a fifth of the load. */
+static const char *piece_name(char *fld, uint64_t i)
+{
+    char digits[24];
+    size_t n = 0;
+    do { digits[n++] = (char)('0' + i % 10); i /= 10; } while (i);
+    memcpy(fld, "pieces[", 7);
+    for (size_t k = 0; k < n; k++) fld[7 + k] = digits[n - 1 - k];
+    fld[7 + n] = ']';
+    fld[8 + n] = '\0';
+    return fld;
+}
+
+/* One piece's own checks, before it takes its id. */
+static qm_status spm_check_piece(const char *path, const qc_spm_piece *p, uint64_t i, qm_error *err)
+{
+    char fld[48];
+    piece_name(fld, i);
+    if (p->len == 0)
+        return qm_fail(err, QM_ERR_BAD_SOURCE, path, fld, p->offset, "empty piece");
+    if (!isfinite(p->score))
+        return qm_fail(err, QM_ERR_BAD_SOURCE, path, fld, p->offset, "score is not a finite number");
+    if (p->type == QC_SPM_UNUSED)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, fld, p->offset,
+                       "UNUSED piece \"%.40s\" is not supported (sentencepiece merges through it, then splits it "
+                       "again, which a merge list cannot express)", p->str);
+    if (p->type == QC_SPM_BYTE) {
+        static const char hex[] = "0123456789ABCDEF";
+        if (p->len != 6 || memcmp(p->str, "<0x", 3) != 0 || p->str[5] != '>' || !memchr(hex, p->str[3], 16) ||
+            !memchr(hex, p->str[4], 16))
+            return qm_fail(err, QM_ERR_BAD_SOURCE, path, fld, p->offset,
+                           "BYTE piece \"%.*s\" is not <0xXX> with two upper-case hex digits",
+                           (int)(p->len > 40 ? 40 : p->len), p->str);
+    }
+    /* sentencepiece matches user-defined pieces in the text after spaces became U+2581; qmap matches added
+     * tokens in the text itself, so a piece holding either would be matched differently */
+    if (p->type == QC_SPM_USER_DEFINED &&
+        (memchr(p->str, ' ', p->len) || has_metaspace(p->str, p->len)))
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, fld, p->offset,
+                       "user-defined piece \"%.40s\" holds a space or U+2581, which is not supported", p->str);
+    return QM_OK;
+}
+
+/* Piece string → id: open addressing over ids (UINT32_MAX empty), FNV-1a. Also refuses a string given
+ * twice, as sentencepiece does. */
+typedef struct spm_index {
+    uint32_t *slot;
+    size_t mask;
+} spm_index;
+
+static uint64_t fnv1a(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static int64_t spm_find(const qc_tokenizer *t, const spm_index *ix, const char *s, size_t n)
+{
+    for (size_t i = (size_t)fnv1a(s, n) & ix->mask;; i = (i + 1) & ix->mask) {
+        uint32_t id = ix->slot[i];
+        if (id == UINT32_MAX) return -1;
+        if (t->token_lens[id] == n && memcmp(t->tokens[id], s, n) == 0) return id;
+    }
+}
+
+static qm_status spm_build_index(const qc_tokenizer *t, const qc_spm *m, const char *path, spm_index *ix,
+                                 qm_error *err)
+{
+    size_t size = 16;
+    while (size < 2 * t->n_tokens) size <<= 1;
+    ix->slot = malloc(size * sizeof *ix->slot);
+    if (!ix->slot) return nomem(err, path);
+    memset(ix->slot, 0xff, size * sizeof *ix->slot);
+    ix->mask = size - 1;
+    for (uint64_t id = 0; id < t->n_tokens; id++) {
+        for (size_t i = (size_t)fnv1a(t->tokens[id], t->token_lens[id]) & ix->mask;; i = (i + 1) & ix->mask) {
+            uint32_t o = ix->slot[i];
+            if (o == UINT32_MAX) { ix->slot[i] = (uint32_t)id; break; }
+            if (t->token_lens[o] == t->token_lens[id] && memcmp(t->tokens[o], t->tokens[id], t->token_lens[id]) == 0) {
+                char fld[48];
+                return qm_fail(err, QM_ERR_BAD_SOURCE, path, piece_name(fld, id), m->pieces[id].offset,
+                               "piece \"%.40s\" is already piece %u", t->tokens[id], o);
+            }
+        }
+    }
+    return QM_OK;
+}
+
+typedef struct spm_merge {
+    float score;                 /* of the result */
+    uint32_t c, a, b;            /* result, left, right ids */
+    uint32_t k;                  /* bytes in the left part */
+} spm_merge;
+
+/* Rank order of spec §2.6: the result's score descending, then its id, then the shorter left part. */
+static int spm_merge_cmp(const void *x, const void *y)
+{
+    const spm_merge *p = x, *q = y;
+    if (p->score != q->score) return p->score > q->score ? -1 : 1;
+    if (p->c != q->c) return p->c < q->c ? -1 : 1;
+    return p->k < q->k ? -1 : p->k > q->k;
+}
+
+/* SentencePiece BPE has no merge list: it merges the adjacent pair whose concatenation is a piece of the
+ * highest score. Every way of cutting a NORMAL piece into two NORMAL pieces is such a pair; listing them
+ * by the result's score gives the runtime's rank order. Each piece is cut at each character boundary and
+ * both halves looked up in the hash index: linear in the total length of the pieces. */
+static qm_status spm_derive_merges(qc_tokenizer *t, const qc_spm *m, const char *path, qm_error *err)
+{
+    spm_index ix = { NULL, 0 };
+    spm_merge *list = NULL;
+    size_t n = 0, cap = 0;
+    qm_status s = spm_build_index(t, m, path, &ix, err);
+    for (uint64_t c = 0; c < t->n_tokens && s == QM_OK; c++) {
+        if (m->pieces[c].type != QC_SPM_NORMAL) continue;
+        const char *w = t->tokens[c];
+        size_t len = t->token_lens[c];
+        /* a part holding a space can never be formed: every space of the text became U+2581 */
+        if (memchr(w, ' ', len)) continue;
+        for (size_t k = 1; k < len && s == QM_OK; k++) {
+            if (((uint8_t)w[k] & 0xc0) == 0x80) continue;   /* not a character boundary */
+            int64_t a = spm_find(t, &ix, w, k), b = spm_find(t, &ix, w + k, len - k);
+            if (a < 0 || b < 0 || m->pieces[a].type != QC_SPM_NORMAL || m->pieces[b].type != QC_SPM_NORMAL) continue;
+            if (n == cap) {
+                size_t nc = cap ? 2 * cap : 1024;
+                spm_merge *p = realloc(list, nc * sizeof *p);
+                if (!p) { s = nomem(err, path); break; }
+                list = p;
+                cap = nc;
+            }
+            list[n++] = (spm_merge){ m->pieces[c].score, (uint32_t)c, (uint32_t)a, (uint32_t)b, (uint32_t)k };
+        }
+    }
+    if (s == QM_OK && n) qsort(list, n, sizeof *list, spm_merge_cmp);
+    for (size_t i = 0; i < n && s == QM_OK; i++)
+        s = push_merge(t, path, t->tokens[list[i].a], t->token_lens[list[i].a], t->tokens[list[i].b],
+                       t->token_lens[list[i].b], err);
+    free(list);
+    free(ix.slot);
+    return s;
+}
+
+static qm_status load_spm(qc_tokenizer *t, const char *path, const side_files *sf, qm_error *err)
+{
+    char *buf;
+    size_t len;
+    qm_status s = read_whole(path, sf->json_limit, &buf, &len, err);
+    if (s != QM_OK) return s;
+    qc_spm m;
+    s = qc_spm_parse(path, (const uint8_t *)buf, len, &m, err);
+    if (s == QM_OK) s = spm_check_spec(path, &m, err);
+    if (s == QM_OK) s = alloc_slots(t, m.n_pieces + config_added_count(sf), path, err);
+    int64_t unk = -1;
+    for (uint64_t i = 0; i < m.n_pieces && s == QM_OK; i++) {
+        const qc_spm_piece *p = &m.pieces[i];
+        if ((s = spm_check_piece(path, p, i, err)) != QM_OK) break;
+        char fld[48];
+        piece_name(fld, i);
+        if (p->type == QC_SPM_UNKNOWN) {
+            if (unk >= 0) {
+                s = qm_fail(err, QM_ERR_BAD_SOURCE, path, fld, p->offset, "a second UNKNOWN piece (the first is %lld)",
+                            (long long)unk);
+                break;
+            }
+            unk = (int64_t)i;
+        }
+        /* control pieces (<s>, </s>) are special added tokens, user-defined ones added tokens: both are matched
+         * whole in the text before anything else, as sentencepiece does for user-defined ones */
+        uint8_t fl = p->type == QC_SPM_CONTROL ? TF_ADDED | TF_SPECIAL : p->type == QC_SPM_USER_DEFINED ? TF_ADDED : 0;
+        s = put_token(t, path, fld, (int64_t)i, p->str, p->len, fl, err);
+    }
+    if (s == QM_OK) s = config_added_tokens(t, sf, err);
+    if (s == QM_OK) s = finish_ids(t, path, err);
+    if (s == QM_OK && unk < 0)
+        s = qm_fail(err, QM_ERR_BAD_SOURCE, path, "pieces", QM_NO_OFFSET, "no piece has type UNKNOWN");
+    if (s == QM_OK && m.unk_id != unk)
+        s = qm_fail(err, QM_ERR_BAD_SOURCE, path, "trainer_spec.unk_id", m.trainer_offset,
+                    "unk_id %d is not the UNKNOWN piece %lld", m.unk_id, (long long)unk);
+    sp_claim own[SP_N];
+    memset(own, 0, sizeof own);
+    const int32_t ids[SP_N] = { m.bos_id, m.eos_id, m.unk_id, m.pad_id };
+    static const char *const fields[SP_N] = { "trainer_spec.bos_id", "trainer_spec.eos_id", "trainer_spec.unk_id",
+                                              "trainer_spec.pad_id" };
+    for (int k = 0; k < SP_N && s == QM_OK; k++) {
+        if (ids[k] < 0) continue;   /* -1: the model has none */
+        if ((uint64_t)ids[k] >= t->n_tokens)
+            s = qm_fail(err, QM_ERR_BAD_SOURCE, path, fields[k], m.trainer_offset, "id %d is not below the %llu pieces",
+                        ids[k], (unsigned long long)t->n_tokens);
+        else
+            claim_id(&own[k], fields[k], (uint32_t)ids[k]);
+    }
+    if (s == QM_OK) {
+        t->kind = "bpe_sentencepiece";
+        t->byte_fallback = m.byte_fallback;
+        t->ignore_merges = 0;
+        t->add_prefix_space = m.add_dummy_prefix;
+        if (m.add_dummy_prefix) t->prepend_scheme = "first";   /* one U+2581 before the whole input */
+        /* as HF's LlamaTokenizer and llama.cpp: a bos when there is one; tokenizer_config.json may say otherwise */
+        t->add_bos = m.bos_id >= 0;
+        t->add_eos = 0;
+        s = resolve_specials(t, path, sf, own, false, err);
+    }
+    if (s == QM_OK) s = spm_derive_merges(t, &m, path, err);
+    if (s == QM_OK) s = set_source_with_sides(t, path, NULL, sf, err);
+    qc_spm_free(&m);
+    free(buf);
+    return s;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -1175,6 +1444,8 @@ qm_status qc_tokenizer_load(const char *path, uint64_t json_limit, qc_tokenizer 
             s = load_hf_json(t, path, root, &sf, err);
         else if (s == QM_OK)
             s = load_vocab_json(t, path, root, &sf, err);
+    } else if (s == QM_OK && ends_with(path, ".model")) {
+        s = load_spm(t, path, &sf, err);   /* SentencePiece's tokenizer.model, told by its name */
     } else if (s == QM_OK) {
         s = load_text_list(t, path, &sf, err);
     }
@@ -1190,18 +1461,19 @@ qm_status qc_tokenizer_find(const char *dir, uint64_t json_limit, qc_tokenizer *
     if (!out) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET, "out is NULL");
     *out = NULL;
     if (!dir) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, NULL, NULL, QM_NO_OFFSET, "dir is NULL");
-    static const char *const names[] = { "tokenizer.json", "vocab.json", "merges.txt", "vocab.txt" };
-    char *p[4];
-    for (int i = 0; i < 4; i++) p[i] = join_path(dir, strlen(dir), names[i]);
+    static const char *const names[] = { "tokenizer.json", "vocab.json", "merges.txt", "vocab.txt", "tokenizer.model" };
+    char *p[5];
+    for (int i = 0; i < 5; i++) p[i] = join_path(dir, strlen(dir), names[i]);
     qm_status s = QM_OK;
-    if (!p[0] || !p[1] || !p[2] || !p[3]) s = nomem(err, dir);
+    if (!p[0] || !p[1] || !p[2] || !p[3] || !p[4]) s = nomem(err, dir);
     else if (is_regular_file(p[0])) s = qc_tokenizer_load(p[0], json_limit, out, err);
+    else if (is_regular_file(p[4])) s = qc_tokenizer_load(p[4], json_limit, out, err);
     else if (is_regular_file(p[1]) && is_regular_file(p[2])) s = qc_tokenizer_load(p[1], json_limit, out, err);
     else if (is_regular_file(p[3])) s = qc_tokenizer_load(p[3], json_limit, out, err);
     else if (is_regular_file(p[1]))
         s = qm_fail(err, QM_ERR_BAD_SOURCE, p[1], NULL, QM_NO_OFFSET,
                     "vocab.json without merges.txt beside it (GPT-2 BPE needs both)");
-    for (int i = 0; i < 4; i++) free(p[i]);
+    for (int i = 0; i < 5; i++) free(p[i]);
     return s;
 }
 
