@@ -357,6 +357,13 @@ int cmd_run(int argc, char **argv)
     qmap_detok dt;
     qmap_detok_init(&dt);
     char piece[4096];
+    /* The generated text continues the prompt's: the prompt's tokens go through the decoder first (their
+     * text dropped), so that the first generated token keeps its leading space — only a text's very first
+     * token loses the space SentencePiece put before it. */
+    for (size_t i = 0; in.has_tokenizer && i < n_prompt; i++) {
+        size_t n = 0;
+        if (ids[i] != qmap_token_bos(m)) qmap_detokenize(m, &dt, ids[i], piece, sizeof piece, &n, &err);
+    }
     t0 = now_s();
     const float *logits = qmap_logits(s, n_prompt - 1);
     for (;;) {

@@ -61,10 +61,14 @@ int main(int argc, char **argv)
     qmap_detok detok;
     qmap_detok_init(&detok);
     char text[4096];
+    size_t len = 0;
+    for (size_t i = 0; i < n && !use_ids; i++)   /* the prompt's text, then its continuation, one stream */
+        if (ids[i] != qmap_token_bos(model) && qmap_detokenize(model, &detok, ids[i], text, sizeof text, &len, &err) == QMAP_OK)
+            fwrite(text, 1, len, stdout);
     for (int i = 0; i < n_gen; i++) {
         int32_t id = qmap_sample(sampler, logits);
         if (id == qmap_token_eos(model)) break;
-        size_t len = 0;
+        len = 0;
         if (use_ids) printf("%s%d", i ? " " : "", id);
         else if (qmap_detokenize(model, &detok, id, text, sizeof text, &len, &err) == QMAP_OK) fwrite(text, 1, len, stdout);
         if (qmap_eval(session, &id, 1, &err) != QMAP_OK) return die("eval", &err);

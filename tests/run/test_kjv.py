@@ -106,6 +106,16 @@ def main():
     if not ids:
         sys.exit(c.finish())
 
+    # generated text continues the prompt: a first generated token that starts with ▁ keeps its space
+    r = run([q, "run", f32, "-p", "And the LORD", "-n", "6", "--temp", "0", "--json"], "qmap run -p", c)
+    if r.returncode == 0:
+        out = json.loads(r.stdout)
+        first_piece = sp.id_to_piece(out["ids"][0])
+        want = sp.decode(sp.encode("And the LORD") + out["ids"])[len("And the LORD"):]
+        c.check("run", "the continuation of a prompt is the text after it, leading space included (%r)" % out["text"],
+                out["text"] == want and (not first_piece.startswith("\u2581") or out["text"].startswith(" ")),
+                "qmap %r, sentencepiece %r" % (out["text"], want))
+
     # F32 against torch on qmap's own ids
     n = min(a.chunks, len(ids) // CTX)
     logits_file = os.path.join(d, "f32.logits")

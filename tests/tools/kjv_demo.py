@@ -52,10 +52,10 @@ def main():
     gen = {}
     for name, path in (("F32", f32), ("Q8_ROW", q8)):
         gen[name] = json.loads(sh([q, "run", path, "-p", PROMPT, "-n", str(a.n), "--temp", "0", "--json"]))
-        print("%s, greedy (--temp 0), after %r:\n%s\n" % (name, PROMPT, gen[name]["text"].strip("\n")))
+        print("%s, greedy (--temp 0):\n%s%s\n" % (name, PROMPT, gen[name]["text"].rstrip("\n")))
     sampled = json.loads(sh([q, "run", q8, "-p", PROMPT, "-n", str(a.n), "--seed", "42", "--json"]))
-    print("Q8_ROW, sampled (--seed 42; temperature 0.8, top-k 40, top-p 0.95, min-p 0.05), after %r:\n%s\n"
-          % (PROMPT, sampled["text"].strip("\n")))
+    print("Q8_ROW, sampled (--seed 42; temperature 0.8, top-k 40, top-p 0.95, min-p 0.05):\n%s%s\n"
+          % (PROMPT, sampled["text"].rstrip("\n")))
 
     ppl = {}
     for name, path in (("F32", f32), ("Q8_ROW", q8)):
