@@ -57,7 +57,7 @@ all: $(BUILD)/qmap
 
 help:
 	@echo "make            build $(BUILD)/qmap"
-	@echo "make demo       install deps, build, convert and quantize the shipped digits MLP, inspect, verify"
+	@echo "make demo       install deps, build; convert, quantize and run the shipped KJV Llama, classifiers and translators"
 	@echo "make test       install deps, then every test: unit (once per CPU level), sanitizers, spec reader, fuzz (bounded), crash,"
 	@echo "                convert against PyTorch (also under ASan), quantize against numpy, importer fuzzing (bounded)"
 	@echo "make fuzz       run the reader fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
@@ -295,15 +295,15 @@ test: deps-test
 	@echo "make test: all suites passed"
 
 # ---- demo and benchmarks -----------------------------------------------------------------------
-# The quick start: convert the digits classifier that ships in tests/data (a torch.save file, read in C),
-# quantize it to int8, inspect and verify the result. run joins here when it lands.
+# The quick start: the demo steps of mk/*.mk in file order (the King James Llama first: mk/kjv.mk), then
+# the digits classifier that ships in tests/data (a torch.save file, read in C) quantized, inspected, verified.
 demo: deps
 	$(MAKE) --no-print-directory all
+	@set -e; for t in $(EXTRA_DEMO); do $(MAKE) --no-print-directory $$t; done
 	$(BUILD)/qmap convert tests/data/digits_mlp/model.pt -o $(BUILD)/digits_mlp.qmap
 	$(BUILD)/qmap quantize --q8 $(BUILD)/digits_mlp.qmap -o $(BUILD)/digits_mlp-q8.qmap
 	$(BUILD)/qmap inspect $(BUILD)/digits_mlp-q8.qmap
 	$(BUILD)/qmap verify --full $(BUILD)/digits_mlp-q8.qmap
-	@set -e; for t in $(EXTRA_DEMO); do $(MAKE) --no-print-directory $$t; done
 
 bench: $(BUILD)/bench_format $(BUILD)/qmap
 	$(BUILD)/bench_format --dir $(BUILD)/bench
