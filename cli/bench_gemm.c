@@ -1,0 +1,226 @@
+/* bench_gemm.c — section 4 of `qmap bench kernels`: GEMM at n = 512 on model-sized matrices beside the
+ * instruction peak, and the generic kernels once for scale. */
+#include <errno.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "bench_kernels.h"
+
+/* ---- 4. GEMM -------------------------------------------------------------------------------------- */
+
+static int time_gemm(const qr_kernels *k, const qr_matrix *w, size_t n, const float *x, float *y, void *work,
+                     size_t work_size, const qr_matmul_opts *o, double *seconds)
+{
+    double t0 = bm_now();
+    qm_status st = qr_matmul(k, w, n, x, w->cols, y, w->rows, work, work_size, o);
+    *seconds = bm_now() - t0;
+    if (st != QM_OK) {
+        set_error("qr_matmul (n = %zu) on %s %zux%zu failed: %s", n, dtype_label(w->dtype), w->rows, w->cols,
+                  qm_status_name(st));
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct gemm_case {
+    qm_dtype dtype;
+    size_t rows, cols;
+} gemm_case;
+
+/* The figure of the generic baseline's reference: the variant in use, Q8_ROW 4096x4096 act int8, 1 thread. */
+typedef struct gemm_ref {
+    bool have;
+    double gops;
+    int threads;
+} gemm_ref;
+
+static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baseline *base, const gemm_case *gc,
+                          gemm_ref *ref, json_out *j)
+{
+    bench_tensor t;
+    size_t n = c->gemm_n;
+    float *x = NULL, *y = NULL;
+    void *work = NULL;
+    double *rates = NULL, *peaks = NULL, *ratios = NULL;
+    int rc = -1;
+    if (tensor_make(&t, gc->dtype, gc->rows, gc->cols, 0x7f4a7c159e3779b9ull + gc->rows * 3 + gc->cols) != 0) return -1;
+    x = random_floats(n * gc->cols, 11);
+    y = malloc(n * gc->rows * sizeof *y);
+    rates = malloc((size_t)c->runs * sizeof *rates);
+    peaks = malloc((size_t)c->runs * sizeof *peaks);
+    ratios = malloc((size_t)c->runs * sizeof *ratios);
+    if (!x || !y || !rates || !peaks || !ratios) { set_error("out of memory"); goto out; }
+    /* Q8_ROW: int8 X, float X, two-term int8 X (whose GOP/s count the product's operations, not the
+     * twice as many it executes) */
+    static const qr_act acts[3] = { QR_ACT_INT8, QR_ACT_F32, QR_ACT_INT8X2 };
+    const int n_act = gc->dtype == QM_DTYPE_Q8_ROW ? 3 : 1;
+    size_t work_size = 0;
+    for (int ai = 0; ai < n_act; ai++)
+        for (int ti = 0; ti < c->n_threads; ti++) {
+            qr_matmul_opts o = { c->threads[ti], acts[ai] };
+            size_t s = qr_matmul_work_size(&t.view, n, &o);
+            if (s > work_size) work_size = s;
+        }
+    if (work_size && !(work = aligned_alloc(64, (work_size + 63) / 64 * 64))) { set_error("out of memory"); goto out; }
+    double ops = 2.0 * (double)n * (double)gc->rows * (double)gc->cols;
+    for (int ai = 0; ai < n_act; ai++) {
+        qr_act act = gc->dtype == QM_DTYPE_Q8_ROW ? acts[ai] : QR_ACT_F32;
+        bool int8 = gc->dtype == QM_DTYPE_Q8_ROW && act != QR_ACT_F32;
+        for (int ti = 0; ti < c->n_threads; ti++) {
+            qr_matmul_opts o = { c->threads[ti], act };
+            double s;
+            if (time_gemm(k, &t.view, n, x, y, work, work_size, &o, &s) != 0) goto out; /* warm-up */
+            /* each run times the peak loop and the GEMM back to back (alternating which goes first): the
+             * ratio is per run, so drift of the host's clock between runs cancels */
+            for (int r = 0; r < c->runs; r++) {
+                for (int p = 0; p < 2; p++) {
+                    if ((p == 0) == (r % 2 == 0)) {
+                        peaks[r] = peak_once(base, int8, c->threads[ti]);
+                        continue;
+                    }
+                    if (time_gemm(k, &t.view, n, x, y, work, work_size, &o, &s) != 0) goto out;
+                    rates[r] = ops / s / 1e9;
+                }
+                ratios[r] = bm_ratio(rates[r], peaks[r]);
+            }
+            bm_stats st = bm_stats_of(rates, c->runs), spk = bm_stats_of(peaks, c->runs), sr = bm_stats_of(ratios, c->runs);
+            const bool have_peak = bm_peak_label(int8 ? BM_PEAK_INT8 : BM_PEAK_FMA) != NULL;
+            /* a GEMM cannot run more multiply-adds than the CPU issues: above the peak, the peak is wrong */
+            if (have_peak && sr.median > RATIO_LIMIT) {
+                set_error("GEMM %s %zux%zu act %s threads %d ran at %.2f x the %s peak measured beside it: the "
+                          "peak baseline is wrong (a kernel cannot exceed it), so no ratio is printed",
+                          dtype_label(gc->dtype), gc->rows, gc->cols, act_name(&t.view, act), c->threads[ti],
+                          sr.median, int8 ? "VNNI" : "FMA");
+                goto out;
+            }
+            if (int8 && gc->rows == 4096 && gc->cols == 4096 && (!ref->have || c->threads[ti] == 1)) {
+                ref->have = true;
+                ref->gops = st.median;
+                ref->threads = c->threads[ti];
+            }
+            if (!c->json) {
+                char shape[48];
+                snprintf(shape, sizeof shape, "%zux%zu", gc->rows, gc->cols);
+                printf("   %-6s %-11s act %-4s threads %-2d  ", dtype_label(gc->dtype), shape, act_name(&t.view, act),
+                       c->threads[ti]);
+                bm_print_stats(&st, "GOP/s");
+                if (have_peak)
+                    printf("  %.2f x %s peak [%.2f-%.2f] (peak beside it %.0f)\n", sr.median, int8 ? "VNNI" : "FMA",
+                           sr.min, sr.max, spk.median);
+                else printf("  (no %s peak on this CPU)\n", int8 ? "VNNI" : "FMA");
+                fflush(stdout);
+            } else {
+                json_begin_object(j, NULL);
+                json_cstring(j, "dtype", dtype_label(gc->dtype));
+                if (gc->dtype == QM_DTYPE_Q8_ROW) json_cstring(j, "act", act_name(&t.view, act));
+                else json_null(j, "act");
+                json_u64(j, "rows", gc->rows);
+                json_u64(j, "cols", gc->cols);
+                json_u64(j, "n", n);
+                json_u64(j, "threads", (uint64_t)c->threads[ti]);
+                bm_json_stats(j, &st, "GOP/s");
+                json_cstring(j, "peak", int8 ? "vnni_int8" : "fma_f32");
+                if (have_peak) {
+                    json_begin_object(j, "peak_beside");
+                    bm_json_stats(j, &spk, int8 ? "GOP/s" : "GFLOP/s");
+                    json_end_object(j);
+                    json_begin_object(j, "ratio_to_peak");
+                    bm_json_stats(j, &sr, "ratio");
+                    json_end_object(j);
+                } else {
+                    json_null(j, "ratio_to_peak");
+                }
+                json_end_object(j);
+            }
+        }
+    }
+    rc = 0;
+out:
+    free(work);
+    free(ratios);
+    free(peaks);
+    free(rates);
+    free(y);
+    free(x);
+    tensor_free(&t);
+    return rc;
+}
+
+/* The generic (portable C) variant once: Q8_ROW 4096x4096, act int8, 1 thread, one timed run. */
+static int bench_gemm_generic(const bench_cfg *c, const qr_kernels *k, const gemm_ref *ref, json_out *j)
+{
+    const qr_kernels *g = qr_kernels_for(QM_CPU_GENERIC);
+    if (!g) { set_error("the generic kernels are missing from this build"); return -1; }
+    bench_tensor t;
+    size_t n = c->generic_n, rows = 4096, cols = 4096;
+    float *x = NULL, *y = NULL;
+    void *work = NULL;
+    int rc = -1;
+    if (tensor_make(&t, QM_DTYPE_Q8_ROW, rows, cols, 0x7f4a7c159e3779b9ull + rows * 3 + cols) != 0) return -1;
+    qr_matmul_opts o = { 1, QR_ACT_INT8 };
+    size_t work_size = qr_matmul_work_size(&t.view, n, &o);
+    x = random_floats(n * cols, 11);
+    y = malloc(n * rows * sizeof *y);
+    if (!x || !y || (work_size && !(work = aligned_alloc(64, (work_size + 63) / 64 * 64)))) {
+        set_error("out of memory");
+        goto out;
+    }
+    double s;
+    if (time_gemm(g, &t.view, n, x, y, work, work_size, &o, &s) != 0) goto out;
+    double gops = 2.0 * (double)n * (double)rows * (double)cols / s / 1e9;
+    double speedup = ref->have ? bm_ratio(ref->gops, gops) : 0.0 / 0.0;
+    if (!c->json) {
+        printf("   naive baseline: %s kernels, Q8_ROW 4096x4096 act int8, n = %zu, threads 1, a single run: "
+               "%.2f GOP/s", qr_kernels_name(g), n, gops);
+        if (ref->have)
+            printf("; %s at n = %zu, threads %d is %.0fx faster\n", qr_kernels_name(k), c->gemm_n, ref->threads,
+                   speedup);
+        else printf("\n");
+    } else {
+        json_begin_object(j, "gemm_generic");
+        json_cstring(j, "kernels", qr_kernels_name(g));
+        json_cstring(j, "dtype", "Q8_ROW");
+        json_cstring(j, "act", "int8");
+        json_u64(j, "rows", rows);
+        json_u64(j, "cols", cols);
+        json_u64(j, "n", n);
+        json_u64(j, "threads", 1);
+        json_u64(j, "runs", 1);
+        json_f64(j, "value", gops);
+        json_cstring(j, "unit", "GOP/s");
+        json_f64(j, "speedup_of_selected_kernels", speedup);
+        json_end_object(j);
+    }
+    rc = 0;
+out:
+    free(work);
+    free(y);
+    free(x);
+    tensor_free(&t);
+    return rc;
+}
+
+int bench_gemm(const bench_cfg *c, const qr_kernels *k, const baseline *base, json_out *j)
+{
+    static const gemm_case cases[] = {
+        { QM_DTYPE_Q8_ROW, 4096, 4096 },  { QM_DTYPE_Q8_ROW, 11008, 4096 }, { QM_DTYPE_Q8_ROW, 4096, 11008 },
+        { QM_DTYPE_F16, 4096, 4096 },     { QM_DTYPE_F32, 4096, 4096 },
+    };
+    gemm_ref ref = { 0 };
+    if (!c->json)
+        printf("\n4. GEMM, n = %zu rows of X, anonymous memory: GOP/s = 2*n*rows*cols / time; \"x peak\" = median of "
+               "per-run ratios to the\n   peak loop of section 2 timed beside each run, same threads (VNNI for act int8, "
+               "FMA otherwise)\n", c->gemm_n);
+    else json_begin_array(j, "gemm");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (bench_gemm_one(c, k, base, &cases[i], &ref, j) != 0) return -1;
+    if (c->json) json_end_array(j);
+    return bench_gemm_generic(c, k, &ref, j);
+}
+

@@ -1,0 +1,94 @@
+/* bench_kernels.h — what the sections of `qmap bench kernels` share (cli/bench_kernels.c and the section
+ * files bench_tensors.c, bench_matvec.c, bench_gemm.c, bench_accuracy.c): the settings, the baselines kept for
+ * the run, the test matrices, and the command's error and temporary-file state. CLI code, not library code:
+ * the first failure's message and the temporary container's path are process-level state of this one
+ * command, so that a deep helper can fail with one call and a signal handler can delete the file. */
+#ifndef QM_BENCH_KERNELS_H
+#define QM_BENCH_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bench_measure.h"
+#include "json_out.h"
+#include "qm_format.h"
+#include "qm_reader.h"
+#include "qr_matmul.h"
+
+#define MAX_THREAD_COUNTS 16
+/* A kernel's median ratio to the limit measured beside it above this means the limit is mismeasured:
+ * the benchmark stops with an error instead of printing it (5% for the noise of single runs). */
+#define RATIO_LIMIT 1.05
+#define GIB ((size_t)1 << 30)
+#define MIB ((size_t)1 << 20)
+
+typedef struct bench_cfg {
+    int runs;
+    int threads[MAX_THREAD_COUNTS];
+    int n_threads;
+    const char *dir;
+    bool quick, json;
+    /* sizes, set from quick */
+    size_t bw_bytes;         /* section 1 buffer */
+    size_t mv_scale;         /* section 3 matrices: dims divided by this */
+    size_t gemm_n, generic_n;
+    uint64_t peak_iters;     /* section 2 loop trips per thread */
+    bool only_matvec, only_gemm, only_accuracy, only; /* --only: sections 3-5 to run */
+} bench_cfg;
+
+/* Sections 1 and 2 (bench_kernels.c): the baselines kept for the whole run, timed again beside every run of
+ * a kernel in sections 3 and 4. */
+typedef struct baseline {
+    uint8_t *buf;            /* anonymous, first touched by the reading threads */
+    size_t len;
+    uint64_t peak_iters;
+} baseline;
+double bandwidth_once(const baseline *b, int threads);
+double peak_once(const baseline *b, bool vnni, int threads);
+
+/* The first failure's message (printf-style), kept for the command to print. */
+void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The temporary container of a mapped test matrix: register its path (the signal handler deletes it;
+ * returns the stored copy), its path (empty if none), and its removal. */
+const char *tmp_register(const char *path);
+const char *tmp_path(void);
+void tmp_remove(void);
+
+/* Test matrices (bench_tensors.c): random weights in the container layout, in anonymous memory, and the
+ * same bytes written to a container in DIR and mapped. */
+typedef struct bench_tensor {
+    qm_dtype dtype;
+    size_t rows, cols;
+    uint8_t *bytes;          /* anonymous copy: size bytes, 4096-aligned */
+    size_t size;
+    size_t read_bytes;       /* what one product reads: rows·row_stride (+ scales and row sums) */
+    qr_matrix view;          /* of `bytes` */
+} bench_tensor;
+
+typedef struct mapped {
+    qm_file *f;
+    qr_matrix view;
+} mapped;
+
+uint64_t splitmix64(uint64_t *s);
+const char *dtype_label(qm_dtype d);
+int tensor_make(bench_tensor *t, qm_dtype dtype, size_t rows, size_t cols, uint64_t seed);
+void tensor_free(bench_tensor *t);
+float *random_floats(size_t n, uint64_t seed);   /* malloc'd; NULL when out of memory */
+int mapped_make(const char *dir, const bench_tensor *t, mapped *m);
+void mapped_free(mapped *m);
+const char *act_name(const qr_matrix *w, qr_act act);
+
+/* The sections; each returns 0, or -1 after set_error. */
+int bench_matvec(const bench_cfg *c, const qr_kernels *k, const baseline *base, json_out *j);     /* 3 */
+int bench_first_pass(const bench_cfg *c, const qr_kernels *k, json_out *j);                       /* 3b */
+int bench_gemm(const bench_cfg *c, const qr_kernels *k, const baseline *base, json_out *j);       /* 4 */
+int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j);                         /* 5 */
+
+/* `qmap bench kernels …` (argv[0] is "bench", argv[1] "kernels"), and its help. */
+int bench_kernels(int argc, char **argv);
+void bench_kernels_help(FILE *fp);
+
+#endif /* QM_BENCH_KERNELS_H */
