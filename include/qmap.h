@@ -132,7 +132,10 @@ QMAP_API uint64_t qmap_model_resident_bytes(const qmap_model *m);
 QMAP_API qmap_status qmap_tokenize(const qmap_model *m, const char *text, size_t len, bool add_special,
                                    int32_t *ids, size_t cap, size_t *n_ids, qmap_error *err);
 
-/* Streaming detokenizer state: zero it (or qmap_detok_init) before the first token of a text. */
+/* Streaming detokenizer state: zero it (or qmap_detok_init) before the first token of a text. A text's
+ * first token loses the space a SentencePiece tokenizer put before it; to print only what follows a prompt,
+ * feed the prompt's tokens (bos excepted) through the same state first and drop their text, so that the
+ * continuation keeps its leading space (qmap run and examples/simple.c do this). */
 typedef struct qmap_detok { uint8_t pending[8]; uint32_t n_pending; uint32_t flags; } qmap_detok;
 QMAP_API void qmap_detok_init(qmap_detok *st);
 

@@ -1,8 +1,6 @@
 # mk/bench.mk — the benchmarks' measuring module (cli/bench_measure.c) is CLI code, outside the libraries the
 # unit tests link: its unit test (tests/unit/test_bench_measure.c) links the object itself, in the normal
 # and the sanitizer build.
-ISA_FLAGS_bench_measure := -O2
-
 $(BUILD)/tests/test_bench_measure: tests/unit/test_bench_measure.c $(BUILD)/obj/cli/bench_measure.o $(BUILD)/obj/cli/json_out.o $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Itests/unit -o $@ $< $(BUILD)/obj/cli/bench_measure.o $(BUILD)/obj/cli/json_out.o -lcmocka -lm

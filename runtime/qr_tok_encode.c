@@ -101,21 +101,26 @@ static void merge_emit(enc *e, size_t n)
     for (size_t i = 0; i < m; i++) emit(e, e->w.id[i]);
 }
 
-static void bytelevel_piece_uncached(enc *e, const uint8_t *p, size_t n);
+typedef void word_fn(enc *e, const uint8_t *p, size_t n);
 
-/* §3.2: one pre-split piece of a byte-level BPE, through the word cache when there is one. */
-static void bytelevel_piece(enc *e, const uint8_t *p, size_t n)
+/* word(e, p, n) through the word cache: a hit emits the cached ids, a miss computes and remembers them. */
+static void cached(enc *e, const uint8_t *p, size_t n, word_fn *word)
 {
-    if (!e->wc || !n || n > WC_MAX_BYTES) { bytelevel_piece_uncached(e, p, n); return; }
+    if (!e->wc || !n || n > WC_MAX_BYTES) { word(e, p, n); return; }
     uint32_t h = wc_hash((const char *)p, n);
     if (wc_emit(e, (const char *)p, n, h)) return;
     size_t from = e->n;
-    bytelevel_piece_uncached(e, p, n);
+    word(e, p, n);
     if (!e->oom) wc_put(e, (const char *)p, n, h, from);
 }
 
+static void bytelevel_word(enc *e, const uint8_t *p, size_t n);
+
+/* §3.2: one pre-split piece of a byte-level BPE, through the word cache when there is one. */
+static void bytelevel_piece(enc *e, const uint8_t *p, size_t n) { cached(e, p, n, bytelevel_word); }
+
 /* The piece's bytes as GPT-2 characters, then merges. */
-static void bytelevel_piece_uncached(enc *e, const uint8_t *p, size_t n)
+static void bytelevel_word(enc *e, const uint8_t *p, size_t n)
 {
     const qr_tokenizer *t = e->t;
     if (!n) return;
@@ -179,9 +184,10 @@ static void split_pieces(enc *e, const uint8_t *s, size_t n, void (*piece)(enc *
 
 /* One SentencePiece word (or a whole segment): its characters as tokens, or their <0xXX> bytes with byte
  * fallback, then merges. The symbol scratch is reserved by the caller. */
-static void sp_word(enc *e, const char *b, size_t k)
+static void sp_word(enc *e, const uint8_t *w, size_t k)
 {
     const qr_tokenizer *t = e->t;
+    const char *b = (const char *)w;
     size_t m = 0;
     for (size_t i = 0; i < k;) {
         size_t c = utf8_seq((const uint8_t *)b + i, k - i);
@@ -196,16 +202,6 @@ static void sp_word(enc *e, const char *b, size_t k)
         i += c;
     }
     merge_emit(e, m);
-}
-
-static void sp_word_cached(enc *e, const char *b, size_t k)
-{
-    if (!e->wc || k > WC_MAX_BYTES) { sp_word(e, b, k); return; }
-    uint32_t h = wc_hash(b, k);
-    if (wc_emit(e, b, k, h)) return;
-    size_t from = e->n;
-    sp_word(e, b, k);
-    wc_put(e, b, k, h, from);
 }
 
 /* §3.3: ' ' → ▁, the prefix ▁ per the prepend scheme, then BPE over the characters with byte fallback. */
@@ -223,7 +219,7 @@ static void sentencepiece_segment(enc *e, const uint8_t *s, size_t n, bool at_in
         else b[k++] = (char)s[i];
     }
     if (!qr_bpe_reserve(&e->w, 4 * k + 4)) { e->oom = true; return; }
-    if (!t->sp_word_split) { sp_word(e, b, k); return; }
+    if (!t->sp_word_split) { sp_word(e, (const uint8_t *)b, k); return; }
     /* No token holds a character followed by ▁ (checked at load): no merge can join across the start of a
      * ▁ run, so each word (a ▁ run and what follows it up to the next ▁ run) merges on its own — the same
      * ids as one merge over the segment, faster, and cacheable. */
@@ -233,13 +229,13 @@ static void sentencepiece_segment(enc *e, const uint8_t *s, size_t n, bool at_in
         size_t c = utf8_seq((const uint8_t *)b + i, k - i);
         bool space = c == 3 && !memcmp(b + i, "\xe2\x96\x81", 3);
         if (space && !prev_space && i > start) {
-            sp_word_cached(e, b + start, i - start);
+            cached(e, (const uint8_t *)b + start, i - start, sp_word);
             start = i;
         }
         prev_space = space;
         i += c;
     }
-    if (k > start) sp_word_cached(e, b + start, k - start);
+    if (k > start) cached(e, (const uint8_t *)b + start, k - start, sp_word);
 }
 
 static void segment(enc *e, const uint8_t *s, size_t n, bool at_input_start)

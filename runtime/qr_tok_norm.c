@@ -66,9 +66,7 @@ static uint8_t *lowercase(const uint8_t *s, size_t n, size_t *out_len)
 
 uint8_t *qr_norm_apply(const qr_norm_step *steps, uint32_t n_steps, const uint8_t *s, size_t n, size_t *out_len)
 {
-    uint8_t *cur = malloc(n + 1);
-    if (!cur) return NULL;
-    memcpy(cur, s, n);
+    const uint8_t *cur = s;      /* the caller's text until the first step has made a copy */
     size_t len = n;
     for (uint32_t i = 0; i < n_steps; i++) {
         uint8_t *next = NULL;
@@ -92,11 +90,17 @@ uint8_t *qr_norm_apply(const qr_norm_step *steps, uint32_t n_steps, const uint8_
             next = m;
             next_len = r < 0 ? 0 : (size_t)r;
         }
-        free(cur);
+        if (cur != s) free((void *)cur);
         if (!next) return NULL;
         cur = next;
         len = next_len;
     }
+    if (cur == s) {              /* no step: still a copy, as the contract says */
+        uint8_t *copy = malloc(n + 1);
+        if (!copy) return NULL;
+        memcpy(copy, s, n);
+        cur = copy;
+    }
     *out_len = len;
-    return cur;
+    return (uint8_t *)cur;
 }
