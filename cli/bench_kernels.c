@@ -441,7 +441,16 @@ int bench_kernels(int argc, char **argv)
     FILE *mem = c.json ? open_memstream(&jbuf, &jlen) : NULL;
     if (c.json && !mem) { set_error("out of memory"); goto fail_sig; }
     json_out j = { .fp = mem };
-    int rc = run_kernels(&c, &j);
+    int rc = 0;
+    for (int i = 0; i < c.n_threads && rc == 0; i++) {
+        qm_error perr;
+        if (qr_pool_new(c.threads[i], &c.pools[i], &perr) != QM_OK) {
+            set_error("%s", perr.message);
+            rc = -1;
+        }
+    }
+    if (rc == 0) rc = run_kernels(&c, &j);
+    for (int i = 0; i < c.n_threads; i++) qr_pool_free(c.pools[i]);
     if (mem) fclose(mem);
     tmp_remove();
     for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);

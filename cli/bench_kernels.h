@@ -27,6 +27,7 @@
 typedef struct bench_cfg {
     int runs;
     int threads[MAX_THREAD_COUNTS];
+    qr_pool *pools[MAX_THREAD_COUNTS];   /* pools[i]: threads[i] threads, for the kernels (started once) */
     int n_threads;
     const char *dir;
     bool quick, json;

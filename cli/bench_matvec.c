@@ -62,7 +62,7 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
     size_t work_size = 0;
     for (int act = 0; act < 2; act++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->threads[ti], act ? QR_ACT_F32 : QR_ACT_INT8 };
+            qr_matmul_opts o = { c->pools[ti], act ? QR_ACT_F32 : QR_ACT_INT8 };
             size_t s = qr_matmul_work_size(&t.view, 1, &o);
             if (s > work_size) work_size = s;
         }
@@ -72,7 +72,7 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
     for (int ai = 0; ai < n_act; ai++) {
         qr_act act = ai == 0 ? QR_ACT_INT8 : QR_ACT_F32;
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->threads[ti], act };
+            qr_matmul_opts o = { c->pools[ti], act };
             double first_a, first_m, s;
             /* untimed warm-ups (kept as "first run": the mapped one includes the page faults) */
             if (time_matvec(k, &t.view, x, y, work, work_size, &o, &first_a) != 0) goto out;
@@ -226,7 +226,7 @@ int bench_first_pass(const bench_cfg *c, const qr_kernels *k, json_out *j)
                "cache warm): GB/s of the pass,\n    and the time of the madvise call itself\n", rows);
     else json_begin_array(j, "first_pass");
     for (int ti = 0; ti < c->n_threads; ti++) {
-        qr_matmul_opts o = { c->threads[ti], QR_ACT_F32 };
+        qr_matmul_opts o = { c->pools[ti], QR_ACT_F32 };
         for (int mode = 0; mode < 3; mode++) {
             for (int r = 0; r < c->runs; r++) {
                 qm_close(m.f);

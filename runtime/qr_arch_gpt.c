@@ -182,7 +182,7 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const int32_t *ids, 
         }
         /* attn = softmax(scale·q·kᵀ + causal mask (window on local layers))·v over the cache */
         qr_kv_store(&s->kv[l], pos0, n, k, ldqkv, v, ldqkv);
-        qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, d, s->attn_scratch, s->threads);
+        qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, d, s->attn_scratch, s->pool);
         /* x = x + c_proj(attn) */
         TRY(qr_linear(s, &L->wo, L->bo, n, s->att, d, s->xb, d));
         qr_add(s->x, s->xb, n * d);

@@ -165,7 +165,7 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids
         }
         /* past_key_value.update(k, v); attn = softmax(q·kᵀ/√hd + causal/window mask)·v, kv heads repeated */
         qr_kv_store(&s->kv[l], pos0, n, k, ldqkv, v, ldqkv);
-        qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, q_dim, s->attn_scratch, s->threads);
+        qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, q_dim, s->attn_scratch, s->pool);
         /* x = x + o_proj(attn) */
         TRY(qr_linear(s, &L->wo, NULL, n, s->att, q_dim, s->xb, d));
         qr_add(s->x, s->xb, n * d);

@@ -109,6 +109,7 @@ void qr_mlp_run_free(qr_mlp_run *r)
     free(r->a);
     free(r->b);
     free(r->work);
+    qr_pool_free(r->pool);
     free(r);
 }
 
@@ -120,7 +121,12 @@ qm_status qr_mlp_run_new(const qr_mlp *m, size_t max_batch, int threads, qr_act 
     qr_mlp_run *r = calloc(1, sizeof *r);
     if (!r) return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
     r->max_batch = max_batch;
-    r->mm = (qr_matmul_opts){ .threads = threads, .act = act };
+    qm_status pst = qr_pool_new(threads, &r->pool, err);
+    if (pst != QM_OK) {
+        free(r);
+        return pst;
+    }
+    r->mm = (qr_matmul_opts){ .pool = r->pool, .act = act };
     if (max_batch > SIZE_MAX / sizeof(float) / m->max_width) {
         qr_mlp_run_free(r);
         return qm_fail(err, QM_ERR_OVERFLOW, NULL, NULL, QM_NO_OFFSET, "a batch of %zu rows overflows", max_batch);

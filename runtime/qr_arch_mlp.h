@@ -5,7 +5,7 @@
  * it). A qr_mlp_run holds every buffer a forward pass needs for up to max_batch rows (two activation
  * buffers of the widest layer, the matmul work buffer), allocated once by qr_mlp_run_new; qr_mlp_forward
  * only writes into it and the caller's output, so batch after batch allocates nothing. One run is used by
- * one thread at a time (its products use `threads` OpenMP threads); a qr_mlp may be shared by many runs.
+ * one thread at a time (its products use the run's pool of `threads` threads); a qr_mlp may be shared by many runs.
  */
 #ifndef QR_ARCH_MLP_H
 #define QR_ARCH_MLP_H
@@ -35,13 +35,14 @@ void qr_mlp_free(qr_mlp *m);
 
 typedef struct qr_mlp_run {
     size_t max_batch;
+    qr_pool *pool;               /* the run's threads (owned) */
     qr_matmul_opts mm;
     float *a, *b;                /* [max_batch][max_width] ping-pong activations */
     void *work;
     size_t work_size;
 } qr_mlp_run;
 
-/* Buffers for batches of up to max_batch rows with `threads` threads (0: all) and activation mode `act`.
+/* Buffers and a thread pool for batches of up to max_batch rows with `threads` threads (<= 0: one per CPU) and activation mode `act`.
  * QM_ERR_NOMEM / QM_ERR_OVERFLOW when they do not fit. */
 qm_status qr_mlp_run_new(const qr_mlp *m, size_t max_batch, int threads, qr_act act, qr_mlp_run **out,
                          qm_error *err);

@@ -18,7 +18,6 @@
 #include "qr_arch_seq2seq.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,6 +143,7 @@ void qr_s2s_state_free(qr_s2s_state *s)
 {
     if (!s) return;
     free(s->work);
+    qr_pool_free(s->pool);
     free(s->attn_scratch);
     free(s->ex);
     free(s->exb);
@@ -184,8 +184,13 @@ qm_status qr_s2s_state_new(const qr_s2s *m, const qr_matrix *mats, size_t n_mats
     qr_s2s_state *s = calloc(1, sizeof *s);
     if (!s) return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
     s->p = *p;
-    int threads = p->threads > 0 ? p->threads : omp_get_max_threads();
-    s->mm = (qr_matmul_opts){ .threads = threads, .act = p->act };
+    qm_status pst = qr_pool_new(p->threads, &s->pool, err);
+    if (pst != QM_OK) {
+        free(s);
+        return pst;
+    }
+    const int threads = qr_pool_threads(s->pool);
+    s->mm = (qr_matmul_opts){ .pool = s->pool, .act = p->act };
     size_t d = m->dim, F = m->ffn_dim, S = p->max_src;
     s->dec_rows = p->max_seqs > p->max_tgt ? p->max_seqs : p->max_tgt;
     size_t R = s->dec_rows, rows_max = S > R ? S : R;
@@ -331,7 +336,7 @@ qm_status qr_s2s_encode(const qr_s2s *m, qr_s2s_state *s, const int32_t *ids, co
         for (size_t i = 0, off = 0; i < n_sent; off += lens[i], i++) {
             const float *q = s->eqkv + off * 3 * d;
             qr_attn_full(&sh, lens[i], q, 3 * d, lens[i], q + d, 3 * d, q + 2 * d, 3 * d, s->eatt + off * d, d,
-                         s->attn_scratch, s->mm.threads);
+                         s->attn_scratch, s->pool);
         }
         if ((st = linear(s, &L->attn_out, L->attn_out_b, total, s->eatt, d, s->exb, d)) != QM_OK) return st;
         residual(m, x, s->exb, total, L->ln1, L->ln1_b);
@@ -393,7 +398,7 @@ qm_status qr_s2s_decode(const qr_s2s *m, qr_s2s_state *s, const int32_t *ids, si
             qr_kv_layer *kv = &s->kv[b * m->n_dec + l];
             const float *q = s->dqkv + b * n_pos * 3 * d;
             qr_kv_store(kv, pos0, n_pos, q + d, 3 * d, q + 2 * d, 3 * d);
-            qr_attn_causal(&sh, kv, pos0, n_pos, q, 3 * d, s->datt + b * n_pos * d, d, s->attn_scratch, s->mm.threads);
+            qr_attn_causal(&sh, kv, pos0, n_pos, q, 3 * d, s->datt + b * n_pos * d, d, s->attn_scratch, s->pool);
         }
         if ((st = linear(s, &L->attn_out, L->attn_out_b, rows, s->datt, d, s->dxb, d)) != QM_OK) return st;
         residual(m, x, s->dxb, rows, L->ln1, L->ln1_b);
@@ -402,7 +407,7 @@ qm_status qr_s2s_decode(const qr_s2s *m, qr_s2s_state *s, const int32_t *ids, si
         if ((st = linear(s, &L->cross_q, L->cross_q_b, rows, in, d, s->dqkv, d)) != QM_OK) return st;
         const float *ckv = s->ckv + (size_t)l * s->p.max_src * 2 * d;
         qr_attn_full(&sh, rows, s->dqkv, d, s->n_ckv, ckv, 2 * d, ckv + d, 2 * d, s->datt, d, s->attn_scratch,
-                     s->mm.threads);
+                     s->pool);
         if ((st = linear(s, &L->cross_out, L->cross_out_b, rows, s->datt, d, s->dxb, d)) != QM_OK) return st;
         residual(m, x, s->dxb, rows, L->ln2, L->ln2_b);
         /* feed-forward */

@@ -13,7 +13,7 @@
  * it). qr_s2s_state_new allocates every buffer a translation needs for the sizes it is given — encoder
  * activations, memory, cross K/V, decoder activations, two sets of KV caches, logits, matmul work — so
  * encode, decode and reorder allocate nothing. One state is used by one thread at a time (its products use
- * `threads` OpenMP threads); one qr_s2s may serve many states.
+ * a pool of `threads` threads); one qr_s2s may serve many states.
  */
 #ifndef QR_ARCH_SEQ2SEQ_H
 #define QR_ARCH_SEQ2SEQ_H
@@ -56,13 +56,14 @@ typedef struct qr_s2s_params {
     uint32_t max_src;        /* source tokens of all sentences encoded together (>= 1) */
     uint32_t max_tgt;        /* target positions, BOS included (1 .. max_len) */
     uint32_t max_seqs;       /* hypotheses decoded together (the beam size, >= 1) */
-    int threads;             /* OpenMP threads (0: all) */
+    int threads;             /* the state's thread pool (<= 0: one per CPU) */
     qr_act act;
     qr_kv_type kv_type;
 } qr_s2s_params;
 
 typedef struct qr_s2s_state {
     qr_s2s_params p;
+    qr_pool *pool;                   /* owned */
     qr_matmul_opts mm;
     void *work;
     size_t work_size;

@@ -3,7 +3,8 @@
  * Blocks: the query rows of a call are grouped into blocks of up to QR_ATTN_MAX_ROWS rows that share a KV
  * head — the heads of a GQA group at one position, and for small groups several positions — so each key
  * and value row read from the cache serves every row of the block (decode reads the cache once per KV
- * head, not once per query head). Blocks are split between threads in one parallel region.
+ * head, not once per query head). The blocks of a call are one job of the session's thread pool
+ * (runtime/qr_pool.h), a chunk per block.
  *
  * Tiles: each block walks its keys in tiles of QR_ATTN_TILE positions with an online softmax (running
  * max and sum, the partial output rescaled when the max grows), so the scratch is one tile of scores per
@@ -14,7 +15,6 @@
 #include "qr_attn.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -78,7 +78,7 @@ static const qr_attn_kernels *pick_kernels(void)
 
 /* ---- blocks ------------------------------------------------------------------------------------------- */
 
-static int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+static int resolve_threads(int threads) { return threads > 0 ? threads : 1; }
 
 size_t qr_attn_scratch_floats(const qr_kv_layer *kv, int threads)
 {
@@ -260,16 +260,51 @@ static kv_view head_view(const attn_job *J, size_t g)
     return w;
 }
 
-static void run_job(const attn_job *J, float *scratch, int threads)
+typedef struct block_job {
+    const attn_job *J;
+    const qr_attn_kernels *kr;
+    size_t G, hc, n_hchunks, P;
+    float *scratch;
+} block_job;
+
+/* Block bi: heads h0..h1 of KV head g (chunk c of its group) at positions i0..i1. */
+static void run_block(void *ctx, size_t bi, int worker)
+{
+    const block_job *bj = ctx;
+    const attn_job *J = bj->J;
+    const qr_attn_shape *s = J->s;
+    const size_t hd = s->head_dim, G = bj->G, hc = bj->hc, n_hchunks = bj->n_hchunks, P = bj->P;
+    size_t c = bi % n_hchunks, g = (bi / n_hchunks) % s->n_kv_heads, pb = bi / (n_hchunks * s->n_kv_heads);
+    size_t h0 = g * G + c * hc, h1 = h0 + hc < (g + 1) * G ? h0 + hc : (g + 1) * G;
+    size_t i0 = pb * P, i1 = i0 + P < J->n_q ? i0 + P : J->n_q;
+    block_rows B;
+    B.nr = 0;
+    for (size_t i = i0; i < i1; i++) {
+        uint32_t lo, hi;
+        row_range(J, i, &lo, &hi);
+        for (size_t h = h0; h < h1; h++) {
+            B.q[B.nr] = J->q + i * J->ldq + h * hd;
+            B.o[B.nr] = J->out + i * J->ldo + h * hd;
+            B.lo[B.nr] = lo;
+            B.hi[B.nr] = hi;
+            B.nr++;
+        }
+    }
+    kv_view w = head_view(J, g);
+    float *sc = bj->scratch + (size_t)worker * QR_ATTN_MAX_ROWS * QR_ATTN_TILE;
+    attend_block(bj->kr, &w, s->scale, &B, sc);
+}
+
+static void run_job(const attn_job *J, float *scratch, qr_pool *pool)
 {
     const qr_attn_shape *s = J->s;
-    const qr_attn_kernels *kr = pick_kernels();
-    const size_t hd = s->head_dim, G = s->n_heads / s->n_kv_heads, n_q = J->n_q;
+    const size_t G = s->n_heads / s->n_kv_heads, n_q = J->n_q;
     /* a block: hc heads of one group (a chunk of it when the group is larger than a block) at P positions */
     const size_t hc = G < QR_ATTN_MAX_ROWS ? G : QR_ATTN_MAX_ROWS, n_hchunks = (G + hc - 1) / hc;
     const size_t P = QR_ATTN_MAX_ROWS / hc, n_pblocks = (n_q + P - 1) / P;
     const size_t n_blocks = n_pblocks * s->n_kv_heads * n_hchunks;
-    int nt = resolve_threads(threads);
+    block_job bj = { .J = J, .kr = pick_kernels(), .G = G, .hc = hc, .n_hchunks = n_hchunks, .P = P,
+                     .scratch = scratch };
 
     uint64_t work = 0;   /* Σ keys seen × heads × head_dim × 2 (scores and values) */
     for (size_t i = 0; i < n_q; i++) {
@@ -277,39 +312,17 @@ static void run_job(const attn_job *J, float *scratch, int threads)
         row_range(J, i, &lo, &hi);
         work += (uint64_t)(hi - lo) + 1;
     }
-    work *= (uint64_t)s->n_heads * hd * 2;
-    if (work < QR_ATTN_PARALLEL_MIN || n_blocks < 2) nt = 1;
-
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)
-    for (size_t bi = 0; bi < n_blocks; bi++) {
-        size_t c = bi % n_hchunks, g = (bi / n_hchunks) % s->n_kv_heads, pb = bi / (n_hchunks * s->n_kv_heads);
-        size_t h0 = g * G + c * hc, h1 = h0 + hc < (g + 1) * G ? h0 + hc : (g + 1) * G;
-        size_t i0 = pb * P, i1 = i0 + P < n_q ? i0 + P : n_q;
-        block_rows B;
-        B.nr = 0;
-        for (size_t i = i0; i < i1; i++) {
-            uint32_t lo, hi;
-            row_range(J, i, &lo, &hi);
-            for (size_t h = h0; h < h1; h++) {
-                B.q[B.nr] = J->q + i * J->ldq + h * hd;
-                B.o[B.nr] = J->out + i * J->ldo + h * hd;
-                B.lo[B.nr] = lo;
-                B.hi[B.nr] = hi;
-                B.nr++;
-            }
-        }
-        kv_view w = head_view(J, g);
-        float *sc = scratch + (size_t)omp_get_thread_num() * QR_ATTN_MAX_ROWS * QR_ATTN_TILE;
-        attend_block(kr, &w, s->scale, &B, sc);
-    }
+    work *= (uint64_t)s->n_heads * s->head_dim * 2;
+    if (work < QR_ATTN_PARALLEL_MIN) pool = NULL;
+    qr_pool_run(pool, n_blocks, run_block, &bj);
 }
 
 void qr_attn_causal(const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t pos0, size_t n_q, const float *q,
-                    size_t ldq, float *out, size_t ldo, float *scratch, int threads)
+                    size_t ldq, float *out, size_t ldo, float *scratch, qr_pool *pool)
 {
     if (n_q == 0) return;
     attn_job J = { .s = s, .n_q = n_q, .q = q, .ldq = ldq, .out = out, .ldo = ldo, .kv = kv, .pos0 = pos0 };
-    run_job(&J, scratch, threads);
+    run_job(&J, scratch, pool);
 }
 
 size_t qr_attn_full_scratch_floats(int threads)
@@ -318,10 +331,10 @@ size_t qr_attn_full_scratch_floats(int threads)
 }
 
 void qr_attn_full(const qr_attn_shape *s, size_t n_q, const float *q, size_t ldq, size_t n_k, const float *k,
-                  size_t ldk, const float *v, size_t ldv, float *out, size_t ldo, float *scratch, int threads)
+                  size_t ldk, const float *v, size_t ldv, float *out, size_t ldo, float *scratch, qr_pool *pool)
 {
     if (n_q == 0 || n_k == 0) return;
     attn_job J = { .s = s, .n_q = n_q, .q = q, .ldq = ldq, .k = k, .ldk = ldk, .v = v, .ldv = ldv, .out = out,
                    .ldo = ldo, .n_k = (uint32_t)n_k };
-    run_job(&J, scratch, threads);
+    run_job(&J, scratch, pool);
 }

@@ -4,7 +4,7 @@
  * GPT-Neo's local layers), a free score scale (1/√head_dim, or 1 for GPT-Neo); F16 or F32 keys/values.
  * Query rows that share a KV head (the heads of a GQA group, or several positions of one head) run as one
  * block, so each key and value row read serves all of them; keys are walked in tiles of 64 positions with
- * an online softmax. Blocks are split between OpenMP threads in one parallel region per call.
+ * an online softmax. The blocks of a call are spread over a thread pool (runtime/qr_pool.h), one job per call.
  *
  * Ownership: the caller owns q, out, the cache and the scratch (qr_attn_scratch_floats floats, sized once
  * per session). No allocation, no state. A row's result depends only on its query and the keys and values
@@ -21,15 +21,15 @@
 #include <stdint.h>
 
 #include "qr_kv.h"
+#include "qr_pool.h"
 
 typedef struct qr_attn_shape {
     uint32_t n_heads, n_kv_heads, head_dim;   /* n_heads a multiple of n_kv_heads; head_dim as the cache's */
     float scale;                               /* scores = scale·q·k: 1/sqrt(head_dim) normally, 1 for GPT-Neo */
 } qr_attn_shape;
 
-/* Floats of scratch qr_attn_causal needs for `threads` threads (0 = omp_get_max_threads()): one tile of
- * scores per thread (8 rows × 64 keys), whatever the context length. Pass the same `threads` to
- * qr_attn_causal. */
+/* Floats of scratch qr_attn_causal needs for a pool of `threads` threads (qr_pool_threads; <= 0 counts as
+ * 1): one tile of scores per thread (8 rows × 64 keys), whatever the context length. */
 size_t qr_attn_scratch_floats(const qr_kv_layer *kv, int threads);
 
 /* For each query row i < n_q at position p = pos0 + i (q row i at q + i*ldq, n_heads*head_dim floats; out
@@ -37,12 +37,13 @@ size_t qr_attn_scratch_floats(const qr_kv_layer *kv, int threads);
  * with j <= p and, when kv->window > 0, p - j < window; scores scale·q·k, softmax, weighted sum of V.
  * The K/V of every needed position (including pos0..pos0+n_q-1) must already be stored and still in the
  * ring: kv->cap >= n_q + window - 1 for a windowed layer (qr_kv_capacity), cap >= pos0 + n_q otherwise.
- * out must not overlap q or the cache. threads: OpenMP threads (0 = all), one parallel region for the whole
- * call (over heads x queries), single-threaded when the work is small. */
+ * out must not overlap q or the cache. pool: the threads to spread the blocks over (NULL: the calling
+ * thread), one job for the whole call (over heads x queries), the calling thread alone when the work is
+ * small; scratch sized for its thread count. */
 void qr_attn_causal(const qr_attn_shape *s, const qr_kv_layer *kv, uint32_t pos0, size_t n_q, const float *q,
-                    size_t ldq, float *out, size_t ldo, float *scratch, int threads);
+                    size_t ldq, float *out, size_t ldo, float *scratch, qr_pool *pool);
 
-/* Floats of scratch qr_attn_full needs for `threads` threads (0 = all). */
+/* Floats of scratch qr_attn_full needs for a pool of `threads` threads. */
 size_t qr_attn_full_scratch_floats(int threads);
 
 /* Attention without a mask or a cache — an encoder's self-attention, and a decoder's cross-attention over
@@ -52,6 +53,6 @@ size_t qr_attn_full_scratch_floats(int threads);
  * h / (n_heads / n_kv_heads); out row i at out + i*ldo. n_k < 2^32. Same blocks, tiles, threads and
  * determinism as qr_attn_causal. */
 void qr_attn_full(const qr_attn_shape *s, size_t n_q, const float *q, size_t ldq, size_t n_k, const float *k,
-                  size_t ldk, const float *v, size_t ldv, float *out, size_t ldo, float *scratch, int threads);
+                  size_t ldk, const float *v, size_t ldv, float *out, size_t ldo, float *scratch, qr_pool *pool);
 
 #endif /* QR_ATTN_H */

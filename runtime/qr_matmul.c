@@ -2,7 +2,6 @@
  * The arithmetic itself is in the variant's block kernels (qr_kernels.h). */
 #include "qr_matmul.h"
 
-#include <omp.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -87,7 +86,7 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
 
 /* ---- the product ---------------------------------------------------------------------------- */
 
-static const qr_matmul_opts default_opts = {0, QR_ACT_AUTO};
+static const qr_matmul_opts default_opts = {NULL, QR_ACT_AUTO};
 
 static size_t pad64(size_t cols)
 {
@@ -110,8 +109,7 @@ static int int8_terms(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
 
 static int thread_count(const qr_matmul_opts *opts)
 {
-    int threads = opts->threads > 0 ? opts->threads : omp_get_max_threads();
-    return threads < 1 ? 1 : threads;
+    return qr_pool_threads(opts->pool);
 }
 
 /* A thread's share of W is walked in blocks of W rows that stay in L2 while every X row passes over
@@ -225,6 +223,9 @@ typedef struct job {
     float *y;
     size_t ldy;
     int decode;               /* n == 1 */
+    size_t n;                 /* rows of X */
+    bool split_rows;          /* chunks are W rows (else X rows) */
+    size_t chunks;
 } job;
 
 /* A thread's share: X rows [i0, i1) against W rows [r0, r1), block by block. With two int8 terms each
@@ -281,6 +282,48 @@ static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t
 /* Below this many multiply-adds a parallel region costs more than it saves. */
 #define QR_PARALLEL_MIN_MACS ((size_t)1 << 18)
 
+/* Chunks per thread. A decode product is short (tens of microseconds) and bound by memory: eight chunks
+ * a thread leave little to wait for when one thread starts late or is preempted. A GEMM chunk walks all
+ * of X over its W rows, so fewer, larger chunks keep X's passes few. */
+#define QR_CHUNKS_DECODE 8
+#define QR_CHUNKS_GEMM 4
+
+static void product_chunk(void *ctx, size_t c, int worker)
+{
+    const job *jb = ctx;
+    size_t a, b;
+    if (jb->split_rows) {
+        split(jb->w->rows, jb->chunks, c, QR_ROW_GRAIN, &a, &b);
+        run_share(jb, (size_t)worker, 0, jb->n, a, b);
+    } else {
+        split(jb->n, jb->chunks, c, 1, &a, &b);
+        run_share(jb, (size_t)worker, a, b, 0, jb->w->rows);
+    }
+}
+
+/* The int8 copy (or two) of X, row by row. */
+typedef struct quantize_job {
+    const qr_kernels *k;
+    const float *x;
+    size_t ldx, cols, stride, n, chunks;
+    uint8_t *q, *q2;
+    float *s, *s2;
+} quantize_job;
+
+static void quantize_chunk(void *ctx, size_t c, int worker)
+{
+    (void)worker;
+    const quantize_job *j = ctx;
+    size_t a, b;
+    split(j->n, j->chunks, c, 1, &a, &b);
+    for (size_t i = a; i < b; i++) {
+        const float *xi = j->x + i * j->ldx;
+        j->s[i] = j->k->quantize_x(xi, j->cols, j->stride, j->q + i * j->stride);
+        if (j->q2) j->s2[i] = j->k->quantize_x_residual(xi, j->q + i * j->stride, j->s[i], j->cols, j->stride,
+                                                        j->q2 + i * j->stride);
+    }
+}
+
 qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const float *x, size_t ldx, float *y,
                     size_t ldy, void *work, size_t work_size, const qr_matmul_opts *opts)
 {
@@ -321,35 +364,20 @@ qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const flo
         jb.x_stride = ldx * sizeof(float);
     }
 
-    if ((double)n * (double)w->rows * (double)w->cols < (double)QR_PARALLEL_MIN_MACS) threads = 1;
-    /* Split W's rows (each thread streams its own part of W, the weights are the big operand); with too
-     * few rows for that, split X's rows instead. */
-    const bool split_rows = w->rows >= (size_t)threads * QR_ROW_GRAIN || n == 1;
-    const size_t xq_stride = pad64(w->cols);
-
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        size_t t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
-        if (terms > 0) {
-            size_t a, b;
-            split(n, nt, t, 1, &a, &b);
-            for (size_t i = a; i < b; i++) {
-                const float *xi = x + i * ldx;
-                xs[i] = k->quantize_x(xi, w->cols, xq_stride, xq + i * xq_stride);
-                if (terms == 2)
-                    xs2[i] = k->quantize_x_residual(xi, xq + i * xq_stride, xs[i], w->cols, xq_stride, xq2 + i * xq_stride);
-            }
-#pragma omp barrier
-        }
-        size_t a, b;
-        if (split_rows) {
-            split(w->rows, nt, t, QR_ROW_GRAIN, &a, &b);
-            run_share(&jb, t, 0, n, a, b);
-        } else {
-            split(n, nt, t, 1, &a, &b);
-            run_share(&jb, t, a, b, 0, w->rows);
-        }
+    qr_pool *pool = opts->pool;
+    if ((double)n * (double)w->rows * (double)w->cols < (double)QR_PARALLEL_MIN_MACS) pool = NULL;
+    if (terms > 0) {
+        quantize_job qj = { .k = k, .x = x, .ldx = ldx, .cols = w->cols, .stride = pad64(w->cols), .n = n,
+                            .chunks = qr_pool_chunks(pool, n, 1), .q = xq, .q2 = xq2, .s = xs, .s2 = xs2 };
+        qr_pool_run(pool, qj.chunks, quantize_chunk, &qj);
     }
+    /* Split W's rows (each chunk streams its own part of W, the weights are the big operand); with too
+     * few rows for that, split X's rows instead. */
+    jb.n = n;
+    jb.split_rows = w->rows >= (size_t)threads * QR_ROW_GRAIN || n == 1;
+    size_t units = jb.split_rows ? (w->rows + QR_ROW_GRAIN - 1) / QR_ROW_GRAIN : n;
+    jb.chunks = qr_pool_chunks(pool, units, n == 1 ? QR_CHUNKS_DECODE : QR_CHUNKS_GEMM);
+    qr_pool_run(pool, jb.chunks, product_chunk, &jb);
     return QM_OK;
 }
 

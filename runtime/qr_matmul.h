@@ -13,9 +13,10 @@
  * that is too small (nothing is written to Y then). There is no global state; a qr_kernels table is
  * immutable, so any number of threads may call these functions at once on their own buffers.
  *
- * Threads: opts->threads OpenMP threads split the rows of W (each thread streams its own part of W and
- * reuses every weight it loads across all n rows of X), or the rows of X when W has too few rows; problems too small to pay for a parallel region
- * run on the calling thread.
+ * Threads: the threads of opts->pool (runtime/qr_pool.h) share the rows of W, cut into a few chunks per
+ * thread and claimed as threads come by (each chunk streams its own part of W and reuses every weight it
+ * loads across all n rows of X), or the rows of X when W has too few rows; problems too small to pay for
+ * spreading run on the calling thread. Without a pool every product runs on the calling thread.
  */
 #ifndef QR_MATMUL_H
 #define QR_MATMUL_H
@@ -27,6 +28,7 @@
 #include "qm_error.h"
 #include "qm_format.h"
 #include "qm_reader.h"
+#include "qr_pool.h"
 
 /* A weight matrix where it lies. Row r of W starts at data + r·row_stride (bytes).
  * F32: row_stride >= 4·cols, data and row_stride multiples of 4. F16: row_stride >= 2·cols, data and
@@ -75,7 +77,7 @@ typedef enum qr_act {
 #define QR_INT8_MAX_COLS ((size_t)1 << 17)
 
 typedef struct qr_matmul_opts {
-    int threads;             /* OpenMP threads; 0 = omp_get_max_threads() */
+    qr_pool *pool;           /* the threads to run on; NULL: the calling thread only */
     qr_act act;              /* Q8_ROW only; QR_ACT_AUTO = 0 */
 } qr_matmul_opts;
 
@@ -92,12 +94,12 @@ const char *qr_kernels_name(const qr_kernels *k);
 
 /* Bytes of work buffer qr_matmul needs for n rows of X against w with these opts (0 when it needs none:
  * F32, F16, QR_ACT_F32, and QR_ACT_AUTO with n = 1; SIZE_MAX if the size overflows, which qr_matmul then
- * refuses). For QR_ACT_INT8X2 it depends on opts->threads too (a scratch block per thread). */
+ * refuses). For QR_ACT_INT8X2 it depends on the pool's thread count too (a scratch block per thread). */
 size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *opts);
 
 /* Y[i][r] = Σ_c X[i][c]·W[r][c] for i < n, r < w->rows. X row i starts at x + i·ldx floats (ldx >= cols),
  * Y row i at y + i·ldy floats (ldy >= rows). `k` = NULL means qr_kernels_get(); opts = NULL means
- * { 0 threads, QR_ACT_AUTO }. n = 0 is allowed and does nothing.
+ * { no pool, QR_ACT_AUTO }. n = 0 is allowed and does nothing.
  * Accuracy (tests/unit/test_matmul.c holds it): F32/F16 and Q8_ROW with QR_ACT_F32 are within
  * (cols+2)·2⁻²⁴·Σ_c|W[r][c]·X[i][c]| of the exact product of the stored weights (any summation order
  * has this bound). Q8_ROW with QR_ACT_INT8 equals ((float)d·s_i)·scale_r exactly, d the integer dot

@@ -289,8 +289,12 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
     if (!s) return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
     s->n_batch = p->n_batch;
     s->n_ctx = p->n_ctx;
-    s->threads = p->threads;
-    s->mm.threads = p->threads;
+    qm_status pst = qr_pool_new(p->threads, &s->pool, err);
+    if (pst != QM_OK) {
+        free(s);
+        return pst;
+    }
+    s->mm.pool = s->pool;
     s->mm.act = p->act;
     size_t nb = p->n_batch;
     size_t q_dim = (size_t)hp->n_heads * hp->head_dim, kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
@@ -332,7 +336,7 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
         memset(k, 0, bytes);
         memset(v, 0, bytes);
         qr_kv_layer_init(&s->kv[l], p->kv_type, hp->n_kv_heads, hp->head_dim, cap, win, k, v);
-        size_t sc = qr_attn_scratch_floats(&s->kv[l], p->threads);
+        size_t sc = qr_attn_scratch_floats(&s->kv[l], qr_pool_threads(s->pool));
         if (sc > scratch) scratch = sc;
     }
     s->attn_scratch = alloc_floats(scratch ? scratch : 1, 1, &ok);
@@ -367,6 +371,7 @@ void qr_lm_state_free(qr_lm_state *s)
             free(s->kv[l].v);
         }
     free(s->kv);
+    qr_pool_free(s->pool);
     free(s);
 }
 

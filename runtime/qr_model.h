@@ -90,8 +90,8 @@ typedef struct qr_lm_hparams {
 typedef struct qr_lm_state {
     uint32_t n_batch;        /* most tokens per forward call */
     uint32_t n_ctx;          /* positions the cache holds */
-    int threads;
-    qr_matmul_opts mm;       /* threads + activation mode for every product */
+    qr_pool *pool;           /* the session's threads (owned), started once */
+    qr_matmul_opts mm;       /* the pool + activation mode for every product */
     float *x;                /* [n_batch][dim] residual stream */
     float *xb;               /* [n_batch][dim] normed input of a sub-layer / scratch row */
     float *qkv;              /* [n_batch][qkv_stride]: q (n_heads*head_dim), k, v (n_kv_heads*head_dim each) */
@@ -109,7 +109,7 @@ typedef struct qr_lm_state {
 
 typedef struct qr_lm_state_params {
     uint32_t n_ctx, n_batch;
-    int threads;
+    int threads;             /* the pool's size (<= 0: one per CPU this process may use) */
     qr_act act;
     qr_kv_type kv_type;
     bool logits_all;

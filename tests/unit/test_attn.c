@@ -28,6 +28,7 @@
 #include "qr_attn.h"
 #include "qr_attn_kernels.h"
 #include "qr_kv.h"
+#include "test_pools.h"
 
 #define U 0x1.0p-24
 #define GUARD 12345.0f
@@ -136,8 +137,8 @@ static void run_case(const attn_case *c)
         }
         qr_kv_store(&kv, pos, n, kb, kw + 1, vb, kw + 2);
         for (size_t i = 0; i < nb_max * ldo; i++) o1[i] = o2[i] = GUARD;
-        qr_attn_causal(&(qr_attn_shape){ nh, nkv, hd, scale }, &kv, pos, n, qb, ldq, o1, ldo, scr1, 1);
-        qr_attn_causal(&(qr_attn_shape){ nh, nkv, hd, scale }, &kv, pos, n, qb, ldq, o2, ldo, scr2, 2);
+        qr_attn_causal(&(qr_attn_shape){ nh, nkv, hd, scale }, &kv, pos, n, qb, ldq, o1, ldo, scr1, pools_get(1));
+        qr_attn_causal(&(qr_attn_shape){ nh, nkv, hd, scale }, &kv, pos, n, qb, ldq, o2, ldo, scr2, pools_get(2));
         if (memcmp(o1, o2, nb_max * ldo * sizeof *o1) != 0)
             fail_msg("%s: pos0 %u n %u: threads 1 and 2 differ", c->name, pos, n);
         for (uint32_t i = 0; i < n; i++) {
@@ -249,11 +250,11 @@ static void batch_vs_decode(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t win
         float *scr = malloc(qr_attn_scratch_floats(&kv, 2) * sizeof(float));
         if (mode == 0) {
             qr_kv_store(&kv, 0, T, K, kw, V, kw);
-            qr_attn_causal(&sh, &kv, 0, T, Q, qw, ob, qw, scr, 2);
+            qr_attn_causal(&sh, &kv, 0, T, Q, qw, ob, qw, scr, pools_get(2));
         } else {
             for (uint32_t p = 0; p < T; p++) {
                 qr_kv_store(&kv, p, 1, K + p * kw, kw, V + p * kw, kw);
-                qr_attn_causal(&sh, &kv, p, 1, Q + p * qw, qw, od + p * qw, qw, scr, 1);
+                qr_attn_causal(&sh, &kv, p, 1, Q + p * qw, qw, od + p * qw, qw, scr, pools_get(1));
             }
         }
         free(km); free(vm); free(scr);
@@ -333,8 +334,8 @@ static void full_case(uint32_t nh, uint32_t nkv, uint32_t hd, size_t n_q, size_t
     for (size_t i = 0; i < n_q * ldo; i++) o1[i] = o2[i] = GUARD;
     float *s1 = malloc(qr_attn_full_scratch_floats(1) * sizeof(float)), *s2 = malloc(qr_attn_full_scratch_floats(2) * sizeof(float));
     qr_attn_shape sh = { nh, nkv, hd, scale };
-    qr_attn_full(&sh, n_q, Q, ldq, n_k, K, ldk, V, ldv, o1, ldo, s1, 1);
-    qr_attn_full(&sh, n_q, Q, ldq, n_k, K, ldk, V, ldv, o2, ldo, s2, 2);
+    qr_attn_full(&sh, n_q, Q, ldq, n_k, K, ldk, V, ldv, o1, ldo, s1, pools_get(1));
+    qr_attn_full(&sh, n_q, Q, ldq, n_k, K, ldk, V, ldv, o2, ldo, s2, pools_get(2));
     assert_memory_equal(o1, o2, n_q * ldo * sizeof *o1);
     double *sc = malloc(n_k * sizeof *sc), *eps = malloc(n_k * sizeof *eps);
     for (size_t i = 0; i < n_q; i++) {
@@ -489,8 +490,8 @@ static void test_kv_copy(void **state)
         for (int i = 0; i < 36; i++) q[i] = frand(&st, -1, 1);
         float *scr = malloc(qr_attn_scratch_floats(&a, 1) * sizeof(float));
         qr_attn_shape sh = { 4, nkv, hd, 0.3f };
-        qr_attn_causal(&sh, &a, 16, 1, q, 36, o1, 36, scr, 1);
-        qr_attn_causal(&sh, &c, 16, 1, q, 36, o2, 36, scr, 1);
+        qr_attn_causal(&sh, &a, 16, 1, q, 36, o1, 36, scr, pools_get(1));
+        qr_attn_causal(&sh, &c, 16, 1, q, 36, o2, 36, scr, pools_get(1));
         assert_memory_equal(o1, o2, sizeof o1);
         free(km); free(vm); free(km2); free(vm2); free(scr);
     }

@@ -1,0 +1,63 @@
+/* qr_pool.h — the threads a session's products and attention run on, started once and kept warm.
+ *
+ * A job is n chunks of work, fn(ctx, chunk, worker) for chunk = 0 .. n-1. The calling thread posts it and
+ * takes chunks itself; the pool's workers take chunks as they come by. qr_pool_run returns once every
+ * chunk has run, and it waits only for chunks a worker has already taken — never for a worker that has not
+ * woken up. That is the point of this module: OpenMP's fork-join ends every parallel region in a barrier
+ * that waits for every thread of the team, so when another process holds a core, a 2-thread decode waits
+ * for a descheduled thread at each of its ~100 products per token (measured on 2 cores with one busy
+ * process beside: 110M Q8_ROW decode at 2 threads 46-79 tok/s, below 1 thread's 119-132).
+ * Where a worker is preempted while it holds a chunk, the caller must wait for it; when that keeps
+ * happening, the caller runs jobs alone for a while (the back-off in qr_pool.c). With both, the same run
+ * gives 114-117 tok/s, and an idle machine the same speed as OpenMP.
+ *
+ * Workers wait for a job by spinning for QR_POOL_SPIN_NS (the gaps between the products of one token are
+ * shorter than that), then sleep on a condition variable; posting wakes sleepers only if there are any.
+ * So a decode loop starts no thread and makes no system call per product while it runs.
+ *
+ * Ownership and threads: qr_pool_new allocates the pool and starts threads - 1 workers; qr_pool_free
+ * stops and joins them. One thread at a time may call qr_pool_run on a pool (a session's thread); fn must
+ * not call qr_pool_run on the same pool. A NULL pool, or one of 1 thread, runs every chunk on the
+ * calling thread, in order. There is no global state.
+ */
+#ifndef QR_POOL_H
+#define QR_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qm_error.h"
+
+typedef struct qr_pool qr_pool;
+
+/* One chunk of a job: `worker` is 0 for the calling thread and 1 .. threads-1 for the pool's workers, so
+ * it indexes per-thread scratch; it says nothing about which chunks a thread gets. */
+typedef void qr_pool_fn(void *ctx, size_t chunk, int worker);
+
+/* The most chunks one job may have. */
+#define QR_POOL_MAX_CHUNKS ((size_t)1 << 30)
+
+/* How long an idle worker spins before it sleeps. */
+#define QR_POOL_SPIN_NS 200000
+
+/* A pool of `threads` threads, the caller included (threads - 1 are started). threads <= 0: one per CPU
+ * this process may run on (sched_getaffinity). QM_ERR_NOMEM / QM_ERR_IO (a thread that cannot start) with
+ * a message; *out is NULL then. threads is capped at 256. */
+qm_status qr_pool_new(int threads, qr_pool **out, qm_error *err);
+
+/* Stop and join the workers, free the pool. NULL is fine. Must not run while qr_pool_run does. */
+void qr_pool_free(qr_pool *p);
+
+/* Threads of the pool, the caller included; 1 for NULL. */
+int qr_pool_threads(const qr_pool *p);
+
+/* Run fn(ctx, c, worker) once for every c < n_chunks (n_chunks <= QR_POOL_MAX_CHUNKS), spread over the
+ * pool, and return when all have finished; their writes are then visible to the caller. Chunks may run in
+ * any order and at the same time, so they must not write the same memory. */
+void qr_pool_run(qr_pool *p, size_t n_chunks, qr_pool_fn *fn, void *ctx);
+
+/* How many chunks to cut `units` of work into for p: about `per_thread` per thread (so a thread that
+ * starts late or is preempted leaves little for the others to wait on), at most `units`, at least 1. */
+size_t qr_pool_chunks(const qr_pool *p, size_t units, size_t per_thread);
+
+#endif /* QR_POOL_H */
