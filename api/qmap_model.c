@@ -162,7 +162,7 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
     qm_error_clear(&e);
     qmap_model *m = calloc(1, sizeof *m);
     if (!m) return qa_fail(err, QMAP_ERR_NOMEM, "%s: out of memory", path);
-    qm_status st = qm_open(path, &m->file, &e);
+    qm_status st = params->no_mmap ? qm_open_copy(path, &m->file, &e) : qm_open(path, &m->file, &e);
     if (st != QM_OK) goto fail;
     if (params->verify) {
         qm_verify_opts vo = { .threads = params->threads, .full = false };

@@ -40,6 +40,7 @@
 typedef struct bm_cfg {
     long pp, tg, runs;
     int threads[MAX_THREADS], n_threads;
+    int mmaps[2], n_mmaps;    /* 1: weights read over the file mapping (qmap's way), 0: an anonymous copy */
     int kv;                   /* 0 f16, 1 f32 */
     bool json, csv;
 } bm_cfg;
@@ -104,21 +105,21 @@ static const uint8_t *map_file(const char *path, size_t *len)
 typedef struct row {
     const char *test;         /* "pp" or "tg" */
     long n;
-    int threads;
+    int threads, mmap;
     bm_stats tps, limit, frac, bw_anon, bw_map;
 } row;
 
 static void print_header(const bm_cfg *c)
 {
     if (c->csv) {
-        printf("model,file_type,size_bytes,params,dtypes,threads,test,tokens,tps_median,tps_min,tps_max,runs,"
+        printf("model,file_type,size_bytes,params,dtypes,threads,mmap,test,tokens,tps_median,tps_min,tps_max,runs,"
                "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps\n");
     } else if (!c->json) {
-        printf("| %-28s | %9s | %8s | %-22s | %3s | %6s | %-22s | %-26s | %-16s |\n", "model", "size", "params", "dtypes",
-               "thr", "test", "t/s median [min-max]", "limit (measured beside)", "x limit");
-        printf("|%.30s|%.11s|%.10s|%.24s|%.5s|%.8s|%.24s|%.28s|%.18s|\n", "------------------------------",
-               "-----------", "----------", "------------------------", "-----", "--------", "------------------------",
-               "----------------------------", "------------------");
+        printf("| %-28s | %9s | %8s | %-22s | %3s | %4s | %6s | %-22s | %-26s | %-16s |\n", "model", "size", "params",
+               "dtypes", "thr", "mmap", "test", "t/s median [min-max]", "limit (measured beside)", "x limit");
+        printf("|%.30s|%.11s|%.10s|%.24s|%.5s|%.6s|%.8s|%.24s|%.28s|%.18s|\n", "------------------------------",
+               "-----------", "----------", "------------------------", "-----", "------", "--------",
+               "------------------------", "----------------------------", "------------------");
     }
 }
 
@@ -139,6 +140,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         json_cstring(j, "dtypes", mf->mix);
         json_u64(j, "bytes_per_token", in->bytes_per_token);
         json_u64(j, "threads", (uint64_t)r->threads);
+        json_bool(j, "mmap", r->mmap != 0);
         json_cstring(j, "test", test);
         json_begin_object(j, "tokens_per_second");
         bm_json_stats(j, &r->tps, "t/s");
@@ -161,9 +163,9 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         return;
     }
     if (c->csv) {
-        printf("%s,%s,%llu,%llu,\"%s\",%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f\n", in->path,
+        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f\n", in->path,
                in->file_type, (unsigned long long)in->file_size, (unsigned long long)in->n_params, mf->mix, r->threads,
-               r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
+               r->mmap, r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
                r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN);
         return;
     }
@@ -179,31 +181,51 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     else snprintf(limit, sizeof limit, "%.0f %s", r->limit.median, unit);
     if (isnan(r->frac.median)) snprintf(frac, sizeof frac, "-");
     else snprintf(frac, sizeof frac, "%.2f [%.2f-%.2f]", r->frac.median, r->frac.min, r->frac.max);
-    printf("| %-28.28s | %9s | %8s | %-22.22s | %3d | %6s | %-22s | %-26s | %-16s |\n", label, size, params, mf->mix,
-           r->threads, test, tps, limit, frac);
+    printf("| %-28.28s | %9s | %8s | %-22.22s | %3d | %4d | %6s | %-22s | %-26s | %-16s |\n", label, size, params,
+           mf->mix, r->threads, r->mmap, test, tps, limit, frac);
     fflush(stdout);
 }
 
-/* One model at every thread count. Returns 0, or -1 with err set. */
+/* One timed run of a test on session s: tokens/s. */
+static qmap_status time_test(qmap_session *s, int test, const int32_t *ids, long n, double *tps, qmap_error *qe)
+{
+    qmap_session_reset(s);
+    double t0 = bm_now();
+    qmap_status st = QMAP_OK;
+    if (test == 0) st = qmap_eval(s, ids, (size_t)n, qe);
+    else for (long i = 0; i < n && st == QMAP_OK; i++) st = qmap_eval(s, ids + i, 1, qe);
+    *tps = (double)n / (bm_now() - t0);
+    return st;
+}
+
+/* One model at every thread count, over the mapping and/or an anonymous copy (both open at once, their
+ * runs interleaved in alternating order so that the machine's drift falls on both alike). Returns 0, or
+ * -1 with err set. */
 static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, size_t err_size)
 {
-    qmap_model *m = NULL;
-    qmap_session *s = NULL;
+    qmap_model *m[2] = { NULL, NULL };
+    qmap_session *s[2] = { NULL, NULL };
     qmap_error qe = { 0 };
     model_facts mf;
-    int rc = -1;
+    int rc = -1, nm = c->n_mmaps;
     uint8_t *anon = NULL;
     const uint8_t *map = NULL;
     size_t anon_len = 0, map_len = 0;
     int32_t *ids = NULL;
-    double *v[5] = { NULL };
+    enum { TPS, LIMIT, FRAC, BW_ANON, BW_MAP, N_V };
+    double *v[2][N_V] = { { NULL } }, *ratio = NULL;
     if (facts_of(path, &mf, err, err_size) != 0) return -1;
-    if (qmap_model_open(path, NULL, &m, &qe) != QMAP_OK) {
-        snprintf(err, err_size, "%s", qe.message);
-        return -1;
+    for (int mi = 0; mi < nm; mi++) {
+        qmap_model_params mp;
+        qmap_model_params_default(&mp);
+        mp.no_mmap = c->mmaps[mi] == 0;
+        if (qmap_model_open(path, &mp, &m[mi], &qe) != QMAP_OK) {
+            snprintf(err, err_size, "%s", qe.message);
+            goto out;
+        }
     }
     qmap_model_info in;
-    qmap_model_get_info(m, &in);
+    qmap_model_get_info(m[0], &in);
     if (in.kind != QMAP_KIND_LM) {
         snprintf(err, err_size, "%s: a %s model is not a language model: qmap bench MODEL measures decoder LMs "
                  "(the classifier and encoder-decoder benchmarks are tests/bench/bench_mlp.py and bench_g2p.py)",
@@ -221,8 +243,11 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
     map = map_file(path, &map_len);
     long n_ids = c->pp > c->tg ? c->pp : c->tg;
     ids = malloc((size_t)(n_ids ? n_ids : 1) * sizeof *ids);
-    for (int i = 0; i < 5; i++) v[i] = malloc((size_t)c->runs * sizeof *v[i]);
-    if (!anon || !map || !ids || !v[0] || !v[1] || !v[2] || !v[3] || !v[4]) {
+    ratio = malloc((size_t)c->runs * sizeof *ratio);
+    bool ok = anon && map && ids && ratio;
+    for (int mi = 0; mi < nm; mi++)
+        for (int i = 0; i < N_V; i++) ok = ok && (v[mi][i] = malloc((size_t)c->runs * sizeof(double))) != NULL;
+    if (!ok) {
         snprintf(err, err_size, "%s: cannot set up the baselines (%zu bytes of memory, the file mapping): %s", path,
                  anon_len, strerror(errno));
         goto out;
@@ -240,72 +265,86 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
         sp.n_batch = (uint32_t)(c->pp > 0 ? c->pp : 1);
         sp.threads = t;
         sp.kv_type = c->kv ? QMAP_KV_F32 : QMAP_KV_F16;
-        if (qmap_session_new(m, &sp, &s, &qe) != QMAP_OK) {
-            snprintf(err, err_size, "%s", qe.message);
-            goto out;
-        }
+        for (int mi = 0; mi < nm; mi++)
+            if (qmap_session_new(m[mi], &sp, &s[mi], &qe) != QMAP_OK) {
+                snprintf(err, err_size, "%s", qe.message);
+                goto out;
+            }
         for (int test = 0; test < 2; test++) {
             long n = test == 0 ? c->pp : c->tg;
             if (n <= 0) continue;
-            row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t };
             for (int run = -1; run < c->runs; run++) {   /* run -1: the warm-up */
-                qmap_session_reset(s);
-                double t0 = bm_now();
-                qmap_status st = QMAP_OK;
-                if (test == 0) st = qmap_eval(s, ids, (size_t)n, &qe);
-                else for (long i = 0; i < n && st == QMAP_OK; i++) st = qmap_eval(s, ids + i, 1, &qe);
-                double dt = bm_now() - t0;
-                if (st != QMAP_OK) {
-                    snprintf(err, err_size, "%s", qe.message);
-                    goto out;
-                }
-                if (run < 0) continue;
-                v[0][run] = (double)n / dt;
-                if (test == 0) {
-                    double peak = bm_peak_once(pk, peak_iters, t);
-                    v[1][run] = peak;
-                    v[2][run] = bm_ratio(2.0 * (double)mf.matmul_params * (double)n / dt / 1e9, peak);
-                } else {
-                    /* the best with up to t threads: a decode step may run a small product on fewer */
-                    double a = 0, b = 0;
-                    for (int k = 1; k <= t; k++) {
-                        a = fmax(a, bm_bandwidth(anon, anon_len, k, NULL));
-                        b = fmax(b, bm_bandwidth(map, map_len, k, NULL));
+                for (int k = 0; k < nm; k++) {
+                    int mi = (k + (run < 0 ? 0 : run)) % nm;   /* alternate which goes first */
+                    double tps;
+                    if (time_test(s[mi], test, ids, n, &tps, &qe) != QMAP_OK) {
+                        snprintf(err, err_size, "%s", qe.message);
+                        goto out;
                     }
-                    double sol = fmax(a, b) * 1e9 / (double)in.bytes_per_token;
-                    v[1][run] = sol;
-                    v[2][run] = bm_ratio(v[0][run], sol);
-                    v[3][run] = a;
-                    v[4][run] = b;
+                    if (run < 0) continue;
+                    double **w = v[mi];
+                    w[TPS][run] = tps;
+                    if (test == 0) {
+                        double peak = bm_peak_once(pk, peak_iters, t);
+                        w[LIMIT][run] = peak;
+                        w[FRAC][run] = bm_ratio(2.0 * (double)mf.matmul_params * tps / 1e9, peak);
+                    } else {
+                        /* the best with up to t threads: a decode step may run a small product on fewer */
+                        double a = 0, b = 0;
+                        for (int q = 1; q <= t; q++) {
+                            a = fmax(a, bm_bandwidth(anon, anon_len, q, NULL));
+                            b = fmax(b, bm_bandwidth(map, map_len, q, NULL));
+                        }
+                        double sol = fmax(a, b) * 1e9 / (double)in.bytes_per_token;
+                        w[LIMIT][run] = sol;
+                        w[FRAC][run] = bm_ratio(tps, sol);
+                        w[BW_ANON][run] = a;
+                        w[BW_MAP][run] = b;
+                    }
                 }
+                if (run >= 0 && nm == 2) ratio[run] = bm_ratio(v[c->mmaps[0] ? 0 : 1][TPS][run], v[c->mmaps[0] ? 1 : 0][TPS][run]);
             }
-            r.tps = bm_stats_of(v[0], (int)c->runs);
-            r.limit = bm_stats_of(v[1], (int)c->runs);
-            r.frac = bm_stats_of(v[2], (int)c->runs);
-            if (test == 1) {
-                r.bw_anon = bm_stats_of(v[3], (int)c->runs);
-                r.bw_map = bm_stats_of(v[4], (int)c->runs);
-                /* decoding cannot read the weights faster than the best plain read of them */
-                if (r.frac.median > 1.05) {
-                    snprintf(err, err_size, "%s: tg%ld with %d threads ran at %.2f x the speed of light measured "
-                             "beside it: the bandwidth baseline is wrong (or the bytes per token are), so no "
-                             "fraction is printed", path, n, t, r.frac.median);
-                    goto out;
+            for (int mi = 0; mi < nm; mi++) {
+                row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t, .mmap = c->mmaps[mi] };
+                r.tps = bm_stats_of(v[mi][TPS], (int)c->runs);
+                r.limit = bm_stats_of(v[mi][LIMIT], (int)c->runs);
+                r.frac = bm_stats_of(v[mi][FRAC], (int)c->runs);
+                if (test == 1) {
+                    r.bw_anon = bm_stats_of(v[mi][BW_ANON], (int)c->runs);
+                    r.bw_map = bm_stats_of(v[mi][BW_MAP], (int)c->runs);
+                    /* decoding cannot read the weights faster than the best plain read of them */
+                    if (r.frac.median > 1.05) {
+                        snprintf(err, err_size, "%s: tg%ld with %d threads ran at %.2f x the speed of light "
+                                 "measured beside it: the bandwidth baseline is wrong (or the bytes per token are), "
+                                 "so no fraction is printed", path, n, t, r.frac.median);
+                        goto out;
+                    }
                 }
+                print_row(c, j, &in, &mf, label, &r);
             }
-            print_row(c, j, &in, &mf, label, &r);
+            /* both ways measured: the figure that decides qmap's premise (the mapping as fast as a copy) */
+            if (nm == 2 && !c->json && !c->csv) {
+                bm_stats q = bm_stats_of(ratio, (int)c->runs);
+                printf("|   %s%ld, %d thr: over the mapping / over an anonymous copy = %.2f [%.2f-%.2f] (per-run "
+                       "ratios, runs interleaved)\n", test == 0 ? "pp" : "tg", n, t, q.median, q.min, q.max);
+            }
         }
-        qmap_session_free(s);
-        s = NULL;
+        for (int mi = 0; mi < nm; mi++) {
+            qmap_session_free(s[mi]);
+            s[mi] = NULL;
+        }
     }
     rc = 0;
 out:
-    for (int i = 0; i < 5; i++) free(v[i]);
+    for (int mi = 0; mi < 2; mi++) {
+        for (int i = 0; i < N_V; i++) free(v[mi][i]);
+        qmap_session_free(s[mi]);
+        qmap_model_close(m[mi]);
+    }
+    free(ratio);
     free(ids);
     if (map) munmap((void *)map, map_len);
     if (anon) munmap(anon, anon_len);
-    qmap_session_free(s);
-    qmap_model_close(m);
     return rc;
 }
 
@@ -315,14 +354,17 @@ int bench_model(int argc, char **argv)
     char def_threads[32];
     snprintf(def_threads, sizeof def_threads, cores > 1 ? "1,%ld" : "1", cores);
     bm_cfg c = { .pp = 512, .tg = 128, .runs = 5 };
-    const char *threads = def_threads;
+    const char *threads = def_threads, *mmaps = "1";
+    bool no_mmap = false;
     static const char *const kv_choices[] = { "f16", "f32", NULL };
     const cli_opt opts[] = {
         { "n-prompt", 'p', CLI_INT, &c.pp, "N", 0, 8192, NULL, "prompt tokens of the pp test; 0 skips it", false },
         { "n-gen", 'n', CLI_INT, &c.tg, "N", 0, 8192, NULL, "tokens of the tg test; 0 skips it", false },
         { "threads", 't', CLI_STRING, &threads, "LIST", 0, 0, NULL, "thread counts, comma-separated (default: 1 and every core)", true },
         { "repetitions", 'r', CLI_INT, &c.runs, "N", 1, 1000, NULL, "timed runs of each test, after one warm-up", false },
-        { "kv", 0, CLI_CHOICE, &c.kv, "TYPE", 0, 0, kv_choices, "KV cache element type (f16|f32)", false },
+        { "kv", 0, CLI_CHOICE, &c.kv, "TYPE", 0, 0, kv_choices, "KV cache element type", false },
+        { "mmap", 0, CLI_STRING, &mmaps, "LIST", 0, 0, NULL, "1: weights over the file mapping (default), 0: over an anonymous copy of the file (llama-bench's -mmp); '0,1' measures both and prints the ratio", true },
+        { "no-mmap", 0, CLI_FLAG, &no_mmap, NULL, 0, 0, NULL, "the same as --mmap 0", false },
         { "json", 0, CLI_FLAG, &c.json, NULL, 0, 0, NULL, "print one JSON array of results", false },
         { "csv", 0, CLI_FLAG, &c.csv, NULL, 0, 0, NULL, "print CSV rows instead of the table", false },
     };
@@ -345,6 +387,17 @@ int bench_model(int argc, char **argv)
     if (prc != 0) return 2;
     if (bm_parse_threads(threads, c.threads, MAX_THREADS, &c.n_threads) != 0) {
         fprintf(stderr, "qmap bench: --threads needs a list like 1,2 (each 1..1024, at most %d)\n", MAX_THREADS);
+        return 2;
+    }
+    if (no_mmap) mmaps = "0";
+    if (!strcmp(mmaps, "1")) c.mmaps[c.n_mmaps++] = 1;
+    else if (!strcmp(mmaps, "0")) c.mmaps[c.n_mmaps++] = 0;
+    else if (!strcmp(mmaps, "0,1") || !strcmp(mmaps, "1,0")) {
+        c.mmaps[0] = mmaps[0] - '0';
+        c.mmaps[1] = mmaps[2] - '0';
+        c.n_mmaps = 2;
+    } else {
+        fprintf(stderr, "qmap bench: --mmap takes 1, 0 or 0,1 (got '%s')\n", mmaps);
         return 2;
     }
     if (c.json && c.csv) { fprintf(stderr, "qmap bench: --json and --csv: choose one\n"); return 2; }

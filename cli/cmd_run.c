@@ -41,7 +41,7 @@ typedef struct run_args {
     float temp, top_p, min_p, repeat_penalty;
     uint64_t seed;
     int kv, act;
-    bool no_bos, verify, json, quiet;
+    bool no_bos, verify, no_mmap, json, quiet;
 } run_args;
 
 static const char *const kv_choices[] = { "f16", "f32", NULL };
@@ -172,6 +172,7 @@ int cmd_run(int argc, char **argv)
         { "act", 0, CLI_CHOICE, &a.act, "MODE", 0, 0, act_choices, "Q8_ROW activations: auto keeps float accuracy; int8 is faster", false },
         { "no-bos", 0, CLI_FLAG, &a.no_bos, NULL, 0, 0, NULL, "do not add the tokenizer's BOS/EOS tokens to the prompt", true },
         { "verify", 0, CLI_FLAG, &a.verify, NULL, 0, 0, NULL, "check every tensor's checksum before running", true },
+        { "no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, 0, 0, NULL, "read the weights into memory instead of mapping the file (for comparison: RAM as large as the file, not shared)", true },
         { "json", 0, CLI_FLAG, &a.json, NULL, 0, 0, NULL, "print one JSON object (text, ids, figures) instead of streaming", true },
         { "quiet", 'q', CLI_FLAG, &a.quiet, NULL, 0, 0, NULL, "no figures on stderr", true },
         { "input", 0, CLI_STRING, &a.input, "X.npy", 0, 0, NULL,
@@ -241,6 +242,7 @@ int cmd_run(int argc, char **argv)
     qmap_model_params mp;
     qmap_model_params_default(&mp);
     mp.verify = a.verify;
+    mp.no_mmap = a.no_mmap;
     double t0 = now_s();
     if (qmap_model_open(path, &mp, &m, &err) != QMAP_OK) {
         fprintf(stderr, "qmap run: %s\n", err.message);

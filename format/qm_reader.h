@@ -71,6 +71,12 @@ typedef struct qm_meta {
  * On failure *out is NULL and err says why (one code per spec rule). */
 qm_status qm_open(const char *path, qm_file **out, qm_error *err);
 
+/* As qm_open, but the file is read into anonymous memory the qm_file owns instead of being mapped: the
+ * same bytes and the same validation, at the cost of reading the whole file now and of RAM (not shared
+ * page cache) as large as the file. For comparisons only (qmap run/bench --no-mmap), as llama.cpp's
+ * --no-mmap: qmap's premise is the mapping. A file that shrinks while it is read is QM_ERR_IO. */
+qm_status qm_open_copy(const char *path, qm_file **out, qm_error *err);
+
 /* Validate a file image already in memory (for fuzzing and tests). The buffer must outlive the qm_file
  * and is not copied or freed by it. `name` is used in messages (may be NULL). */
 qm_status qm_open_buffer(const void *buf, size_t len, const char *name, qm_file **out, qm_error *err);

@@ -72,9 +72,12 @@ typedef enum qmap_model_kind {
 typedef struct qmap_model_params {
     bool verify;               /* hash every tensor at open (spec R-DATA-1); otherwise open reads no tensor byte */
     int threads;               /* threads for verify; 0 = all */
+    bool no_mmap;              /* read the file into anonymous memory instead of mapping it: for comparison
+                                * only (as llama.cpp's --no-mmap); costs RAM as large as the file, not shared
+                                * between processes, and reading all of it at open */
 } qmap_model_params;
 
-/* Fill *p with the defaults (verify false, threads 0). */
+/* Fill *p with the defaults (verify false, threads 0, no_mmap false). */
 QMAP_API void qmap_model_params_default(qmap_model_params *p);
 
 /* Open `path`, validate the container (spec/FORMAT.md section 7) and the architecture's metadata keys and

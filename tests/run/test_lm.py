@@ -315,6 +315,21 @@ def error_cases(env, llama_f32, workdir):
             and lines[0].startswith("model,") and ",pp," in lines[1] and ",tg," in lines[2], r.stdout + r.stderr)
     r = run([env.qmap, "bench", llama_f32, "-p", "0", "-n", "0"])
     c.check(g, "qmap bench -p 0 -n 0: nothing to measure, usage error (2)", r.returncode == 2, r.stderr)
+    # --mmap 0,1: the same model over the mapping and over an anonymous copy, one row each, a ratio line
+    r = run([env.qmap, "bench", llama_f32, "-p", "4", "-n", "4", "-r", "2", "-t", "1", "--mmap", "0,1", "--json"])
+    try:
+        rows = json.loads(r.stdout) if r.returncode == 0 else []
+    except ValueError:
+        rows = []
+    c.check(g, "qmap bench --mmap 0,1 --json: each test over an anonymous copy and over the mapping",
+            [(x["test"], x["mmap"]) for x in rows] == [("pp4", False), ("pp4", True), ("tg4", False), ("tg4", True)],
+            r.stdout[-400:] + r.stderr)
+    r = run([env.qmap, "bench", llama_f32, "-p", "0", "-n", "4", "-r", "2", "-t", "1", "--mmap", "0,1"])
+    c.check(g, "qmap bench --mmap 0,1: prints the mapping / anonymous ratio",
+            r.returncode == 0 and "over the mapping / over an anonymous copy =" in r.stdout, r.stdout + r.stderr)
+    r = run([env.qmap, "bench", llama_f32, "--mmap", "2"])
+    c.check(g, "qmap bench --mmap 2: usage error (2) naming the choices", r.returncode == 2 and "0,1" in r.stderr,
+            r.stderr)
 
     # a tensor of the wrong shape, a missing key: refused at open, naming them
     bad = os.path.join(d, "shape.qmap")
@@ -352,6 +367,10 @@ def error_cases(env, llama_f32, workdir):
     b = run([env.qmap, "run", llama_f32, "--tokens", "5 6 7", "-n", "24", "-s", "42", "--json"])
     ok = a.returncode == 0 and b.returncode == 0 and json.loads(a.stdout)["ids"] == json.loads(b.stdout)["ids"]
     c.check(g, "qmap run: the same seed gives the same ids", ok, a.stderr + b.stderr)
+    # --no-mmap reads the same bytes into anonymous memory: the same ids, all of it resident
+    n = run([env.qmap, "run", llama_f32, "--tokens", "5 6 7", "-n", "24", "-s", "42", "--json", "--no-mmap"])
+    ok_n = ok and n.returncode == 0 and json.loads(n.stdout)["ids"] == json.loads(a.stdout)["ids"]
+    c.check(g, "qmap run --no-mmap: the same ids as over the mapping", ok_n, n.stderr)
     if ok:
         j = json.loads(a.stdout)
         c.check(g, "qmap run --json: ids, counts and figures", len(j["ids"]) == 24 and j["prompt_tokens"] == 3

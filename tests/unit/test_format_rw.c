@@ -159,9 +159,27 @@ static void roundtrip(uint64_t alignment, size_t chunk, const char *fname) {
     for (size_t i = 0; i < n; i++) assert_ptr_equal(qm_tensor_at(g, i)->data, img + qm_tensor_at(g, i)->offset);
     qm_close(g);
 
+    /* the copying reader (qmap run --no-mmap): the same table, tensor bytes equal, in its own memory */
+    ok_or_fail(qm_open_copy(path, &g, &err), &err, "qm_open_copy");
+    assert_int_equal(qm_tensor_count(g), n);
+    assert_true(qm_file_bytes(g) != img);
+    assert_memory_equal(qm_file_bytes(g), img, len);
+    for (size_t i = 0; i < n; i++) {
+        const qm_tensor *t = qm_tensor_at(g, i);
+        assert_ptr_equal(t->data, qm_file_bytes(g) + t->offset);
+        assert_int_equal((uintptr_t)t->data % 64, 0);
+        assert_memory_equal(t->data, ts[i].data, ts[i].size);
+    }
+    qm_close(g);
+
     free(img);
     for (size_t i = 0; i < n; i++) tu_tensor_free(&ts[i]);
     unlink(path);
+    /* and its errors: a missing file names it */
+    g = (qm_file *)&err;
+    assert_int_equal(qm_open_copy(path, &g, &err), QM_ERR_IO);
+    assert_null(g);
+    assert_true(tu_contains(err.message, path));
 }
 
 static void test_roundtrip_align64(void **state) { (void)state; roundtrip(64, 1000, "rt64.qmap"); }
