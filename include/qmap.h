@@ -10,8 +10,9 @@
  *                 with qmap_model_close() after every session made from it has been freed.
  *   qmap_session  the mutable state of one sequence: KV cache, activations, logits. Every buffer is
  *                 allocated by qmap_session_new(); evaluating tokens allocates nothing. A session is used
- *                 by one thread at a time; its `threads` parameter sets the OpenMP threads its evaluation
- *                 uses.
+ *                 by one thread at a time; its `threads` parameter sets the threads its evaluation
+ *                 uses: the session starts threads - 1 workers once, at qmap_session_new, and keeps them
+ *                 (spinning briefly between products, then asleep) until it is freed.
  *   qmap_sampler  logits -> token id, with its own seeded random state and penalty history.
  *   Pointers returned by a getter (strings, logits) are owned by the object they came from and stay
  *   valid as the getter says.
@@ -176,7 +177,7 @@ typedef enum qmap_act_mode {     /* how Q8_ROW products treat activations (runti
 typedef struct qmap_session_params {
     uint32_t n_ctx;            /* positions the KV cache holds; 0 = the model's context length */
     uint32_t n_batch;          /* most tokens one qmap_eval call takes; 0 = 512 */
-    int threads;               /* OpenMP threads; 0 = all the process may use */
+    int threads;               /* threads of its evaluation, the caller's included; 0 = one per CPU the process may use */
     qmap_kv_type kv_type;      /* QMAP_KV_F16 (default) or QMAP_KV_F32 */
     qmap_act_mode act;
     bool logits_all;           /* keep the logits of every token of a batch (n_batch x vocab floats) */
@@ -213,7 +214,7 @@ QMAP_API void qmap_session_reset(qmap_session *s);
 typedef struct qmap_classifier qmap_classifier;
 
 /* Buffers to classify batches of up to max_batch rows (0 = 256) of a QMAP_KIND_CLASSIFIER model with
- * `threads` OpenMP threads (0 = all the process may use) and activation mode `act` for Q8_ROW weights.
+ * `threads` threads (started here, kept until freed; 0 = one per CPU the process may use) and activation mode `act` for Q8_ROW weights.
  * Every buffer is allocated here; classifying allocates nothing. QMAP_ERR_INVALID_ARGUMENT for a model
  * that is not a classifier. One classifier is used by one thread at a time; one model may have many. */
 QMAP_API qmap_status qmap_classifier_new(const qmap_model *m, size_t max_batch, int threads, qmap_act_mode act,
@@ -239,7 +240,7 @@ typedef struct qmap_translate_params {
     uint32_t max_len;          /* target tokens generated at most, EOS included; 0 = the model's max_len - 1 */
     uint32_t max_batch;        /* sentences one qmap_translate call takes; 0 = 64 */
     uint32_t max_batch_tokens; /* source tokens encoded together; 0 = 4096 (at least the model's max_len) */
-    int threads;               /* OpenMP threads; 0 = all the process may use */
+    int threads;               /* threads of its evaluation, the caller's included; 0 = one per CPU the process may use */
     qmap_kv_type kv_type;      /* decoder self-attention cache: QMAP_KV_F16 (default) or QMAP_KV_F32 */
     qmap_act_mode act;
 } qmap_translate_params;

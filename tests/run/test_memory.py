@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""What a decoding process holds in memory (issue 15 §3), through tests/run/mem_probe.c:
+
+1. No weight is copied: after decoding (which reads every weight), the process's anonymous RSS is within
+   the KV cache + 64 MB, and its peak RSS within the container's size + the KV cache + 64 MB, for F32 and
+   for Q8_ROW (int8 weights read in place, nothing dequantized). The same probe with --no-mmap, which does
+   copy the file, must break the first bound: the control that shows the check can fail.
+2. Two processes on one container share its pages: while both hold the model, each one's PSS of the
+   mapping is about half the file (0.4-0.6 of it), and a process alone has its whole size.
+
+The model is a random-init Llama of stories110M's shape (tests/tools/make_lm.py), converted and quantized
+here: 418 MiB in F32, 106 MiB in Q8_ROW, large against the 64 MiB allowance.
+
+    test_memory.py --qmap build/qmap --probe build/tests/mem_probe --workdir DIR
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+from checks import Checks  # noqa: E402
+
+MB = 1 << 20   # printed as MiB
+ALLOWANCE = 64 * MB
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def parse(line):
+    tag, *fields = line.split()
+    return tag, {k: int(v) for k, v in (f.split("=") for f in fields)}
+
+
+class Probe:
+    """A mem_probe process: started, then read up to its 'ready' line; finish() lets it report again."""
+
+    def __init__(self, probe, model, *opts):
+        self.p = subprocess.Popen([probe, model, *opts], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if not line.startswith("ready"):
+            self.p.kill()
+            raise RuntimeError("mem_probe %s: %s" % (model, self.p.stderr.read().strip() or line))
+        self.ready = parse(line)[1]
+
+    def figures_now(self):
+        """Ask for the figures again (the process stays until finish)."""
+        self.p.stdin.write("\n")
+        self.p.stdin.flush()
+        line = self.p.stdout.readline()
+        return parse(line)[1] if line.startswith("final") else None
+
+    def finish(self):
+        if not self.p.stdin.closed:
+            self.p.stdin.close()
+        self.p.wait(timeout=60)
+        return self.p.returncode
+
+
+def mb(x):
+    return "%.1f MiB" % (x / MB)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qmap", required=True)
+    ap.add_argument("--probe", required=True)
+    ap.add_argument("--workdir", required=True)
+    args = ap.parse_args()
+    c = Checks(None)
+    os.makedirs(args.workdir, exist_ok=True)
+    src = os.path.join(args.workdir, "llama-110m")
+    f32 = os.path.join(args.workdir, "llama-110m-f32.qmap")
+    q8 = os.path.join(args.workdir, "llama-110m-q8.qmap")
+    if not os.path.exists(f32):
+        r = run([sys.executable, os.path.join(HERE, "..", "tools", "make_lm.py"), "llama-110m", src])
+        if r.returncode:
+            sys.exit("make_lm.py: " + r.stderr)
+        r = run([args.qmap, "convert", os.path.join(src, "model.safetensors"), "-o", f32, "--quiet"])
+        if r.returncode:
+            sys.exit("convert: " + r.stderr)
+        subprocess.run(["rm", "-rf", src])
+    if not os.path.exists(q8):
+        r = run([args.qmap, "quantize", "--q8", f32, "-o", q8, "--quiet"])
+        if r.returncode:
+            sys.exit("quantize: " + r.stderr)
+
+    g = "memory"
+    for name, path in (("F32", f32), ("Q8_ROW", q8)):
+        a = Probe(args.probe, path)
+        x = a.ready
+        a.figures_now()
+        a.finish()
+        print("  %s: file %s, KV %s: peak RSS %s, anonymous %s, mapping resident %s" % (
+            name, mb(x["file"]), mb(x["kv"]), mb(x["hwm"]), mb(x["rss_anon"]), mb(x["map_rss"])))
+        c.check(g, "%s: anonymous RSS %s <= KV cache %s + 64 MB (no weight copied)" % (
+            name, mb(x["rss_anon"]), mb(x["kv"])), x["rss_anon"] <= x["kv"] + ALLOWANCE, str(x))
+        c.check(g, "%s: peak RSS %s <= file %s + KV + 64 MB" % (name, mb(x["hwm"]), mb(x["file"])),
+                x["hwm"] <= x["file"] + x["kv"] + ALLOWANCE, str(x))
+        c.check(g, "%s: decoding made the whole mapping resident (%s of %s), so the bounds above counted it" % (
+            name, mb(x["map_rss"]), mb(x["file"])), x["map_rss"] >= 0.95 * x["file"], str(x))
+
+    # the control: a copy of the weights breaks the anonymous bound
+    a = Probe(args.probe, f32, "--no-mmap")
+    x = a.ready
+    a.finish()
+    print("  F32 --no-mmap: anonymous %s, mapping resident %s" % (mb(x["rss_anon"]), mb(x["map_rss"])))
+    c.check(g, "control: with --no-mmap the weights are anonymous (%s >= the file) and the bound above fails" %
+            mb(x["rss_anon"]), x["rss_anon"] >= x["file"] and x["rss_anon"] > x["kv"] + ALLOWANCE, str(x))
+
+    # two processes on one container
+    for name, path in (("F32", f32), ("Q8_ROW", q8)):
+        a = Probe(args.probe, path)
+        alone = a.ready
+        b = Probe(args.probe, path)
+        fa, fb = a.figures_now(), b.figures_now()
+        a.finish()
+        b.finish()
+        ok = fa is not None and fb is not None
+        size = alone["file"]
+        print("  %s: PSS of the mapping alone %s; with a second process %s and %s (file %s)" % (
+            name, mb(alone["map_pss"]), mb(fa["map_pss"]) if ok else "?", mb(fb["map_pss"]) if ok else "?",
+            mb(size)))
+        c.check(g, "%s: one process alone has the whole mapping in its PSS (%s)" % (name, mb(alone["map_pss"])),
+                alone["map_pss"] >= 0.95 * size, str(alone))
+        c.check(g, "%s: two processes share the pages: each one's PSS of the mapping is 0.4-0.6 of the file" % name,
+                ok and all(0.4 * size <= f["map_pss"] <= 0.6 * size for f in (fa, fb)), str((fa, fb)))
+    return c.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
