@@ -10,6 +10,8 @@
  *       on one), over anonymous memory and over a mapping of the model's own file;
  *       the speed of light is the better of the two divided by the bytes one decode step reads
  *       (qmap_model_info.bytes_per_token: every matrix once, one embedding row), and the fraction reached.
+ * With --mmap 0,1 the model is opened twice, over its mapping and as an anonymous copy (--no-mmap), and
+ * every run of a test is taken on both in alternating order; the mapping/copy ratio is taken per run.
  * Figures are medians with min and max of the -r runs; ratios are taken per run. Token ids are fixed and
  * spread over the vocabulary: speed does not depend on the text.
  */
@@ -363,7 +365,7 @@ int bench_model(int argc, char **argv)
         { "threads", 't', CLI_STRING, &threads, "LIST", 0, 0, NULL, "thread counts, comma-separated (default: 1 and every core)", true },
         { "repetitions", 'r', CLI_INT, &c.runs, "N", 1, 1000, NULL, "timed runs of each test, after one warm-up", false },
         { "kv", 0, CLI_CHOICE, &c.kv, "TYPE", 0, 0, kv_choices, "KV cache element type", false },
-        { "mmap", 0, CLI_STRING, &mmaps, "LIST", 0, 0, NULL, "1: weights over the file mapping (default), 0: over an anonymous copy of the file (llama-bench's -mmp); '0,1' measures both and prints the ratio", true },
+        { "mmap", 0, CLI_STRING, &mmaps, "LIST", 0, 0, NULL, "1: over the file mapping, 0: over an anonymous copy; 0,1: both, and the ratio (default: 1)", true },
         { "no-mmap", 0, CLI_FLAG, &no_mmap, NULL, 0, 0, NULL, "the same as --mmap 0", false },
         { "json", 0, CLI_FLAG, &c.json, NULL, 0, 0, NULL, "print one JSON array of results", false },
         { "csv", 0, CLI_FLAG, &c.csv, NULL, 0, 0, NULL, "print CSV rows instead of the table", false },
