@@ -438,25 +438,21 @@ static qm_status write_tensor(job *j, qm_writer *w, uint64_t ti, uint32_t dst_dt
     uint64_t n = qc_tensor_elements(t);
     bool same = (dst_dtype == QM_DTYPE_F32 && t->dtype == QC_F32) || (dst_dtype == QM_DTYPE_F16 && t->dtype == QC_F16);
     if (same && view_contiguous(&v)) {
-        /* zero-copy: straight from the mapping (or load buffer) into the writer, in slices for progress */
-        /* Straight from the source: a mapped file region goes file to file through the kernel
-         * (qm_writer_write_from_file), a loaded zip entry is written from its buffer. Slices keep the
-         * NaN scan and the writer's checksum reading bytes that are still in cache. */
+        /* Straight from the mapping (or a loaded zip entry's buffer) into the writer, in slices for
+         * progress, so that the NaN scan, the writer's checksum and its write read bytes still in cache. */
         const uint8_t *p = base + v.offset * es;
         uint64_t bytes = n * es, off = 0;
         const qc_storage *sg = &s->storages[t->storage];
         int fd = -1;
-        uint64_t file_off = 0;
         if (sg->kind == QC_STORAGE_MAPPED && s->files[sg->file].owned) {
             fd = qm_open_regular(s->files[sg->file].path, NULL, NULL);
-            file_off = sg->file_offset + v.offset * es;
         }
         while (off < bytes) {
             uint64_t len = bytes - off < CHUNK_BYTES ? bytes - off : CHUNK_BYTES;
             ts->nonfinite += es == 4 ? count_nonfinite_f32(p + off, len / 4) : count_nonfinite_f16(p + off, len / 2);
-            st = fd >= 0 ? qm_writer_write_from_file(w, p + off, (size_t)len, fd, file_off + off, j->err)
-                         : qm_writer_write(w, p + off, (size_t)len, j->err);
-            /* the kernel's copy sees a shrunk input as a short read, not a fault: say which file it was */
+            st = qm_writer_write(w, p + off, (size_t)len, j->err);
+            /* write() from a mapping whose file shrank fails with EFAULT rather than a fault: say which
+             * file it was */
             if (fd >= 0) st = qm_guard_check_shrunk(st, fd, s->files[sg->file].size, s->files[sg->file].path, j->err);
             if (st != QM_OK) break;
             off += len;

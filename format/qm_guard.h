@@ -55,8 +55,8 @@ void qm_guard_pop(qm_guard *g);
  * start of the file's mapping; NULL: no offset). Returns QM_ERR_IO. */
 qm_status qm_guard_fail(const qm_guard *g, qm_error *err, const char *path, const void *base);
 
-/* For reads through a descriptor (copy_file_range, read) rather than the mapping, which see a shrunk file
- * as a short read instead of a fault: if `st` is an error and the file behind `fd` is now smaller than
+/* For reads through a descriptor (read, or write() from a mapping) rather than by loads from the mapping,
+ * which see a shrunk file as a short read or EFAULT instead of a fault: if `st` is an error and the file behind `fd` is now smaller than
  * `was` bytes, replace err with the message of qm_guard_fail naming `path`; otherwise leave both as they
  * are. Returns the status to pass on. */
 qm_status qm_guard_check_shrunk(qm_status st, int fd, uint64_t was, const char *path, qm_error *err);

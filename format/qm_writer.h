@@ -71,12 +71,6 @@ qm_status qm_writer_add_tensor(qm_writer *w, const char *name, uint32_t dtype, u
  * phase. QM_ERR_INVALID_ARGUMENT (which fails the writer) for bytes == NULL with len > 0 — zeros go
  * through qm_writer_write_zeros — and for writing more than was declared. */
 qm_status qm_writer_write(qm_writer *w, const void *bytes, size_t len, qm_error *err);
-/* The same as qm_writer_write(w, bytes, len), for bytes that are also stored in file `fd` at `offset`
- * (typically `bytes` points into a mapping of that file): the checksum is computed from `bytes`, and the
- * data is copied file to file by the kernel (copy_file_range) where it can, else written from `bytes`.
- * The caller guarantees both hold the same bytes; `fd` stays the caller's (not closed, offset unchanged). */
-qm_status qm_writer_write_from_file(qm_writer *w, const void *bytes, size_t len, int fd, uint64_t offset,
-                                    qm_error *err);
 /* Append `len` zero bytes of tensor data (e.g. Q8_ROW padding). */
 qm_status qm_writer_write_zeros(qm_writer *w, uint64_t len, qm_error *err);
 

@@ -246,9 +246,9 @@ static qm_status copy_tensor(const work *k, qm_writer *w, const qm_tensor *t, in
         qm_guard_pop(&g);
         return qm_guard_fail(&g, err, k->o->input, base);
     }
-    qm_status st = qm_writer_write_from_file(w, t->data, (size_t)t->size, fd, t->offset, err);
+    qm_status st = qm_writer_write(w, t->data, (size_t)t->size, err);
     qm_guard_pop(&g);
-    /* the kernel's copy sees a shrunk file as a short read, not a fault */
+    /* write() from the mapping of a file that shrank fails with EFAULT, not a fault */
     return qm_guard_check_shrunk(st, fd, qm_file_header(k->f)->file_size, k->o->input, err);
 }
 
