@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "qa_model.h"
+#include "qa_pages.h"
 #include "qr_tok.h"
 
 void qmap_model_params_default(qmap_model_params *p)
@@ -147,6 +148,26 @@ static qm_status load_tokenizer(qmap_model *m, const char *prefix, uint32_t rows
     return QM_OK;
 }
 
+/* Files smaller than this are left as they are cached: their page-table entries are few anyway. */
+#define QA_LARGE_PAGES_MIN_BYTES ((uint64_t)64 << 20)
+
+/* Map every page of the file now, and if less than half of it came in 2 MiB entries, drop the file's
+ * cached pages and map it again, reading it back through the MADV_HUGEPAGE mapping (qa_pages.h says
+ * why). Pages another process maps are not dropped, so a second process beside a running one costs
+ * nothing. On failure *f is closed and NULL. */
+static qm_status map_in_large_pages(const char *path, qm_file **f, qm_error *e)
+{
+    uint64_t size = qm_file_header(*f)->file_size;
+    uint64_t pmd = qa_pages_populate_and_count(qm_file_bytes(*f), (size_t)size);
+    if (size < QA_LARGE_PAGES_MIN_BYTES || pmd == UINT64_MAX || pmd >= size / 2) return QM_OK;
+    qm_close(*f);
+    *f = NULL;
+    qa_pages_drop_cache(path);
+    qm_status st = qm_open(path, f, e);
+    if (st == QM_OK) (void)qa_pages_populate_and_count(qm_file_bytes(*f), (size_t)size);
+    return st;
+}
+
 qmap_status qmap_model_open(const char *path, const qmap_model_params *params, qmap_model **out, qmap_error *err)
 {
     qmap_model_params defaults;
@@ -164,6 +185,8 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
     if (!m) return qa_fail(err, QMAP_ERR_NOMEM, "%s: out of memory", path);
     qm_status st = params->no_mmap ? qm_open_copy(path, &m->file, &e) : qm_open(path, &m->file, &e);
     if (st != QM_OK) goto fail;
+    if (!params->no_mmap && !params->no_prefetch && (st = map_in_large_pages(path, &m->file, &e)) != QM_OK)
+        goto fail;
     if (params->verify) {
         qm_verify_opts vo = { .threads = params->threads, .full = false };
         if ((st = qm_verify(m->file, &vo, NULL, NULL, &e)) != QM_OK) goto fail;

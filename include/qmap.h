@@ -76,13 +76,19 @@ typedef struct qmap_model_params {
     bool no_mmap;              /* read the file into anonymous memory instead of mapping it: for comparison
                                 * only (as llama.cpp's --no-mmap); costs RAM as large as the file, not shared
                                 * between processes, and reading all of it at open */
+    bool no_prefetch;          /* leave the mapping to fill as it is used (see qmap_model_open) */
 } qmap_model_params;
 
-/* Fill *p with the defaults (verify false, threads 0, no_mmap false). */
+/* Fill *p with the defaults (verify false, threads 0, no_mmap false, no_prefetch false). */
 QMAP_API void qmap_model_params_default(qmap_model_params *p);
 
 /* Open `path`, validate the container (spec/FORMAT.md section 7) and the architecture's metadata keys and
- * every tensor's dtype and shape (spec/ARCHITECTURES.md), and view the weights in the mapping. `params` may
+ * every tensor's dtype and shape (spec/ARCHITECTURES.md), and view the weights in the mapping. Unless
+ * params->no_prefetch, every page of the mapping is mapped now (reading the file where it is not cached,
+ * as llama.cpp's MAP_POPULATE does), in 2 MiB pages where the kernel can: a file of 64 MiB or more that the
+ * page cache holds in small pages (written by another program, or read back piecemeal) has its unmapped
+ * cached pages dropped and read back in large ones, since streaming weights through 4 KiB pages ran
+ * decode at a fraction of the speed on the VMs qmap was measured on (README, Benchmarks). `params` may
  * be NULL (defaults). On success *out owns the mapping; on failure *out is NULL and err names the file and
  * the key or tensor at fault (QMAP_ERR_UNKNOWN_ARCH for an architecture this library cannot run). */
 QMAP_API qmap_status qmap_model_open(const char *path, const qmap_model_params *params, qmap_model **out,

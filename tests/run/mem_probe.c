@@ -1,16 +1,17 @@
 /* mem_probe — what a decoding process holds in memory, for tests/run/test_memory.py (public API only).
  *
- *   mem_probe MODEL [--no-mmap] [-n TOKENS] [-c N_CTX]
+ *   mem_probe MODEL [--no-mmap] [--no-prefetch] [-n TOKENS] [-c N_CTX]
  *
  * Opens MODEL, makes a session of N_CTX positions (F16 KV cache, 1 thread) and decodes TOKENS tokens one
  * at a time, which reads every weight. Then it prints one line of figures and waits for a line on stdin
  * (so the test can hold two of them alive at once), prints the figures again and exits:
  *
- *   ready|final file=B kv=B hwm=B rss_anon=B rss_file=B map_rss=B map_pss=B
+ *   ready|final file=B kv=B hwm=B rss_anon=B rss_file=B map_rss=B map_pss=B map_pmd=B
  *
  * hwm is the peak RSS (VmHWM), rss_anon/rss_file split the current RSS (/proc/self/status), map_rss and
  * map_pss are the Rss and Pss of the model file's mapping (/proc/self/smaps, the VMAs named by its path;
- * 0 with --no-mmap, where the weights are anonymous memory), kv the bytes of the KV cache the session
+ * 0 with --no-mmap, where the weights are anonymous memory), map_pmd the part of it mapped in 2 MiB
+ * entries (FilePmdMapped), kv the bytes of the KV cache the session
  * holds. All in bytes.
  */
 #include <stdio.h>
@@ -34,10 +35,11 @@ static unsigned long long status_field(const char *file, const char *key)
     return v;
 }
 
-/* Rss and Pss summed over the VMAs of /proc/self/smaps that map `path`. */
-static void mapping_figures(const char *path, unsigned long long *rss, unsigned long long *pss)
+/* Rss, Pss and FilePmdMapped summed over the VMAs of /proc/self/smaps that map `path`. */
+static void mapping_figures(const char *path, unsigned long long *rss, unsigned long long *pss,
+                            unsigned long long *pmd)
 {
-    *rss = *pss = 0;
+    *rss = *pss = *pmd = 0;
     char real[4096];
     if (!realpath(path, real)) return;
     FILE *fp = fopen("/proc/self/smaps", "r");
@@ -57,24 +59,25 @@ static void mapping_figures(const char *path, unsigned long long *rss, unsigned 
         if (!in_vma) continue;
         if (sscanf(line, "Rss: %llu kB", &kb) == 1) *rss += kb * 1024;
         else if (sscanf(line, "Pss: %llu kB", &kb) == 1) *pss += kb * 1024;
+        else if (sscanf(line, "FilePmdMapped: %llu kB", &kb) == 1) *pmd += kb * 1024;
     }
     fclose(fp);
 }
 
 static void report(const char *tag, const char *path, unsigned long long file, unsigned long long kv)
 {
-    unsigned long long mr, mp;
-    mapping_figures(path, &mr, &mp);
-    printf("%s file=%llu kv=%llu hwm=%llu rss_anon=%llu rss_file=%llu map_rss=%llu map_pss=%llu\n", tag, file, kv,
-           status_field("/proc/self/status", "VmHWM"), status_field("/proc/self/status", "RssAnon"),
-           status_field("/proc/self/status", "RssFile"), mr, mp);
+    unsigned long long mr, mp, mh;
+    mapping_figures(path, &mr, &mp, &mh);
+    printf("%s file=%llu kv=%llu hwm=%llu rss_anon=%llu rss_file=%llu map_rss=%llu map_pss=%llu map_pmd=%llu\n", tag,
+           file, kv, status_field("/proc/self/status", "VmHWM"), status_field("/proc/self/status", "RssAnon"),
+           status_field("/proc/self/status", "RssFile"), mr, mp, mh);
     fflush(stdout);
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: mem_probe MODEL [--no-mmap] [-n TOKENS] [-c N_CTX]\n");
+        fprintf(stderr, "usage: mem_probe MODEL [--no-mmap] [--no-prefetch] [-n TOKENS] [-c N_CTX]\n");
         return 2;
     }
     const char *path = argv[1];
@@ -83,6 +86,7 @@ int main(int argc, char **argv)
     long n = 8, ctx = 256;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--no-mmap")) mp.no_mmap = true;
+        else if (!strcmp(argv[i], "--no-prefetch")) mp.no_prefetch = true;
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atol(argv[++i]);
         else if (!strcmp(argv[i], "-c") && i + 1 < argc) ctx = atol(argv[++i]);
         else {

@@ -7,6 +7,10 @@
    copy the file, must break the first bound: the control that shows the check can fail.
 2. Two processes on one container share its pages: while both hold the model, each one's PSS of the
    mapping is about half the file (0.4-0.6 of it), and a process alone has its whole size.
+3. The mapping is in 2 MiB page-table entries (FilePmdMapped) even for a copy of the container written in
+   64 KiB pieces, which the page cache holds in small pages (qmap_model_open re-reads it; api/qa_pages.h
+   says why it matters); --no-prefetch, which leaves it so, is the control. Skipped, saying so, on a
+   kernel or file system that maps no file in 2 MiB entries.
 
 The model is a random-init Llama of stories110M's shape (tests/tools/make_lm.py), converted and quantized
 here: 418 MiB in F32, 106 MiB in Q8_ROW, large against the 64 MiB allowance.
@@ -129,6 +133,38 @@ def main():
                 alone["map_pss"] >= 0.95 * size, str(alone))
         c.check(g, "%s: two processes share the pages: each one's PSS of the mapping is 0.4-0.6 of the file" % name,
                 ok and all(0.4 * size <= f["map_pss"] <= 0.6 * size for f in (fa, fb)), str((fa, fb)))
+    # 2 MiB pages. A copy written in 64 KiB pieces is cached in small pages; opening it must map it in
+    # 2 MiB entries anyway (qmap_model_open drops and re-reads such a file), and --no-prefetch, which
+    # leaves the mapping as the cache has it, is the control. Where the kernel maps no file in 2 MiB
+    # entries at all (the writer's own output is the probe), there is nothing to check.
+    small = os.path.join(args.workdir, "llama-110m-q8-small-pages.qmap")
+    with open(q8, "rb") as src, open(small, "wb") as dst:
+        while True:
+            piece = src.read(64 << 10)
+            if not piece:
+                break
+            dst.write(piece)
+    a = Probe(args.probe, q8)
+    own = a.ready
+    a.finish()
+    size = own["file"]
+    print("  Q8_ROW (written by qmap quantize), opened: %s of %s mapped in 2 MiB entries" % (mb(own["map_pmd"]),
+                                                                                       mb(size)))
+    if own["map_pmd"] < 0.9 * size:
+        print("  (this kernel or file system maps no file in 2 MiB entries: the large-page checks do not apply)")
+    else:
+        a = Probe(args.probe, small, "--no-prefetch")
+        ctl = a.ready
+        a.finish()
+        a = Probe(args.probe, small)
+        got = a.ready
+        a.finish()
+        print("  the copy in 64 KiB writes: %s in 2 MiB entries with --no-prefetch, %s as opened by default" % (
+            mb(ctl["map_pmd"]), mb(got["map_pmd"])))
+        c.check(g, "control: a file written in 64 KiB pieces, left as cached (--no-prefetch), is mostly in small "
+                "pages (%s of %s in 2 MiB)" % (mb(ctl["map_pmd"]), mb(size)), ctl["map_pmd"] < 0.5 * size, str(ctl))
+        c.check(g, "opened by default, the same file is mapped in 2 MiB entries (%s of %s)" % (
+            mb(got["map_pmd"]), mb(size)), got["map_pmd"] >= 0.9 * size, str(got))
     return c.finish()
 
 
