@@ -23,8 +23,9 @@
  * /proc/self/smaps); UINT64_MAX where that cannot be told (no smaps, no such field, populate refused). */
 uint64_t qa_pages_populate_and_count(const void *base, size_t len);
 
-/* Drop the clean cached pages of the file at `path` that no process maps (POSIX_FADV_DONTNEED).
- * 0, or -1 (errno set) if the file cannot be opened. */
+/* Drop the cached pages of the file at `path` that no process maps (POSIX_FADV_DONTNEED), after writing
+ * out dirty ones (fdatasync), which would otherwise stay. 0, or -1 (errno set) if the file cannot be
+ * opened. */
 int qa_pages_drop_cache(const char *path);
 
 #endif /* QA_PAGES_H */
