@@ -3,8 +3,9 @@
  * Why: on the VMs qmap is measured on, a decode step that streams the weights through a mapping of 4 KiB
  * pages ran at 0.07 [0.05-0.35] of its speed over an anonymous copy (TinyLlama 1.1B Q8_ROW, 1 thread,
  * qmap bench --mmap 0,1), and at 0.72-0.88 where the page cache held the file in 2 MiB folios, which the
- * kernel maps with one page-table entry each (FilePmdMapped in /proc/PID/smaps): every 4 KiB page costs
- * the hypervisor's shadow page tables an entry. qm_writer writes files so that they are cached that way,
+ * kernel maps with one page-table entry each (FilePmdMapped in /proc/PID/smaps). The time went to plain
+ * loads, not faults: most likely every 4 KiB page costs the hypervisor's shadow page tables an entry (the
+ * guest is paravirtualised, pvm_*). qm_writer writes files so that they are cached that way,
  * and qm_open advises MADV_HUGEPAGE, so that pages read in through the mapping arrive that way; but a file
  * written by another program, or whose pages were reclaimed and read back piecemeal, is cached in 4 KiB
  * pages, and nothing can merge cached pages in place. The cure is to drop the file's cached pages (only
