@@ -455,24 +455,34 @@ qm_status qm_open_buffer(const void *buf, size_t len, const char *name, qm_file 
     return QM_OK;
 }
 
-qm_status qm_open(const char *path, qm_file **out, qm_error *err)
+/* The start both openers share: the regular file at `path` opened (its descriptor in *fd) and an empty
+ * qm_file for it with its size set (base: a 1-byte empty buffer until the caller sets it). */
+static qm_status open_file(const char *path, qm_file **out, int *fd, qm_file **f, qm_error *err)
 {
     if (!out || !path) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, path, NULL, QM_NO_OFFSET, "null argument");
     *out = NULL;
     struct stat st;
-    int fd = qm_open_regular(path, &st, err);
-    if (fd < 0) return err ? err->code : QM_ERR_IO;
+    *fd = qm_open_regular(path, &st, err);
+    if (*fd < 0) return err ? err->code : QM_ERR_IO;
     if ((uint64_t)st.st_size > SIZE_MAX) {
-        close(fd);
-        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "file too large to map");
+        close(*fd);
+        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "file too large for this address space");
     }
-    qm_file *f = file_new(path);
-    if (!f) { close(fd); return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory"); }
+    *f = file_new(path);
+    if (!*f) { close(*fd); return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory"); }
     static const uint8_t empty[1];
-    f->size = (uint64_t)st.st_size;
-    if (f->size == 0) {
-        f->base = empty; /* mmap of 0 bytes is invalid; the parser rejects it as bad magic */
-    } else {
+    (*f)->size = (uint64_t)st.st_size;
+    (*f)->base = empty; /* mmap of 0 bytes is invalid; the parser rejects an empty file as bad magic */
+    return QM_OK;
+}
+
+qm_status qm_open(const char *path, qm_file **out, qm_error *err)
+{
+    int fd;
+    qm_file *f;
+    qm_status s0 = open_file(path, out, &fd, &f, err);
+    if (s0 != QM_OK) return s0;
+    if (f->size > 0) {
         void *m = mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED) {
             int e = errno;
@@ -499,20 +509,10 @@ qm_status qm_open(const char *path, qm_file **out, qm_error *err)
 
 qm_status qm_open_copy(const char *path, qm_file **out, qm_error *err)
 {
-    if (!out || !path) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, path, NULL, QM_NO_OFFSET, "null argument");
-    *out = NULL;
-    struct stat st;
-    int fd = qm_open_regular(path, &st, err);
-    if (fd < 0) return err ? err->code : QM_ERR_IO;
-    if ((uint64_t)st.st_size > SIZE_MAX) {
-        close(fd);
-        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "file too large to read into memory");
-    }
-    qm_file *f = file_new(path);
-    if (!f) { close(fd); return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory"); }
-    static const uint8_t empty[1];
-    f->size = (uint64_t)st.st_size;
-    f->base = empty;
+    int fd;
+    qm_file *f;
+    qm_status s0 = open_file(path, out, &fd, &f, err);
+    if (s0 != QM_OK) return s0;
     if (f->size > 0) {
         /* anonymous pages, as large a page as the kernel gives (the copy is a bandwidth baseline) */
         void *m = mmap(NULL, (size_t)f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -541,7 +541,7 @@ qm_status qm_open_copy(const char *path, qm_file **out, qm_error *err)
                 qm_close(f);
                 return qm_fail(err, QM_ERR_IO, path, NULL, (uint64_t)done, "%s after %zu of %llu bytes",
                                e ? strerror(e) : "the file ended (it shrank while being read)", done,
-                               (unsigned long long)st.st_size);
+                               (unsigned long long)f->size);
             }
             done += (size_t)got;
         }

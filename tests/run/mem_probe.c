@@ -20,8 +20,7 @@
 
 #include "qmap.h"
 
-/* A "Key:   N kB" line of a /proc file, in bytes; the first match after a line equal to `after` when
- * after is not NULL (an smaps VMA header), summed over every such VMA. */
+/* The value of a "Key:   N kB" line of a /proc file, in bytes (the last such line; 0 if none). */
 static unsigned long long status_field(const char *file, const char *key)
 {
     FILE *fp = fopen(file, "r");
