@@ -62,7 +62,7 @@ void tmp_remove(void);
 typedef struct bench_tensor {
     qm_dtype dtype;
     size_t rows, cols;
-    uint8_t *bytes;          /* anonymous copy: size bytes, 4096-aligned */
+    uint8_t *bytes;          /* anonymous copy: size bytes (bm_anon_buffer; tensor_free unmaps it) */
     size_t size;
     size_t read_bytes;       /* what one product reads: rows·row_stride (+ scales and row sums) */
     qr_matrix view;          /* of `bytes` */

@@ -60,17 +60,18 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
     if (!x || !y || !y2 || !ra || !rm || !rb || !qa || !qmp || !mo) { set_error("out of memory"); goto out; }
     /* one work buffer, sized for the largest need of every configuration measured below */
     size_t work_size = 0;
-    for (int act = 0; act < 2; act++)
+    static const qr_act acts[] = { QR_ACT_INT8, QR_ACT_INT8X2, QR_ACT_F32 };
+    for (int act = 0; act < 3; act++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], act ? QR_ACT_F32 : QR_ACT_INT8 };
+            qr_matmul_opts o = { c->pools[ti], acts[act] };
             size_t s = qr_matmul_work_size(&t.view, 1, &o);
             if (s > work_size) work_size = s;
         }
     if (work_size && !(work = aligned_alloc(64, (work_size + 63) / 64 * 64))) { set_error("out of memory"); goto out; }
 
-    int n_act = dtype == QM_DTYPE_Q8_ROW ? 2 : 1;
+    int n_act = dtype == QM_DTYPE_Q8_ROW ? 3 : 1;
     for (int ai = 0; ai < n_act; ai++) {
-        qr_act act = ai == 0 ? QR_ACT_INT8 : QR_ACT_F32;
+        qr_act act = dtype == QM_DTYPE_Q8_ROW ? acts[ai] : QR_ACT_F32;
         for (int ti = 0; ti < c->n_threads; ti++) {
             qr_matmul_opts o = { c->pools[ti], act };
             double first_a, first_m, s;

@@ -55,8 +55,9 @@ uint64_t bm_read_reference(const uint8_t *p, size_t n);
 double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads);
 /* The baseline: one pass of every reader, the best GB/s; *best (if not NULL) names the winner. */
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best);
-/* len bytes of anonymous memory (64-byte aligned), filled with non-zero bytes by `threads` threads, each
- * touching first the part it will read. NULL (errno set) on failure. */
+/* len bytes of anonymous memory (64-byte aligned, in 2 MiB pages where the kernel gives them), filled with
+ * non-zero bytes by `threads` threads, each touching first the part it will read. NULL (errno set) on
+ * failure. */
 uint8_t *bm_anon_buffer(size_t len, int threads);
 
 /* ---- instruction peak -------------------------------------------------------------------------------- */

@@ -34,7 +34,7 @@ const char *dtype_label(qm_dtype d)
 
 void tensor_free(bench_tensor *t)
 {
-    free(t->bytes);
+    if (t->bytes) munmap(t->bytes, t->size);
     t->bytes = NULL;
 }
 
@@ -54,12 +54,12 @@ int tensor_make(bench_tensor *t, qm_dtype dtype, size_t rows, size_t cols, uint6
         return -1;
     }
     t->size = (size_t)size;
-    t->bytes = aligned_alloc(4096, (t->size + 4095) / 4096 * 4096);
+    t->bytes = bm_anon_buffer(t->size, 1); /* 2 MiB pages, as the baseline's buffer and a mapped model */
     if (!t->bytes) {
         set_error("cannot allocate %zu MiB for the %s %zux%zu matrix", t->size / MIB, dtype_label(dtype), rows, cols);
         return -1;
     }
-    memset(t->bytes, 0, t->size); /* Q8_ROW padding; faults every page in */
+    memset(t->bytes, 0, t->size); /* Q8_ROW padding */
     qr_matrix *v = &t->view;
     v->dtype = dtype;
     v->rows = rows;
