@@ -32,6 +32,10 @@ typedef struct qr_block {
     size_t y_stride;          /* floats */
     int decode;               /* the whole product has one X row (then m = 1): a variant may use another
                                * float summation order, the same in every block, to stream W faster */
+    const void *x2;           /* q8_int8 with decode only: the second int8 term of X (QR_ACT_INT8X2), same
+                               * encoding, or NULL. Y[r] = t₁ + t₂, each tᵢ = ((float)dᵢ·sᵢ)·scale_r as
+                               * for one term, so a variant reads W once for both */
+    const float *x2_scales;   /* its scale (one) */
 } qr_block;
 
 typedef void qr_block_fn(const qr_block *b);

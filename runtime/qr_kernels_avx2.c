@@ -250,8 +250,11 @@ static void block_q8_int8(const qr_block *b)
 #define CALL_INT8(a_, b_) tile_int8(b, i, j, a_, b_)
     if (b->decode) {
         for (size_t r = 0; r < b->nr; r++) {
-            int32_t d = row_int8((const int8_t *)b->x, (const int8_t *)b->w + r * b->w_stride, b->k);
+            const int8_t *wr = (const int8_t *)b->w + r * b->w_stride;
+            int32_t d = row_int8((const int8_t *)b->x, wr, b->k);
             b->y[r] = ((float)d * b->x_scales[0]) * b->w_scales[r];
+            if (b->x2) /* the second term: the row is in L1 now */
+                b->y[r] += ((float)row_int8((const int8_t *)b->x2, wr, b->k) * b->x2_scales[0]) * b->w_scales[r];
         }
         return;
     }

@@ -187,15 +187,19 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
     }
 }
 
-/* ---- one X row (decode): each W row read start to end, one stream per thread --------------------
- * With a single X row nothing is reused across W rows, so interleaving several W rows (a 1 × RN tile)
- * only splits the read into RN streams, which the hardware prefetcher follows less well than one
- * (measured on 1 GiB stacks of 4096 × 4096: Q8_ROW 0.64–0.88 of bandwidth with 1 × 4 tiles, 1.0–1.1
- * this way). Each W row is read on its own, with four accumulators to cover the instruction latency,
- * and for the narrow dtypes a software prefetch runs QR_PREFETCH_BYTES ahead: the hardware prefetcher
- * alone left the F16 loop at about 0.65 of bandwidth on one thread (interleaved A/B, medians of 7:
- * F16 24.7 → 32.7 GB/s, Q8_ROW 28.2 → 30.1 GB/s; F32 no better, so it is left to the hardware). */
+/* ---- one X row (decode): four streams per thread, each W row read start to end -----------------
+ * With a single X row nothing is reused across W rows: the product is a read of W, and what matters is
+ * how fast a thread's share streams in. Four streams far apart (the quarters of the block, one row of
+ * each at a time, every row summed as it would be alone) beat one: TinyLlama 1.1B decode, 1 thread,
+ * `qmap run -n 128` interleaved A/B, medians of 5: Q8_ROW 16.4 -> 21.4 tok/s, F32 5.97 -> 7.03, F16
+ * 12.1 -> 12.7, GPT-2 124M Q8_ROW 162 -> 191 (a plain read of 1 GiB: 27 GB/s with one stream, 31.5 with
+ * four). Neighbouring rows as the streams (a 1 × RN tile) did worse than one stream (0.64-0.88 of
+ * bandwidth), as each such stream ends after one row. Each W row has four accumulators to cover the
+ * instruction latency and a software prefetch ahead of the loads: QR_PREFETCH_BYTES for a lone row
+ * (F16 24.7 -> 32.7 GB/s against the hardware prefetcher alone), QR_PREFETCH4_BYTES per stream with four
+ * (2 KiB: +37% on the 1.1B Q8_ROW against 4 KiB's +16%, and 1 KiB +24%, 8 KiB +15%). */
 #define QR_PREFETCH_BYTES 4096
+#define QR_PREFETCH4_BYTES 2048 /* per stream, with four */
 
 INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_w, load_w_tail_fn *load_w_tail,
                         const int w_size)
@@ -220,6 +224,71 @@ INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
+/* Four W rows far apart (one from each quarter of the block: four streams, as the bandwidth baseline's
+ * best reader), each summed exactly as row_float sums one: the same four accumulators per row, so a row's
+ * result does not depend on which of the two it went through. */
+INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w_fn *load_w,
+                        load_w_tail_fn *load_w_tail, const int w_size, float out[4])
+{
+    __m512 a[4][4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
+    size_t c = 0;
+    for (; c + 64 <= k; c += 64) {
+        const __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
+        const __m512 x2 = _mm512_loadu_ps(x + c + 32), x3 = _mm512_loadu_ps(x + c + 48);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+#pragma GCC unroll 4
+            for (int p = 0; p < w_size; p++)
+                _mm_prefetch((const char *)w[r] + c * (size_t)w_size + QR_PREFETCH4_BYTES + 64 * p, _MM_HINT_T0);
+            a[r][0] = _mm512_fmadd_ps(x0, load_w(w[r], c), a[r][0]);
+            a[r][1] = _mm512_fmadd_ps(x1, load_w(w[r], c + 16), a[r][1]);
+            a[r][2] = _mm512_fmadd_ps(x2, load_w(w[r], c + 32), a[r][2]);
+            a[r][3] = _mm512_fmadd_ps(x3, load_w(w[r], c + 48), a[r][3]);
+        }
+    }
+    for (; c + 16 <= k; c += 16) {
+        const __m512 xv = _mm512_loadu_ps(x + c);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) a[r][0] = _mm512_fmadd_ps(xv, load_w(w[r], c), a[r][0]);
+    }
+    if (c < k) {
+        const __mmask16 m = (__mmask16)((1u << (k - c)) - 1u);
+        const __m512 xv = _mm512_maskz_loadu_ps(m, x + c);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) a[r][1] = _mm512_fmadd_ps(xv, load_w_tail(w[r], c, m), a[r][1]);
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+        out[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]), _mm512_add_ps(a[r][2], a[r][3])));
+}
+
+/* Four W rows far apart against one or two int8 terms of X (x2 NULL: one); integer sums, so any order. */
+INLINE void rows4_int8(const uint8_t *x, const uint8_t *x2, const uint8_t *const w[4], size_t k, uint32_t d1[4],
+                       uint32_t d2[4])
+{
+    __m512i a[4], b[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_si512();
+    for (size_t c = 0; c < k; c += 64) { /* k is a multiple of 64 */
+        const __m512i xv = _mm512_loadu_si512(x + c);
+        const __m512i xv2 = x2 ? _mm512_loadu_si512(x2 + c) : xv;
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            _mm_prefetch((const char *)w[r] + c + QR_PREFETCH4_BYTES, _MM_HINT_T0);
+            const __m512i wv = _mm512_loadu_si512(w[r] + c);
+            a[r] = dpbusd(a[r], xv, wv);
+            if (x2) b[r] = dpbusd(b[r], xv2, wv);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        d1[r] = reduce_add_u32(a[r]);
+        d2[r] = x2 ? reduce_add_u32(b[r]) : 0;
+    }
+}
+
 INLINE uint32_t row_int8(const uint8_t *x, const uint8_t *w, size_t k)
 {
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
@@ -234,6 +303,34 @@ INLINE uint32_t row_int8(const uint8_t *x, const uint8_t *w, size_t k)
     }
     for (; c < k; c += 64) a0 = dpbusd(a0, _mm512_loadu_si512(x + c), _mm512_loadu_si512(w + c));
     return reduce_add_u32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
+}
+
+/* Two int8 terms of one X row against one W row, reading W once: each W vector meets both terms. */
+INLINE void row_int8x2(const uint8_t *x, const uint8_t *x2, const uint8_t *w, size_t k, uint32_t *d1, uint32_t *d2)
+{
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    size_t c = 0;
+    for (; c + 256 <= k; c += 256) {
+#pragma GCC unroll 8
+        for (int p = 0; p < 4; p++) _mm_prefetch((const char *)w + c + QR_PREFETCH_BYTES + 64 * p, _MM_HINT_T0);
+        __m512i w0 = _mm512_loadu_si512(w + c), w1 = _mm512_loadu_si512(w + c + 64);
+        __m512i w2 = _mm512_loadu_si512(w + c + 128), w3 = _mm512_loadu_si512(w + c + 192);
+        a0 = dpbusd(a0, _mm512_loadu_si512(x + c), w0);
+        b0 = dpbusd(b0, _mm512_loadu_si512(x2 + c), w0);
+        a1 = dpbusd(a1, _mm512_loadu_si512(x + c + 64), w1);
+        b1 = dpbusd(b1, _mm512_loadu_si512(x2 + c + 64), w1);
+        a2 = dpbusd(a2, _mm512_loadu_si512(x + c + 128), w2);
+        b2 = dpbusd(b2, _mm512_loadu_si512(x2 + c + 128), w2);
+        a3 = dpbusd(a3, _mm512_loadu_si512(x + c + 192), w3);
+        b3 = dpbusd(b3, _mm512_loadu_si512(x2 + c + 192), w3);
+    }
+    for (; c < k; c += 64) {
+        __m512i wv = _mm512_loadu_si512(w + c);
+        a0 = dpbusd(a0, _mm512_loadu_si512(x + c), wv);
+        b0 = dpbusd(b0, _mm512_loadu_si512(x2 + c), wv);
+    }
+    *d1 = reduce_add_u32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
+    *d2 = reduce_add_u32(_mm512_add_epi32(_mm512_add_epi32(b0, b1), _mm512_add_epi32(b2, b3)));
 }
 
 /* ---- blocks: register tiles over the block, X tiles outer so each X tile stays in L1 ----------- */
@@ -254,14 +351,42 @@ INLINE uint32_t row_int8(const uint8_t *x, const uint8_t *w, size_t k)
         }                                                                                                         \
     } while (0)
 
+/* Decode walks the block's W rows as four streams, the quarters of the block side by side (row i of
+ * each quarter together), then the 0-3 rows left over one by one. Blocks whose quarters are shorter
+ * than QR_STREAM_MIN_BYTES go row by row: four short streams restart the prefetchers more often than
+ * they gain (measured 1.1B Q8_ROW, thresholds 16 / 64 / 256 / 1024 KiB: +33% / +27% / +17% / -4% against
+ * one stream; the 110M's blocks are short and run about equal either way). */
+#ifndef QR_STREAM_MIN_BYTES
+#define QR_STREAM_MIN_BYTES (16u << 10)
+#endif
+#define QUARTERS(b, q_, ROW4, ROW1)                                                                              \
+    do {                                                                                                      \
+        const size_t q_ = (b)->nr / 4 * (b)->w_stride >= QR_STREAM_MIN_BYTES ? (b)->nr / 4 : 0;              \
+        for (size_t i = 0; i < q_; i++) ROW4(i);                                                              \
+        for (size_t r = 4 * q_; r < (b)->nr; r++) ROW1(r);                                                    \
+    } while (0)
+
 INLINE void block_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled, const int w_size)
 {
     if (b->decode) {
-        for (size_t r = 0; r < b->nr; r++) {
-            float s = row_float((const float *)b->x, (const uint8_t *)b->w + r * b->w_stride, b->k, load_w, load_w_tail,
-                                w_size);
-            b->y[r] = scaled ? s * b->w_scales[r] : s;
-        }
+        const uint8_t *w = b->w;
+#define FLOAT_ROW4(i)                                                                                         \
+        do {                                                                                                  \
+            const size_t r_[4] = { (i), q + (i), 2 * q + (i), 3 * q + (i) };                                  \
+            const void *const wr_[4] = { w + r_[0] * b->w_stride, w + r_[1] * b->w_stride,                   \
+                                         w + r_[2] * b->w_stride, w + r_[3] * b->w_stride };                  \
+            float s_[4];                                                                                      \
+            rows4_float((const float *)b->x, wr_, b->k, load_w, load_w_tail, w_size, s_);                     \
+            for (int u_ = 0; u_ < 4; u_++) b->y[r_[u_]] = scaled ? s_[u_] * b->w_scales[r_[u_]] : s_[u_];    \
+        } while (0)
+#define FLOAT_ROW1(r)                                                                                         \
+        do {                                                                                                  \
+            float s_ = row_float((const float *)b->x, w + (r) * b->w_stride, b->k, load_w, load_w_tail, w_size); \
+            b->y[r] = scaled ? s_ * b->w_scales[r] : s_;                                                      \
+        } while (0)
+        QUARTERS(b, q, FLOAT_ROW4, FLOAT_ROW1);
+#undef FLOAT_ROW4
+#undef FLOAT_ROW1
         return;
     }
 #define CALL_FLOAT(a_, b_) tile_float(b, i, j, a_, b_, load_w, load_w_tail, scaled)
@@ -273,17 +398,46 @@ static void block_f32(const qr_block *b) { block_float(b, w_f32, w_f32_tail, 0, 
 static void block_f16(const qr_block *b) { block_float(b, w_f16, w_f16_tail, 0, 2); }
 static void block_q8_f32(const qr_block *b) { block_float(b, w_q8, w_q8_tail, 1, 1); }
 
+/* y[r] of one W row from its integer dots: ((float)dᵢ·sᵢ)·scale_r per term, added (qr_block.x2). */
+INLINE float q8_int8_out(const qr_block *b, size_t r, uint32_t u1, uint32_t u2)
+{
+    const uint32_t bias = 128u * (uint32_t)b->w_sums[r]; /* the +128 of X's unsigned encoding */
+    const float t1 = ((float)(int32_t)(u1 - bias) * b->x_scales[0]) * b->w_scales[r];
+    return b->x2 ? t1 + ((float)(int32_t)(u2 - bias) * b->x2_scales[0]) * b->w_scales[r] : t1;
+}
+
+INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2)
+{
+    const uint8_t *x = b->x, *w = b->w;
+#define INT8_ROW4(i)                                                                                          \
+    do {                                                                                                      \
+        const size_t r_[4] = { (i), q + (i), 2 * q + (i), 3 * q + (i) };                                      \
+        const uint8_t *const wr_[4] = { w + r_[0] * b->w_stride, w + r_[1] * b->w_stride,                     \
+                                        w + r_[2] * b->w_stride, w + r_[3] * b->w_stride };                   \
+        uint32_t d1_[4], d2_[4];                                                                              \
+        rows4_int8(x, x2, wr_, b->k, d1_, d2_);                                                               \
+        for (int u_ = 0; u_ < 4; u_++) b->y[r_[u_]] = q8_int8_out(b, r_[u_], d1_[u_], d2_[u_]);             \
+    } while (0)
+#define INT8_ROW1(r)                                                                                          \
+    do {                                                                                                      \
+        uint32_t d1_, d2_ = 0;                                                                                \
+        if (x2) row_int8x2(x, x2, w + (r) * b->w_stride, b->k, &d1_, &d2_);                                   \
+        else d1_ = row_int8(x, w + (r) * b->w_stride, b->k);                                                  \
+        b->y[r] = q8_int8_out(b, (r), d1_, d2_);                                                              \
+    } while (0)
+    QUARTERS(b, q, INT8_ROW4, INT8_ROW1);
+#undef INT8_ROW4
+#undef INT8_ROW1
+}
+
 static void block_q8_int8(const qr_block *b)
 {
-#define CALL_INT8(a_, b_) tile_int8(b, i, j, a_, b_)
     if (b->decode) {
-        const uint8_t *x = (const uint8_t *)b->x;
-        for (size_t r = 0; r < b->nr; r++) {
-            uint32_t u = row_int8(x, (const uint8_t *)b->w + r * b->w_stride, b->k) - 128u * (uint32_t)b->w_sums[r];
-            b->y[r] = ((float)(int32_t)u * b->x_scales[0]) * b->w_scales[r];
-        }
+        if (b->x2) decode_q8_int8(b, b->x2);
+        else decode_q8_int8(b, NULL);
         return;
     }
+#define CALL_INT8(a_, b_) tile_int8(b, i, j, a_, b_)
     FOR_TILES(b, CALL_INT8);
 #undef CALL_INT8
 }

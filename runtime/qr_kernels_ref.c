@@ -100,6 +100,14 @@ static void block_q8_f32(const qr_block *b)
 
 static void block_q8_int8(const qr_block *b)
 {
+    if (b->x2) { /* decode with two terms: m = 1 */
+        for (size_t r = 0; r < b->nr; r++) {
+            const void *wr = ROW(b->w, b->w_stride, r);
+            int32_t d1 = dot_i8(b->x, wr, b->k), d2 = dot_i8(b->x2, wr, b->k);
+            b->y[r] = ((float)d1 * b->x_scales[0]) * b->w_scales[r] + ((float)d2 * b->x2_scales[0]) * b->w_scales[r];
+        }
+        return;
+    }
     for (size_t i = 0; i < b->m; i++) {
         const float sx = b->x_scales[i];
         for (size_t r = 0; r < b->nr; r++) {

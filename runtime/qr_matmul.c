@@ -233,7 +233,8 @@ typedef struct job {
 static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t r0, size_t r1)
 {
     if (i0 >= i1 || r0 >= r1) return;
-    const size_t block_rows = block_rows_of(jb->w, jb->x2 ? 2 : 1), m = i1 - i0;
+    /* decode reads each weight once: no block to keep in L2, the share is one block (longer streams) */
+    const size_t block_rows = jb->decode ? r1 - r0 : block_rows_of(jb->w, jb->x2 ? 2 : 1), m = i1 - i0;
     for (size_t rb = r0; rb < r1; rb += block_rows) {
         size_t nr = r1 - rb < block_rows ? r1 - rb : block_rows;
         qr_block b = {
@@ -251,7 +252,9 @@ static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t
             .y_stride = jb->ldy,
             .decode = jb->decode,
         };
-        if (!jb->x2) {
+        if (!jb->x2 || jb->decode) { /* a decode block takes both terms at once (qr_block.x2) */
+            b.x2 = jb->x2;
+            b.x2_scales = jb->x2_scales;
             jb->fn(&b);
             continue;
         }

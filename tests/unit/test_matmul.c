@@ -17,7 +17,8 @@
  *     the activation rule; NaN/Inf in X poison exactly their own row of Y.
  *   - Views of tensors in a real mapped container (qr_matrix_from_tensor), refusal of I32/BF16.
  *   - Determinism: threads 1/2/3/default and n split in pieces give the same bits; so does matvec vs a
- *     row of matmul for int8 (float decode may sum in another order: held to the bound instead).
+ *     row of matmul for int8 (float decode may sum in another order: held to the bound instead); a
+ *     decode output has the same bits whether its row was read as one of four streams or alone.
  *   - QR_ACT_AUTO is QR_ACT_F32 for n = 1 and QR_ACT_INT8X2 for n > 1, bit for bit.
  *   - Argument errors leave Y untouched; work sizes; variant names; qr_kernels_get() honours QMAP_CPU.
  * Variants the CPU lacks are skipped and say so. PRNG: splitmix64 (tu_rng) with fixed seeds. */
@@ -1047,6 +1048,54 @@ static void cmp_bits(const char *ctx, const char *what, const float *a, size_t l
         }
 }
 
+/* A decode product (n = 1) may read a block's W rows as several streams at once and the rows left over
+ * one by one (qr_kernels_avx512.c); an output's bits must not depend on which way its row went. Each row
+ * of W alone (a one-row view: always the one-row way) against the whole matrix on 1, 2 and 3 threads
+ * (blocks of other sizes, rows at other places in them), shapes whose blocks are long enough for four
+ * streams and leave 1-3 rows over. Float products too: bit for bit, not within a bound. */
+static void test_decode_paths(void **state)
+{
+    (void)state;
+    static const qm_dtype dts[3] = {QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW};
+    static const size_t shapes[3][2] = {{67, 4095}, {259, 4095}, {1027, 784}}; /* rows, cols */
+    variant vs[4];
+    size_t nv = get_variants(vs);
+    for (int si = 0; si < 3; si++)
+        for (int d = 0; d < 3; d++) {
+            size_t rows = shapes[si][0], cols = shapes[si][1];
+            tmat w = tmat_new(dts[d], rows, cols, 0, 0, si, 8191 + (uint64_t)(si * 3 + d));
+            xmat x = xmat_new(1, cols, cols, 0, si, XK_FINITE_COUNT, 8192 + (uint64_t)(si * 3 + d));
+            float *yr = malloc(rows * sizeof *yr);
+            assert_non_null(yr);
+            for (size_t vi = 0; vi < nv; vi++)
+                for (int a = 0; a < (dts[d] == QM_DTYPE_Q8_ROW ? 3 : 1); a++) {
+                    qr_act act = a == 0 ? QR_ACT_F32 : a == 1 ? QR_ACT_INT8 : QR_ACT_INT8X2;
+                    qr_matmul_opts o1 = {NULL, act};
+                    char ctx[320];
+                    ctx_fmt(ctx, sizeof ctx, &vs[vi], &w, &x, uses_int8(&w, act), 1, rows);
+                    size_t ws = qr_matmul_work_size(&w.m, 1, &(qr_matmul_opts){pools_get(3), act});
+                    void *work = ws ? xalloc(ws) : NULL;
+                    for (size_t r = 0; r < rows; r++) {
+                        qr_matrix one = qr_matrix_rows(&w.m, r, 1);
+                        qm_status st = qr_matvec(vs[vi].k, &one, x.x, yr + r, work, ws, &o1);
+                        if (st != QM_OK) fail_msg("%s: qr_matvec of row %zu alone: %s", ctx, r, qm_status_name(st));
+                    }
+                    static const int th[3] = {1, 2, 3};
+                    for (int t = 0; t < 3; t++) {
+                        ybuf yt = run_mm(ctx, &vs[vi], &w, &x, act, th[t], rows);
+                        char what[96];
+                        snprintf(what, sizeof what, "each row alone and the whole matrix on %d thread(s)", th[t]);
+                        cmp_bits(ctx, what, yr, rows, yt.y, rows, 1, rows);
+                        free(yt.alloc);
+                    }
+                    free(work);
+                }
+            free(yr);
+            xmat_free(&x);
+            tmat_free(&w);
+        }
+}
+
 /* pools of 1, 2, 3 and the default number of threads give the same bits, on problems big enough to be split:
  * many W rows (split between threads), and few W rows with several X rows (X split instead, down to
  * one X row per thread with 33 x 4095, n = 3, threads = 3), and n = 150 so that a two-term product runs
@@ -1348,6 +1397,7 @@ int main(void)
         cmocka_unit_test(test_int8_limit),
         cmocka_unit_test(test_container),
         cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_decode_paths),
         cmocka_unit_test(test_split),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
