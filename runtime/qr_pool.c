@@ -50,9 +50,9 @@ struct qr_pool {
     _Atomic uint32_t done;             /* chunks of this generation finished */
     uint32_t generation;               /* the caller's copy */
 
-    /* the caller's back-off (see qr_pool_run): run alone until solo_until, for solo_ns after each stall */
+    /* the caller's back-off (see after_job): run alone until solo_until; solo_ns is the last such spell */
     uint64_t solo_until, solo_ns;
-    uint64_t last_stall;               /* when the last stall ended */
+    uint64_t window_start, window_wait; /* the current window: when its first job started, ns spent waiting */
 
     _Atomic int sleepers;
     _Atomic bool quit;
@@ -219,34 +219,36 @@ size_t qr_pool_chunks(const qr_pool *p, size_t units, size_t per_thread)
     return want ? want : 1;
 }
 
-/* The back-off. A stall: the caller, out of chunks, waited for a claimed one longer than
- * QR_POOL_STALL_FACTOR times its own chunks took, and at least QR_POOL_STALL_MIN_NS: the worker holding it
- * was preempted mid-chunk and gets its core back only after a scheduler tick or more (2-4 ms seen). One
- * stall now and then is the machine's noise (on an idle 2-core VM, a few per second). Two within
- * QR_POOL_STALL_WINDOW_NS mean another process wants the core: then the caller runs jobs alone for
- * QR_POOL_SOLO_MIN_NS, doubling while stalls keep coming (up to QR_POOL_SOLO_MAX_NS), since one thread
- * that keeps its core beats two that wait for each other. A second without a stall resets it.
+/* The back-off. After its own chunks, the caller waits for the chunks a worker has claimed. On an idle
+ * machine that wait is the tail of a chunk; when another process holds the worker's core, it is the rest
+ * of a scheduler slice (2-4 ms seen), job after job. So the caller adds up its waits over windows of
+ * QR_POOL_WINDOW_NS of wall time, and when they exceed 1/QR_POOL_WAIT_SHARE of a window it runs jobs alone
+ * for QR_POOL_SOLO_MIN_NS, doubling while it keeps happening (up to QR_POOL_SOLO_MAX_NS): one thread that
+ * keeps its core beats two that wait for each other. A window after QR_POOL_CALM_NS of calm resets it.
  * Measured (runtime/README.md): 110M Q8_ROW decode on 2 threads with a busy process beside went from
- * 46-79 tok/s under OpenMP to 114-117 (1 thread alone: 119-132), and is unchanged when the machine is idle. */
-#define QR_POOL_STALL_FACTOR 4
-#define QR_POOL_STALL_MIN_NS 200000u
-#define QR_POOL_STALL_WINDOW_NS 50000000u
+ * 46-79 tok/s under OpenMP to 114-117 (1 thread alone: 119-132). An earlier rule (two waits of 4 chunks'
+ * time within 50 ms) also fired on the ordinary hiccups of a shared host and kept a 2-thread 1.1B decode
+ * at 35 tok/s where two threads gave 45. */
+#define QR_POOL_WINDOW_NS 50000000u
+#define QR_POOL_WAIT_SHARE 4
 #define QR_POOL_SOLO_MIN_NS 20000000u
 #define QR_POOL_SOLO_MAX_NS 1000000000u
 #define QR_POOL_CALM_NS 1000000000u
 
-static void after_job(qr_pool *p, uint64_t start, uint64_t end, bool stalled)
+static void after_job(qr_pool *p, uint64_t start, uint64_t end, uint64_t waited)
 {
-    if (!stalled) {
-        if (p->solo_ns && start - p->solo_until > QR_POOL_CALM_NS) p->solo_ns = p->solo_until = 0;
-        return;
+    if (!p->window_start) p->window_start = start;
+    p->window_wait += waited;
+    const uint64_t span = end - p->window_start;
+    if (span < QR_POOL_WINDOW_NS) return;
+    if (p->window_wait * QR_POOL_WAIT_SHARE > span) {
+        p->solo_ns = p->solo_ns ? p->solo_ns * 2 : QR_POOL_SOLO_MIN_NS;
+        if (p->solo_ns > QR_POOL_SOLO_MAX_NS) p->solo_ns = QR_POOL_SOLO_MAX_NS;
+        p->solo_until = end + p->solo_ns;
+    } else if (p->solo_ns && end - p->solo_until > QR_POOL_CALM_NS) {
+        p->solo_ns = p->solo_until = 0;
     }
-    bool again = p->last_stall && end - p->last_stall < QR_POOL_STALL_WINDOW_NS;
-    p->last_stall = end;
-    if (!again) return;
-    p->solo_ns = p->solo_ns ? p->solo_ns * 2 : QR_POOL_SOLO_MIN_NS;
-    if (p->solo_ns > QR_POOL_SOLO_MAX_NS) p->solo_ns = QR_POOL_SOLO_MAX_NS;
-    p->solo_until = end + p->solo_ns;
+    p->window_start = p->window_wait = 0;
 }
 
 static void run_alone(size_t n_chunks, qr_pool_fn *fn, void *ctx)
@@ -280,9 +282,9 @@ void qr_pool_run(qr_pool *p, size_t n_chunks, qr_pool_fn *fn, void *ctx)
     }
     const uint32_t n = (uint32_t)n_chunks;
     uint64_t t0 = now_ns();
-    size_t mine = take_chunks(p, g, 0);
+    take_chunks(p, g, 0);
     if (atomic_load_explicit(&p->done, memory_order_acquire) == n) {
-        after_job(p, t0, t0, false);
+        after_job(p, t0, now_ns(), 0);
         return;
     }
     /* Only chunks that were claimed are outstanding now; a worker that was preempted while running one
@@ -292,6 +294,6 @@ void qr_pool_run(qr_pool *p, size_t n_chunks, qr_pool_fn *fn, void *ctx)
         cpu_relax();
         if (spins > 4096) sched_yield();
     }
-    uint64_t t2 = now_ns(), limit = QR_POOL_STALL_FACTOR * ((t1 - t0) / (mine ? mine : 1));
-    after_job(p, t0, t2, t2 - t1 > (limit > QR_POOL_STALL_MIN_NS ? limit : QR_POOL_STALL_MIN_NS));
+    uint64_t t2 = now_ns();
+    after_job(p, t0, t2, t2 - t1);
 }

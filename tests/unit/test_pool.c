@@ -148,13 +148,26 @@ static void test_sleep_and_wake(void **state)
 typedef struct slow_job {
     count_job inner;
     int slow_worker;
+    _Atomic int slow_ran;     /* chunks the slow worker ran */
+    long caller_ns;           /* the caller spins this long in each chunk it runs (0: none) */
 } slow_job;
+
+static long elapsed_ns(const struct timespec *a, const struct timespec *b)
+{
+    return (b->tv_sec - a->tv_sec) * 1000000000L + (b->tv_nsec - a->tv_nsec);
+}
 
 static void slow_chunk(void *ctx, size_t c, int worker)
 {
     slow_job *j = ctx;
+    if (worker == 0 && j->caller_ns) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        do clock_gettime(CLOCK_MONOTONIC, &b); while (elapsed_ns(&a, &b) < j->caller_ns);
+    }
     if (worker == j->slow_worker) {
-        struct timespec ts = { 0, 1000000 };   /* 1 ms, above the stall threshold */
+        atomic_fetch_add(&j->slow_ran, 1);
+        struct timespec ts = { 0, 1000000 };   /* 1 ms: the caller waits most of each job, and backs off */
         nanosleep(&ts, NULL);
     }
     count_chunk(&j->inner, c, worker);
@@ -171,15 +184,26 @@ static void test_slow_worker(void **state)
     assert_non_null(j.inner.runs);
     assert_non_null(j.inner.value);
     j.inner.n = n;
-    for (int r = 0; r < 40; r++) {
+    /* The caller spends 20 µs in each chunk it runs, so the worker always gets to take some, and each
+     * one it takes costs the caller a wait of about 1 ms: the back-off's windows (50 ms) see the caller
+     * waiting most of the time, and it should run jobs alone in spells (20 ms, then 40, ...). 250 jobs:
+     * without the back-off about 1 ms each, every one with a slow chunk; with it, about 45 slow jobs per
+     * window, then spells of 320 µs jobs that the worker has no part in. */
+    j.caller_ns = 20000;
+    int alone = 0;
+    for (int r = 0; r < 250; r++) {
         for (size_t c = 0; c < n; c++) atomic_store(&j.inner.runs[c], 0), j.inner.value[c] = 0;
+        int before = atomic_load(&j.slow_ran);
         qr_pool_run(p, n, slow_chunk, &j);
+        if (r >= 50 && atomic_load(&j.slow_ran) == before) alone++;
         for (size_t c = 0; c < n; c++) {
             assert_int_equal(atomic_load(&j.inner.runs[c]), 1);
             assert_true(j.inner.value[c] == c * 2654435761u + 1);
         }
     }
     assert_int_equal(atomic_load(&j.inner.bad_worker), 0);
+    if (alone < 50)
+        fail_msg("only %d of jobs 50-249 ran without the slow worker: the caller did not back off", alone);
     free(j.inner.runs);
     free(j.inner.value);
     run_jobs(p, 2, 200, 3);   /* and the pool still works for normal jobs */
