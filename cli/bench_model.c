@@ -39,11 +39,15 @@
 
 #define MAX_THREADS 16
 
+static const char *const act_choices[] = { "auto", "int8", "f32", NULL };
+static const qmap_act_mode act_modes[] = { QMAP_ACT_AUTO, QMAP_ACT_INT8, QMAP_ACT_F32 };
+
 typedef struct bm_cfg {
     long pp, tg, runs;
     int threads[MAX_THREADS], n_threads;
     int mmaps[2], n_mmaps;    /* 1: weights read over the file mapping (qmap's way), 0: an anonymous copy */
     int kv;                   /* 0 f16, 1 f32 */
+    int act;                  /* index into act_choices: Q8_ROW activations */
     bool json, csv;
 } bm_cfg;
 
@@ -115,7 +119,7 @@ static void print_header(const bm_cfg *c)
 {
     if (c->csv) {
         printf("model,file_type,size_bytes,params,dtypes,threads,mmap,test,tokens,tps_median,tps_min,tps_max,runs,"
-               "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps\n");
+               "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,act\n");
     } else if (!c->json) {
         printf("| %-28s | %9s | %8s | %-22s | %3s | %4s | %6s | %-22s | %-26s | %-16s |\n", "model", "size", "params",
                "dtypes", "thr", "mmap", "test", "t/s median [min-max]", "limit (measured beside)", "x limit");
@@ -143,6 +147,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         json_u64(j, "bytes_per_token", in->bytes_per_token);
         json_u64(j, "threads", (uint64_t)r->threads);
         json_bool(j, "mmap", r->mmap != 0);
+        json_cstring(j, "act", act_choices[c->act]);
         json_cstring(j, "test", test);
         json_begin_object(j, "tokens_per_second");
         bm_json_stats(j, &r->tps, "t/s");
@@ -165,10 +170,11 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         return;
     }
     if (c->csv) {
-        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f\n", in->path,
+        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%s\n", in->path,
                in->file_type, (unsigned long long)in->file_size, (unsigned long long)in->n_params, mf->mix, r->threads,
                r->mmap, r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
-               r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN);
+               r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN,
+               act_choices[c->act]);
         return;
     }
     snprintf(size, sizeof size, "%.2f GiB", (double)in->file_size / (1 << 30));
@@ -267,6 +273,7 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
         sp.n_batch = (uint32_t)(c->pp > 0 ? c->pp : 1);
         sp.threads = t;
         sp.kv_type = c->kv ? QMAP_KV_F32 : QMAP_KV_F16;
+        sp.act = act_modes[c->act];
         for (int mi = 0; mi < nm; mi++)
             if (qmap_session_new(m[mi], &sp, &s[mi], &qe) != QMAP_OK) {
                 snprintf(err, err_size, "%s", qe.message);
@@ -365,6 +372,7 @@ int bench_model(int argc, char **argv)
         { "threads", 't', CLI_STRING, &threads, "LIST", 0, 0, NULL, "thread counts, comma-separated (default: 1 and every core)", true },
         { "repetitions", 'r', CLI_INT, &c.runs, "N", 1, 1000, NULL, "timed runs of each test, after one warm-up", false },
         { "kv", 0, CLI_CHOICE, &c.kv, "TYPE", 0, 0, kv_choices, "KV cache element type", false },
+        { "act", 0, CLI_CHOICE, &c.act, "MODE", 0, 0, act_choices, "Q8_ROW activations, as qmap run --act: auto keeps float accuracy; int8 is faster", false },
         { "mmap", 0, CLI_STRING, &mmaps, "LIST", 0, 0, NULL, "1: over the file mapping, 0: over an anonymous copy; 0,1: both, and the ratio (default: 1)", true },
         { "no-mmap", 0, CLI_FLAG, &no_mmap, NULL, 0, 0, NULL, "the same as --mmap 0", false },
         { "json", 0, CLI_FLAG, &c.json, NULL, 0, 0, NULL, "print one JSON array of results", false },
@@ -408,7 +416,9 @@ int bench_model(int argc, char **argv)
 
     json_out j = { .fp = stdout };
     if (c.json) json_begin_array(&j, NULL);
-    else if (!c.csv) printf("qmap bench: %ld runs per figure after one warm-up; KV cache %s\n\n", c.runs, kv_choices[c.kv]);
+    else if (!c.csv)
+        printf("qmap bench: %ld runs per figure after one warm-up; KV cache %s; Q8_ROW activations %s\n\n", c.runs,
+               kv_choices[c.kv], act_choices[c.act]);
     print_header(&c);
     char err[1024] = "";
     int rc = 0;

@@ -313,6 +313,14 @@ def error_cases(env, llama_f32, workdir):
     lines = r.stdout.strip().split("\n")
     c.check(g, "qmap bench --csv: a header and one line per test", r.returncode == 0 and len(lines) == 3
             and lines[0].startswith("model,") and ",pp," in lines[1] and ",tg," in lines[2], r.stdout + r.stderr)
+    r = run([env.qmap, "bench", llama_f32, "-p", "4", "-n", "2", "-r", "1", "-t", "1", "--act", "int8", "--csv"])
+    lines = r.stdout.strip().split("\n")
+    c.check(g, "qmap bench --act int8 --csv: the activation mode in the last column of every row",
+            r.returncode == 0 and lines[0].endswith(",act") and len(lines) == 3
+            and all(x.endswith(",int8") for x in lines[1:]), r.stdout + r.stderr)
+    r = run([env.qmap, "bench", llama_f32, "-n", "2", "--act", "int4"])
+    c.check(g, "qmap bench --act int4: not a mode, usage error (2) naming the choices",
+            r.returncode == 2 and "auto" in r.stderr and "int8" in r.stderr, r.stderr)
     r = run([env.qmap, "bench", llama_f32, "-p", "0", "-n", "0"])
     c.check(g, "qmap bench -p 0 -n 0: nothing to measure, usage error (2)", r.returncode == 2, r.stderr)
     # --mmap 0,1: the same model over the mapping and over an anonymous copy, one row each, a ratio line
