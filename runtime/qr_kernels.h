@@ -40,6 +40,10 @@ typedef struct qr_block {
 
 typedef void qr_block_fn(const qr_block *b);
 
+/* An int8 GEMM block with rows longer than this many bytes is multiplied in K slices of at most this
+ * width (the AVX-512 variant; the others do not need to), and qr_matmul sizes its blocks by it. */
+#define QR_K_SLICE_BYTES 4096
+
 struct qr_kernels {
     const char *name;
     qm_cpu_level level;

@@ -11,7 +11,9 @@
  * depends only on whether the whole product has one X row (decode, below) or more. Int8 products are
  * exact, so for them not even on that. */
 #include <immintrin.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "qr_kernels.h"
 #include "qr_quantize_x.h"
@@ -140,7 +142,11 @@ INLINE void tile_float(const qr_block *b, size_t i, size_t j, const int rm, cons
 
 /* ---- int8 products: vpdpbusd of (q_x + 128) (unsigned) and q_w (signed) ------------------------- */
 
-INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const int rn)
+/* Columns [c0, c1) of the tile. A product whose rows are split in K slices (block_q8_int8) keeps each
+ * output's partial sum in its own Y element between slices, as uint32 bits (Y is this block's to write):
+ * `first` starts from zero instead of that sum, `last` turns the sum into the float result. */
+INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const int rn, size_t c0, size_t c1,
+                      bool first, bool last)
 {
     __m512i acc[RM][RN];
     const uint8_t *xr[RM];
@@ -154,8 +160,7 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
 #pragma GCC unroll 8
     for (int q = 0; q < rn; q++) wr[q] = (const uint8_t *)b->w + (j + q) * b->w_stride;
 
-    const size_t k = b->k; /* a multiple of 64: both operands are padded */
-    for (size_t c = 0; c < k; c += 64) {
+    for (size_t c = c0; c < c1; c += 64) { /* multiples of 64: both operands are padded */
         __m512i xv[RM];
 #pragma GCC unroll 8
         for (int a = 0; a < rm; a++) xv[a] = _mm512_loadu_si512((const void *)(xr[a] + c));
@@ -173,15 +178,26 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
         float *yr = b->y + (i + a) * b->y_stride + j;
         const float sx = b->x_scales[i + a];
         if (rn == 4) { /* the same operations four outputs at a time */
-            __m128i d = _mm_sub_epi32(reduce4_u32(acc[a][0], acc[a][1], acc[a][2], acc[a][3]),
-                                      _mm_slli_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b->w_sums + j)), 7));
+            __m128i sum = reduce4_u32(acc[a][0], acc[a][1], acc[a][2], acc[a][3]);
+            if (!first) sum = _mm_add_epi32(sum, _mm_loadu_si128((const __m128i *)(void *)yr));
+            if (!last) {
+                _mm_storeu_si128((__m128i *)(void *)yr, sum);
+                continue;
+            }
+            __m128i d = _mm_sub_epi32(sum, _mm_slli_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b->w_sums + j)), 7));
             __m128 v = _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(d), _mm_set1_ps(sx)), _mm_loadu_ps(b->w_scales + j));
             _mm_storeu_ps(yr, v);
             continue;
         }
 #pragma GCC unroll 8
         for (int q = 0; q < rn; q++) {
-            uint32_t u = reduce_add_u32(acc[a][q]) - 128u * (uint32_t)b->w_sums[j + q];
+            uint32_t sum = reduce_add_u32(acc[a][q]), part;
+            if (!first) memcpy(&part, yr + q, sizeof part), sum += part;
+            if (!last) {
+                memcpy(yr + q, &sum, sizeof sum);
+                continue;
+            }
+            uint32_t u = sum - 128u * (uint32_t)b->w_sums[j + q];
             yr[q] = ((float)(int32_t)u * sx) * b->w_scales[j + q];
         }
     }
@@ -437,9 +453,19 @@ static void block_q8_int8(const qr_block *b)
         else decode_q8_int8(b, NULL);
         return;
     }
-#define CALL_INT8(a_, b_) tile_int8(b, i, j, a_, b_)
-    FOR_TILES(b, CALL_INT8);
+    /* Long rows in K slices: a tile reads RM rows of X and RN of W over its columns, and once those pass
+     * L1's size (4 + 4 rows of 11008 bytes: 88 KB) every step of every tile loads both from L2. With
+     * slices of at most QR_K_SLICE_BYTES bytes, an X tile's slice stays in L1 while the W rows of the block
+     * pass it, as in a product of shorter rows. */
+    const size_t slices = (b->k + QR_K_SLICE_BYTES - 1) / QR_K_SLICE_BYTES;
+    const size_t width = (b->k / 64 + slices - 1) / slices * 64;
+    for (size_t s = 0; s < slices; s++) {
+        const size_t c0 = s * width, c1 = c0 + width < b->k ? c0 + width : b->k;
+        const bool first = s == 0, last = s + 1 == slices;
+#define CALL_INT8(a_, b_) tile_int8(b, i, j, a_, b_, c0, c1, first, last)
+        FOR_TILES(b, CALL_INT8);
 #undef CALL_INT8
+    }
 }
 
 static float quantize_x_unsigned(const float *x, size_t cols, size_t kpad, uint8_t *out)

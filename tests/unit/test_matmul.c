@@ -1099,16 +1099,17 @@ static void test_decode_paths(void **state)
 /* pools of 1, 2, 3 and the default number of threads give the same bits, on problems big enough to be split:
  * many W rows (split between threads), and few W rows with several X rows (X split instead, down to
  * one X row per thread with 33 x 4095, n = 3, threads = 3), and n = 150 so that a two-term product runs
- * in several X chunks (qr_matmul.c QR_X2_CHUNK = 64), the last one partial. */
+ * in several X chunks (qr_matmul.c QR_X2_CHUNK = 64), the last one partial; rows of 11008 (an int8
+ * GEMM in K slices, each output's partial sum kept in Y between them) against the reference too. */
 static void test_threads(void **state)
 {
     (void)state;
     static const qm_dtype dts[3] = {QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW};
-    static const size_t shapes[5][3] = {{515, 784, 12}, {13, 4095, 17}, {33, 784, 20}, {33, 4095, 3},
-                                        {130, 784, 150}}; /* rows, cols, n */
+    static const size_t shapes[6][3] = {{515, 784, 12}, {13, 4095, 17}, {33, 784, 20}, {33, 4095, 3},
+                                        {130, 784, 150}, {42, 11008, 9}}; /* rows, cols, n */
     variant vs[4];
     size_t nv = get_variants(vs);
-    for (int si = 0; si < 5; si++)
+    for (int si = 0; si < 6; si++)
         for (int d = 0; d < 3; d++) {
             size_t rows = shapes[si][0], cols = shapes[si][1], n = shapes[si][2];
             tmat w = tmat_new(dts[d], rows, cols, 0, 0, si, 31337 + (uint64_t)(si * 3 + d));
