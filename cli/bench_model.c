@@ -245,14 +245,16 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
     snprintf(label, sizeof label, "%s %s", in.arch, base ? base + 1 : path);
     int max_t = 1;
     for (int i = 0; i < c->n_threads; i++) if (c->threads[i] > max_t) max_t = c->threads[i];
-    anon_len = (size_t)in.bytes_per_token;
-    if (anon_len < ((size_t)1 << 20)) anon_len = (size_t)1 << 20;
-    anon = bm_anon_buffer(anon_len, max_t);
-    map = map_file(path, &map_len);
+    if (c->tg > 0) { /* the bandwidth baselines of tg (a pp-only run needs neither) */
+        anon_len = (size_t)in.bytes_per_token;
+        if (anon_len < ((size_t)1 << 20)) anon_len = (size_t)1 << 20;
+        anon = bm_anon_buffer(anon_len, max_t);
+        map = map_file(path, &map_len);
+    }
     long n_ids = c->pp > c->tg ? c->pp : c->tg;
     ids = malloc((size_t)(n_ids ? n_ids : 1) * sizeof *ids);
     ratio = malloc((size_t)c->runs * sizeof *ratio);
-    bool ok = anon && map && ids && ratio;
+    bool ok = (c->tg == 0 || (anon && map)) && ids && ratio;
     for (int mi = 0; mi < nm; mi++)
         for (int i = 0; i < N_V; i++) ok = ok && (v[mi][i] = malloc((size_t)c->runs * sizeof(double))) != NULL;
     if (!ok) {
