@@ -382,37 +382,51 @@ INLINE void row_int8x2(const uint8_t *x, const uint8_t *x2, const uint8_t *w, si
         for (size_t r = 4 * q_; r < (b)->nr; r++) ROW1(r);                                                    \
     } while (0)
 
-INLINE void block_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled, const int w_size)
+INLINE void decode_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled,
+                         const int w_size)
 {
-    if (b->decode) {
-        const uint8_t *w = b->w;
+    const uint8_t *w = b->w;
 #define FLOAT_ROW4(i)                                                                                         \
-        do {                                                                                                  \
-            const size_t r_[4] = { (i), q + (i), 2 * q + (i), 3 * q + (i) };                                  \
-            const void *const wr_[4] = { w + r_[0] * b->w_stride, w + r_[1] * b->w_stride,                   \
-                                         w + r_[2] * b->w_stride, w + r_[3] * b->w_stride };                  \
-            float s_[4];                                                                                      \
-            rows4_float((const float *)b->x, wr_, b->k, load_w, load_w_tail, w_size, s_);                     \
-            for (int u_ = 0; u_ < 4; u_++) b->y[r_[u_]] = scaled ? s_[u_] * b->w_scales[r_[u_]] : s_[u_];    \
-        } while (0)
+    do {                                                                                                      \
+        const size_t r_[4] = { (i), q + (i), 2 * q + (i), 3 * q + (i) };                                      \
+        const void *const wr_[4] = { w + r_[0] * b->w_stride, w + r_[1] * b->w_stride,                        \
+                                     w + r_[2] * b->w_stride, w + r_[3] * b->w_stride };                      \
+        float s_[4];                                                                                          \
+        rows4_float((const float *)b->x, wr_, b->k, load_w, load_w_tail, w_size, s_);                         \
+        for (int u_ = 0; u_ < 4; u_++) b->y[r_[u_]] = scaled ? s_[u_] * b->w_scales[r_[u_]] : s_[u_];        \
+    } while (0)
 #define FLOAT_ROW1(r)                                                                                         \
-        do {                                                                                                  \
-            float s_ = row_float((const float *)b->x, w + (r) * b->w_stride, b->k, load_w, load_w_tail, w_size); \
-            b->y[r] = scaled ? s_ * b->w_scales[r] : s_;                                                      \
-        } while (0)
-        QUARTERS(b, q, FLOAT_ROW4, FLOAT_ROW1);
+    do {                                                                                                      \
+        float s_ = row_float((const float *)b->x, w + (r) * b->w_stride, b->k, load_w, load_w_tail, w_size);  \
+        b->y[r] = scaled ? s_ * b->w_scales[r] : s_;                                                          \
+    } while (0)
+    QUARTERS(b, q, FLOAT_ROW4, FLOAT_ROW1);
 #undef FLOAT_ROW4
 #undef FLOAT_ROW1
-        return;
-    }
+}
+
+INLINE void gemm_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled)
+{
 #define CALL_FLOAT(a_, b_) tile_float(b, i, j, a_, b_, load_w, load_w_tail, scaled)
     FOR_TILES(b, CALL_FLOAT);
 #undef CALL_FLOAT
 }
 
-static void block_f32(const qr_block *b) { block_float(b, w_f32, w_f32_tail, 0, 4); }
-static void block_f16(const qr_block *b) { block_float(b, w_f16, w_f16_tail, 0, 2); }
-static void block_q8_f32(const qr_block *b) { block_float(b, w_q8, w_q8_tail, 1, 1); }
+static void block_f32(const qr_block *b)
+{
+    if (b->decode) decode_float(b, w_f32, w_f32_tail, 0, 4);
+    else gemm_float(b, w_f32, w_f32_tail, 0);
+}
+static void block_f16(const qr_block *b)
+{
+    if (b->decode) decode_float(b, w_f16, w_f16_tail, 0, 2);
+    else gemm_float(b, w_f16, w_f16_tail, 0);
+}
+static void block_q8_f32(const qr_block *b)
+{
+    if (b->decode) decode_float(b, w_q8, w_q8_tail, 1, 1);
+    else gemm_float(b, w_q8, w_q8_tail, 1);
+}
 
 /* y[r] of one W row from its integer dots: ((float)dᵢ·sᵢ)·scale_r per term, added (qr_block.x2). */
 INLINE float q8_int8_out(const qr_block *b, size_t r, uint32_t u1, uint32_t u2)

@@ -228,6 +228,7 @@ typedef struct job {
     float *y;
     size_t ldy;
     int decode;               /* n == 1 */
+    int terms;                /* int8 terms of X: 0 (float X), 1 or 2 */
     size_t n;                 /* rows of X */
     bool split_rows;          /* chunks are W rows (else X rows) */
     size_t chunks;
@@ -239,7 +240,7 @@ static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t
 {
     if (i0 >= i1 || r0 >= r1) return;
     /* decode reads each weight once: no block to keep in L2, the share is one block (longer streams) */
-    const size_t block_rows = jb->decode ? r1 - r0 : block_rows_of(jb->w, jb->x2 ? 2 : 1), m = i1 - i0;
+    const size_t block_rows = jb->decode ? r1 - r0 : block_rows_of(jb->w, jb->terms), m = i1 - i0;
     for (size_t rb = r0; rb < r1; rb += block_rows) {
         size_t nr = r1 - rb < block_rows ? r1 - rb : block_rows;
         qr_block b = {
@@ -345,7 +346,7 @@ qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const flo
 
     const int terms = int8_terms(w, n, opts);
     int threads = thread_count(opts);
-    job jb = {.w = w, .y = y, .ldy = ldy, .k = w->cols, .decode = n == 1};
+    job jb = {.w = w, .y = y, .ldy = ldy, .k = w->cols, .decode = n == 1, .terms = terms};
     uint8_t *xq = NULL, *xq2 = NULL;
     float *xs = NULL, *xs2 = NULL;
     if (terms > 0) {
