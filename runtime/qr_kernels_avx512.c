@@ -369,9 +369,9 @@ INLINE void row_int8x2(const uint8_t *x, const uint8_t *x2, const uint8_t *w, si
 
 /* Decode walks the block's W rows as four streams, the quarters of the block side by side (row i of
  * each quarter together), then the 0-3 rows left over one by one. Blocks whose quarters are shorter
- * than QR_STREAM_MIN_BYTES go row by row: four short streams restart the prefetchers more often than
- * they gain (measured 1.1B Q8_ROW, thresholds 16 / 64 / 256 / 1024 KiB: +33% / +27% / +17% / -4% against
- * one stream; the 110M's blocks are short and run about equal either way). */
+ * than QR_STREAM_MIN_BYTES go row by row. Measured on the 1.1B Q8_ROW decode against one stream, 1
+ * thread, one run of 6 interleaved pairs: thresholds of 16 / 64 / 256 / 1024 KiB gave +27% / +27% / +17% /
+ * -4% (larger thresholds leave more of the model's blocks to one stream); the 110M ran about equal. */
 #ifndef QR_STREAM_MIN_BYTES
 #define QR_STREAM_MIN_BYTES (16u << 10)
 #endif
@@ -462,7 +462,7 @@ INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2)
 
 static void block_q8_int8(const qr_block *b)
 {
-    if (b->decode) {
+    if (b->decode) { /* two instantiations: in the one-term one x2 is a constant NULL */
         if (b->x2) decode_q8_int8(b, b->x2);
         else decode_q8_int8(b, NULL);
         return;
