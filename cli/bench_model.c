@@ -39,15 +39,13 @@
 
 #define MAX_THREADS 16
 
-static const char *const act_choices[] = { "auto", "int8", "f32", NULL };
-static const qmap_act_mode act_modes[] = { QMAP_ACT_AUTO, QMAP_ACT_INT8, QMAP_ACT_F32 };
 
 typedef struct bm_cfg {
     long pp, tg, runs;
     int threads[MAX_THREADS], n_threads;
     int mmaps[2], n_mmaps;    /* 1: weights read over the file mapping (qmap's way), 0: an anonymous copy */
-    int kv;                   /* 0 f16, 1 f32 */
-    int act;                  /* index into act_choices: Q8_ROW activations */
+    int kv;                   /* qmap_kv_type (index into cli_kv_choices) */
+    int act;                  /* qmap_act_mode (index into cli_act_choices): Q8_ROW activations */
     bool json, csv;
 } bm_cfg;
 
@@ -147,7 +145,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         json_u64(j, "bytes_per_token", in->bytes_per_token);
         json_u64(j, "threads", (uint64_t)r->threads);
         json_bool(j, "mmap", r->mmap != 0);
-        json_cstring(j, "act", act_choices[c->act]);
+        json_cstring(j, "act", cli_act_choices[c->act]);
         json_cstring(j, "test", test);
         json_begin_object(j, "tokens_per_second");
         bm_json_stats(j, &r->tps, "t/s");
@@ -174,7 +172,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
                in->file_type, (unsigned long long)in->file_size, (unsigned long long)in->n_params, mf->mix, r->threads,
                r->mmap, r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
                r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN,
-               act_choices[c->act]);
+               cli_act_choices[c->act]);
         return;
     }
     snprintf(size, sizeof size, "%.2f GiB", (double)in->file_size / (1 << 30));
@@ -274,8 +272,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
         sp.n_ctx = (uint32_t)(c->pp + c->tg + 1);
         sp.n_batch = (uint32_t)(c->pp > 0 ? c->pp : 1);
         sp.threads = t;
-        sp.kv_type = c->kv ? QMAP_KV_F32 : QMAP_KV_F16;
-        sp.act = act_modes[c->act];
+        sp.kv_type = (qmap_kv_type)c->kv;
+        sp.act = (qmap_act_mode)c->act;
         for (int mi = 0; mi < nm; mi++)
             if (qmap_session_new(m[mi], &sp, &s[mi], &qe) != QMAP_OK) {
                 snprintf(err, err_size, "%s", qe.message);
@@ -367,14 +365,13 @@ int bench_model(int argc, char **argv)
     bm_cfg c = { .pp = 512, .tg = 128, .runs = 5 };
     const char *threads = def_threads, *mmaps = "1";
     bool no_mmap = false;
-    static const char *const kv_choices[] = { "f16", "f32", NULL };
     const cli_opt opts[] = {
         { "n-prompt", 'p', CLI_INT, &c.pp, "N", 0, 8192, NULL, "prompt tokens of the pp test; 0 skips it", false },
         { "n-gen", 'n', CLI_INT, &c.tg, "N", 0, 8192, NULL, "tokens of the tg test; 0 skips it", false },
         { "threads", 't', CLI_STRING, &threads, "LIST", 0, 0, NULL, "thread counts, comma-separated (default: 1 and every core)", true },
         { "repetitions", 'r', CLI_INT, &c.runs, "N", 1, 1000, NULL, "timed runs of each test, after one warm-up", false },
-        { "kv", 0, CLI_CHOICE, &c.kv, "TYPE", 0, 0, kv_choices, "KV cache element type", false },
-        { "act", 0, CLI_CHOICE, &c.act, "MODE", 0, 0, act_choices, "Q8_ROW activations, as qmap run --act: auto keeps float accuracy; int8 is faster", false },
+        { "kv", 0, CLI_CHOICE, &c.kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
+        { "act", 0, CLI_CHOICE, &c.act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations, as qmap run --act: auto keeps float accuracy; int8 is faster", false },
         { "mmap", 0, CLI_STRING, &mmaps, "LIST", 0, 0, NULL, "1: over the file mapping, 0: over an anonymous copy; 0,1: both, and the ratio (default: 1)", true },
         { "no-mmap", 0, CLI_FLAG, &no_mmap, NULL, 0, 0, NULL, "the same as --mmap 0", false },
         { "json", 0, CLI_FLAG, &c.json, NULL, 0, 0, NULL, "print one JSON array of results", false },
@@ -420,7 +417,7 @@ int bench_model(int argc, char **argv)
     if (c.json) json_begin_array(&j, NULL);
     else if (!c.csv)
         printf("qmap bench: %ld runs per figure after one warm-up; KV cache %s; Q8_ROW activations %s\n\n", c.runs,
-               kv_choices[c.kv], act_choices[c.act]);
+               cli_kv_choices[c.kv], cli_act_choices[c.act]);
     print_header(&c);
     char err[1024] = "";
     int rc = 0;

@@ -18,6 +18,12 @@ int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 
+/* The --kv and --act choices of the commands that run a model (run, perplexity, bench MODEL), NULL-
+ * terminated for CLI_CHOICE: the index of a choice is the qmap.h enum value (qmap_kv_type, qmap_act_mode;
+ * qmap.c checks that they agree). */
+extern const char *const cli_kv_choices[];
+extern const char *const cli_act_choices[];
+
 /* "1.50 GB" style, decimal units. buf of ≥ 16 bytes. */
 const char *cli_human_bytes(uint64_t n, char *buf, size_t size);
 /* The whole file at path in a malloc'd buffer (*len bytes; not NUL-terminated), or NULL with errno set. */

@@ -22,8 +22,6 @@
 #include "ppl_stats.h"
 #include "qmap.h"
 
-static const char *const kv_choices[] = { "f16", "f32", NULL };
-static const char *const act_choices[] = { "auto", "int8", "f32", NULL };
 
 static double now_s(void)
 {
@@ -105,8 +103,8 @@ int cmd_perplexity(int argc, char **argv)
           "--save-logits: KL divergence, top-1 agreement, ln(PPL/PPL_base)", true },
         { "save-logits", 0, CLI_STRING, &save_path, "FILE", 0, 0, NULL,
           "save every scored token's log-probabilities (n_vocab float32 each) for a later --kl-base", true },
-        { "kv", 0, CLI_CHOICE, &kv, "TYPE", 0, 0, kv_choices, "KV cache element type", false },
-        { "act", 0, CLI_CHOICE, &act, "MODE", 0, 0, act_choices,
+        { "kv", 0, CLI_CHOICE, &kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
+        { "act", 0, CLI_CHOICE, &act, "MODE", 0, 0, cli_act_choices,
           "Q8_ROW activations: auto (float accuracy), int8 (one term, fastest), f32", false },
         { "json", 0, CLI_FLAG, &json, NULL, 0, 0, NULL, "print the result as one JSON object", true },
         { "quiet", 'q', CLI_FLAG, &quiet, NULL, 0, 0, NULL, "no running estimate on stderr", true },
@@ -147,8 +145,8 @@ int cmd_perplexity(int argc, char **argv)
     sp.n_ctx = c;
     sp.n_batch = nb;
     sp.threads = (int)threads;
-    sp.kv_type = kv == 1 ? QMAP_KV_F32 : QMAP_KV_F16;
-    sp.act = act == 1 ? QMAP_ACT_INT8 : act == 2 ? QMAP_ACT_F32 : QMAP_ACT_AUTO;
+    sp.kv_type = (qmap_kv_type)kv;
+    sp.act = (qmap_act_mode)act;
     sp.logits_all = true;
 
     int status = 1;

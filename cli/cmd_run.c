@@ -44,8 +44,6 @@ typedef struct run_args {
     bool no_bos, verify, no_mmap, json, quiet;
 } run_args;
 
-static const char *const kv_choices[] = { "f16", "f32", NULL };
-static const char *const act_choices[] = { "auto", "int8", "f32", NULL };
 
 /* "1 2 3" or "1,2,3" -> ids. Returns the count, or -1 with a message. */
 static long parse_ids(const char *s, int32_t *ids, size_t cap, uint32_t vocab)
@@ -168,8 +166,8 @@ int cmd_run(int argc, char **argv)
         { "batch-size", 'b', CLI_INT, &a.batch, "N", 0, 1 << 20, NULL,
           "prompt tokens evaluated per batch (the GEMM path; 0 = 512), classifier rows per batch (0 = 256), or "
           "seq2seq lines translated per call (0 = 64)", false },
-        { "kv", 0, CLI_CHOICE, &a.kv, "TYPE", 0, 0, kv_choices, "KV cache element type", false },
-        { "act", 0, CLI_CHOICE, &a.act, "MODE", 0, 0, act_choices, "Q8_ROW activations: auto keeps float accuracy; int8 is faster", false },
+        { "kv", 0, CLI_CHOICE, &a.kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
+        { "act", 0, CLI_CHOICE, &a.act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations: auto keeps float accuracy; int8 is faster", false },
         { "no-bos", 0, CLI_FLAG, &a.no_bos, NULL, 0, 0, NULL, "do not add the tokenizer's BOS/EOS tokens to the prompt", true },
         { "verify", 0, CLI_FLAG, &a.verify, NULL, 0, 0, NULL, "check every tensor's checksum before running", true },
         { "no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, 0, 0, NULL, "read the weights into memory instead of mapping the file (for comparison: RAM as large as the file, not shared)", true },
@@ -258,14 +256,14 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
         classify_args ca = { a.input, a.labels, a.output, a.batch, a.threads, a.top,
-                             a.act == 1 ? QMAP_ACT_INT8 : a.act == 2 ? QMAP_ACT_F32 : QMAP_ACT_AUTO, a.json, a.quiet };
+                             (qmap_act_mode)a.act, a.json, a.quiet };
         status = run_classifier(m, &ca);
         goto done;
     }
     if (in.kind == QMAP_KIND_SEQ2SEQ) {
         translate_args ta = { a.prompt, a.file, a.tokens, a.beam, a.n_best, a.max_len, a.batch, a.threads,
-                              a.length_penalty, a.act == 1 ? QMAP_ACT_INT8 : a.act == 2 ? QMAP_ACT_F32 : QMAP_ACT_AUTO,
-                              a.kv == 1 ? QMAP_KV_F32 : QMAP_KV_F16, a.json, a.quiet };
+                              a.length_penalty, (qmap_act_mode)a.act,
+                              (qmap_kv_type)a.kv, a.json, a.quiet };
         status = run_translate(m, &ta);
         goto done;
     }
@@ -324,8 +322,8 @@ int cmd_run(int argc, char **argv)
     sp.n_ctx = n_ctx;
     sp.n_batch = (uint32_t)a.batch;
     sp.threads = (int)a.threads;
-    sp.kv_type = a.kv == 1 ? QMAP_KV_F32 : QMAP_KV_F16;
-    sp.act = a.act == 1 ? QMAP_ACT_INT8 : a.act == 2 ? QMAP_ACT_F32 : QMAP_ACT_AUTO;
+    sp.kv_type = (qmap_kv_type)a.kv;
+    sp.act = (qmap_act_mode)a.act;
     if (qmap_session_new(m, &sp, &s, &err) != QMAP_OK) {
         fprintf(stderr, "qmap run: %s\n", err.message);
         goto done;

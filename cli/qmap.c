@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "qmap.h"
 #include "qr_matmul.h"
 #include "qm_reader.h"
 
@@ -41,6 +42,12 @@ static void usage(FILE *fp)
             "  -h, --help     this text\n"
             "  --version      print the tool and format versions\n");
 }
+
+const char *const cli_kv_choices[] = { "f16", "f32", NULL };
+const char *const cli_act_choices[] = { "auto", "int8", "f32", NULL };
+_Static_assert(QMAP_KV_F16 == 0 && QMAP_KV_F32 == 1, "cli_kv_choices lists qmap_kv_type in order");
+_Static_assert(QMAP_ACT_AUTO == 0 && QMAP_ACT_INT8 == 1 && QMAP_ACT_F32 == 2,
+               "cli_act_choices lists qmap_act_mode in order");
 
 const char *cli_human_bytes(uint64_t n, char *buf, size_t size)
 {
