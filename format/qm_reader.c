@@ -455,102 +455,88 @@ qm_status qm_open_buffer(const void *buf, size_t len, const char *name, qm_file 
     return QM_OK;
 }
 
-/* The start both openers share: the regular file at `path` opened (its descriptor in *fd) and an empty
- * qm_file for it with its size set (base: a 1-byte empty buffer until the caller sets it). */
-static qm_status open_file(const char *path, qm_file **out, int *fd, qm_file **f, qm_error *err)
+/* How an opener gives f (size > 0) its bytes from the open descriptor fd: sets f->base (and f->mapped
+ * when qm_close must munmap it), or fails naming the file. The caller closes fd and, on failure, f. */
+typedef qm_status fill_fn(qm_file *f, int fd, qm_error *err);
+
+/* The file itself, mapped read-only. */
+static qm_status fill_mapped(qm_file *f, int fd, qm_error *err)
+{
+    void *m = mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return qm_fail(err, QM_ERR_IO, f->path, NULL, QM_NO_OFFSET, "cannot map: %s", strerror(errno));
+    f->base = m;
+    f->mapped = true;
+#ifdef MADV_HUGEPAGE
+    /* Pages read in through this mapping (a file not in the page cache yet) come in 2 MiB folios, which
+     * the kernel maps with one page-table entry each, as it maps the folios qm_writer's 4 MiB writes
+     * leave (qm_writer.c, emit): fewer TLB misses when the runtime streams the weights. Advice only:
+     * ignored where the kernel or file system has no large folios. */
+    (void)madvise(m, (size_t)f->size, MADV_HUGEPAGE);
+#endif
+    return QM_OK;
+}
+
+/* A copy in anonymous pages, as large a page as the kernel gives (the copy is a bandwidth baseline). */
+static qm_status fill_copied(qm_file *f, int fd, qm_error *err)
+{
+    void *m = mmap(NULL, (size_t)f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        int e = errno;
+        return qm_fail(err, e == ENOMEM ? QM_ERR_NOMEM : QM_ERR_IO, f->path, NULL, QM_NO_OFFSET,
+                       "cannot allocate %llu bytes to read the file into: %s", (unsigned long long)f->size,
+                       strerror(e));
+    }
+#ifdef MADV_HUGEPAGE
+    (void)madvise(m, (size_t)f->size, MADV_HUGEPAGE);
+#endif
+    f->base = m;
+    f->mapped = true;   /* munmap on close */
+    size_t done = 0;
+    while (done < (size_t)f->size) {
+        size_t want = (size_t)f->size - done;
+        if (want > ((size_t)1 << 30)) want = (size_t)1 << 30;
+        ssize_t got = pread(fd, (uint8_t *)m + done, want, (off_t)done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0)
+            return qm_fail(err, QM_ERR_IO, f->path, NULL, (uint64_t)done, "%s after %zu of %llu bytes",
+                           got < 0 ? strerror(errno) : "the file ended (it shrank while being read)", done,
+                           (unsigned long long)f->size);
+        done += (size_t)got;
+    }
+    return QM_OK;
+}
+
+/* Both openers: the regular file at `path`, its bytes given by `fill`, then parsed. */
+static qm_status open_with(const char *path, qm_file **out, qm_error *err, fill_fn *fill)
 {
     if (!out || !path) return qm_fail(err, QM_ERR_INVALID_ARGUMENT, path, NULL, QM_NO_OFFSET, "null argument");
     *out = NULL;
     struct stat st;
-    *fd = qm_open_regular(path, &st, err);
-    if (*fd < 0) return err ? err->code : QM_ERR_IO;
+    int fd = qm_open_regular(path, &st, err);
+    if (fd < 0) return err ? err->code : QM_ERR_IO;
     if ((uint64_t)st.st_size > SIZE_MAX) {
-        close(*fd);
+        close(fd);
         return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "file too large for this address space");
     }
-    *f = file_new(path);
-    if (!*f) { close(*fd); return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory"); }
+    qm_file *f = file_new(path);
+    if (!f) { close(fd); return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory"); }
     static const uint8_t empty[1];
-    (*f)->size = (uint64_t)st.st_size;
-    (*f)->base = empty; /* mmap of 0 bytes is invalid; the parser rejects an empty file as bad magic */
-    return QM_OK;
-}
-
-qm_status qm_open(const char *path, qm_file **out, qm_error *err)
-{
-    int fd;
-    qm_file *f;
-    qm_status s0 = open_file(path, out, &fd, &f, err);
-    if (s0 != QM_OK) return s0;
-    if (f->size > 0) {
-        void *m = mmap(NULL, (size_t)f->size, PROT_READ, MAP_SHARED, fd, 0);
-        if (m == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            qm_close(f);
-            return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot map: %s", strerror(e));
-        }
-        f->base = m;
-        f->mapped = true;
-#ifdef MADV_HUGEPAGE
-        /* Pages read in through this mapping (a file not in the page cache yet) come in 2 MiB folios, which
-         * the kernel maps with one page-table entry each, as it maps the folios qm_writer's 4 MiB writes
-         * leave (qm_writer.c, emit): fewer TLB misses when the runtime streams the weights. Advice only:
-         * ignored where the kernel or file system has no large folios. */
-        (void)madvise(m, (size_t)f->size, MADV_HUGEPAGE);
-#endif
-    }
-    close(fd); /* the mapping keeps the file */
-    qm_status s = parse(f, err);
+    f->size = (uint64_t)st.st_size;
+    f->base = empty; /* mmap of 0 bytes is invalid; the parser rejects an empty file as bad magic */
+    qm_status s = f->size > 0 ? fill(f, fd, err) : QM_OK;
+    close(fd); /* a mapping keeps the file */
+    if (s == QM_OK) s = parse(f, err);
     if (s != QM_OK) { qm_close(f); return s; }
     *out = f;
     return QM_OK;
 }
+
+qm_status qm_open(const char *path, qm_file **out, qm_error *err) { return open_with(path, out, err, fill_mapped); }
 
 qm_status qm_open_copy(const char *path, qm_file **out, qm_error *err)
 {
-    int fd;
-    qm_file *f;
-    qm_status s0 = open_file(path, out, &fd, &f, err);
-    if (s0 != QM_OK) return s0;
-    if (f->size > 0) {
-        /* anonymous pages, as large a page as the kernel gives (the copy is a bandwidth baseline) */
-        void *m = mmap(NULL, (size_t)f->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (m == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            qm_close(f);
-            return qm_fail(err, e == ENOMEM ? QM_ERR_NOMEM : QM_ERR_IO, path, NULL, QM_NO_OFFSET,
-                           "cannot allocate %llu bytes to read the file into: %s", (unsigned long long)f->size,
-                           strerror(e));
-        }
-#ifdef MADV_HUGEPAGE
-        (void)madvise(m, (size_t)f->size, MADV_HUGEPAGE);
-#endif
-        f->base = m;
-        f->mapped = true;   /* munmap on close */
-        size_t done = 0;
-        while (done < (size_t)f->size) {
-            size_t want = (size_t)f->size - done;
-            if (want > ((size_t)1 << 30)) want = (size_t)1 << 30;
-            ssize_t got = pread(fd, (uint8_t *)m + done, want, (off_t)done);
-            if (got < 0 && errno == EINTR) continue;
-            if (got <= 0) {
-                int e = got < 0 ? errno : 0;
-                close(fd);
-                qm_close(f);
-                return qm_fail(err, QM_ERR_IO, path, NULL, (uint64_t)done, "%s after %zu of %llu bytes",
-                               e ? strerror(e) : "the file ended (it shrank while being read)", done,
-                               (unsigned long long)f->size);
-            }
-            done += (size_t)got;
-        }
-    }
-    close(fd);
-    qm_status s = parse(f, err);
-    if (s != QM_OK) { qm_close(f); return s; }
-    *out = f;
-    return QM_OK;
+    return open_with(path, out, err, fill_copied);
 }
 
 /* ---- accessors ------------------------------------------------------------------------------- */
