@@ -620,14 +620,23 @@ static int uses_int8(const tmat *w, qr_act act)
     return act == QR_ACT_INT8 ? 1 : act == QR_ACT_INT8X2 ? 2 : 0;
 }
 
+/* The activation modes a test walks for dtype d, a < n_acts(d): all three for Q8_ROW, one (which F32 and
+ * F16 ignore) otherwise. */
+static int n_acts(qm_dtype d) { return d == QM_DTYPE_Q8_ROW ? 3 : 1; }
+static qr_act act_at(int a)
+{
+    static const qr_act acts[3] = {QR_ACT_INT8, QR_ACT_F32, QR_ACT_INT8X2};
+    return acts[a];
+}
+
 /* Every variant, every path of w's dtype (Q8_ROW: all three activation modes), one call each. */
 static void run_all(const tmat *w, const xmat *x, const expect *e, int threads, size_t ldy)
 {
     variant vs[4];
     size_t nv = get_variants(vs);
     for (size_t vi = 0; vi < nv; vi++)
-        for (int a = 0; a < (w->m.dtype == QM_DTYPE_Q8_ROW ? 3 : 1); a++) {
-            qr_act act = a == 0 ? QR_ACT_INT8 : a == 1 ? QR_ACT_F32 : QR_ACT_INT8X2;
+        for (int a = 0; a < n_acts(w->m.dtype); a++) {
+            qr_act act = act_at(a);
             if (w->m.dtype != QM_DTYPE_Q8_ROW && vi % 2) act = QR_ACT_F32; /* ignored; pass both */
             char ctx[320];
             ctx_fmt(ctx, sizeof ctx, &vs[vi], w, x, uses_int8(w, act), threads, ldy);
@@ -1068,8 +1077,8 @@ static void test_decode_paths(void **state)
             float *yr = malloc(rows * sizeof *yr);
             assert_non_null(yr);
             for (size_t vi = 0; vi < nv; vi++)
-                for (int a = 0; a < (dts[d] == QM_DTYPE_Q8_ROW ? 3 : 1); a++) {
-                    qr_act act = a == 0 ? QR_ACT_F32 : a == 1 ? QR_ACT_INT8 : QR_ACT_INT8X2;
+                for (int a = 0; a < n_acts(dts[d]); a++) {
+                    qr_act act = act_at(a);
                     qr_matmul_opts o1 = {NULL, act};
                     char ctx[320];
                     ctx_fmt(ctx, sizeof ctx, &vs[vi], &w, &x, uses_int8(&w, act), 1, rows);
@@ -1116,8 +1125,8 @@ static void test_threads(void **state)
             xmat x = xmat_new(n, cols, cols, 0, si, XK_FINITE_COUNT, 4711 + (uint64_t)(si * 3 + d));
             expect e = expect_new(&w, &x);
             for (size_t vi = 0; vi < nv; vi++)
-                for (int a = 0; a < (dts[d] == QM_DTYPE_Q8_ROW ? 3 : 1); a++) {
-                    qr_act act = a == 0 ? QR_ACT_INT8 : a == 1 ? QR_ACT_F32 : QR_ACT_INT8X2;
+                for (int a = 0; a < n_acts(dts[d]); a++) {
+                    qr_act act = act_at(a);
                     char ctx[320];
                     ctx_fmt(ctx, sizeof ctx, &vs[vi], &w, &x, uses_int8(&w, act), 1, rows);
                     ybuf y1 = run_mm(ctx, &vs[vi], &w, &x, act, 1, rows);
@@ -1156,8 +1165,8 @@ static void test_split(void **state)
             xmat x = xmat_new(n, cols, cols + 1, 1, si, XK_COUNT, 556 + (uint64_t)(si * 3 + d));
             expect e = expect_new(&w, &x);
             for (size_t vi = 0; vi < nv; vi++)
-                for (int a = 0; a < (dts[d] == QM_DTYPE_Q8_ROW ? 3 : 1); a++) {
-                    qr_act act = a == 0 ? QR_ACT_INT8 : a == 1 ? QR_ACT_F32 : QR_ACT_INT8X2;
+                for (int a = 0; a < n_acts(dts[d]); a++) {
+                    qr_act act = act_at(a);
                     qr_matmul_opts o = {NULL, act};
                     char ctx[320];
                     ctx_fmt(ctx, sizeof ctx, &vs[vi], &w, &x, uses_int8(&w, act), 1, ldy);
