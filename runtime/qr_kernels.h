@@ -40,8 +40,7 @@ typedef struct qr_block {
 
 typedef void qr_block_fn(const qr_block *b);
 
-/* An int8 GEMM block with rows longer than this many bytes is multiplied in K slices of at most this
- * width (the AVX-512 variant; the others do not need to), and qr_matmul sizes its blocks by it. */
+/* The widest K slice of any variant (qr_kernels.k_slice_bytes): the AVX-512 variant's. */
 #define QR_K_SLICE_BYTES 4096
 
 struct qr_kernels {
@@ -51,6 +50,10 @@ struct qr_kernels {
     qr_block_fn *f16;         /* F16 W, float X */
     qr_block_fn *q8_f32;      /* Q8_ROW W widened in registers, float X */
     qr_block_fn *q8_int8;     /* Q8_ROW W, X from quantize_x */
+    /* q8_int8 multiplies a GEMM block whose rows are longer than this many bytes in K slices of at most
+     * this width, so only a slice of the block needs to stay in cache, and qr_matmul sizes its int8
+     * blocks by it; 0: rows are never sliced. At most QR_K_SLICE_BYTES. */
+    size_t k_slice_bytes;
     /* Quantize one X row of `cols` floats into kpad (multiple of 64, >= cols) bytes of this variant's
      * int8 encoding (signed, or signed + 128 for VNNI's unsigned operand; the padding encodes 0) and
      * return its scale (0 for an all-zero row, NaN if the row holds NaN or Inf). The int8 values are

@@ -499,6 +499,7 @@ const qr_kernels qr_kernels_avx512 = {
     .f16 = block_f16,
     .q8_f32 = block_q8_f32,
     .q8_int8 = block_q8_int8,
+    .k_slice_bytes = QR_K_SLICE_BYTES,
     .quantize_x = quantize_x_unsigned,
     .quantize_x_residual = quantize_x_residual_unsigned,
 };

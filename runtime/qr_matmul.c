@@ -122,13 +122,13 @@ static int thread_count(const qr_matmul_opts *opts)
 #define QR_L2_BLOCK_BYTES_TWO_TERMS (256u * 1024u)
 #define QR_ROW_GRAIN 16 /* W rows per unit of work between threads (a multiple of every tile width) */
 
-/* An int8 product in K slices (qr_kernels.h QR_K_SLICE_BYTES) keeps one slice of the block hot at a
+/* An int8 product in K slices (qr_kernels.k_slice_bytes; 0: none) keeps one slice of the block hot at a
  * time, so a block of long rows may hold as many rows as one of slice-long rows: fewer blocks, fewer
- * passes of X (4096 x 11008, n = 512, 1 thread, medians of 5: two terms 0.27 -> 0.32 of the VNNI peak,
- * one term 0.67 -> 0.72; before K slices 0.23 and 0.48). */
-static size_t block_rows_of(const qr_matrix *w, int terms)
+ * passes of X (AVX-512, 4096 x 11008, n = 512, 1 thread, medians of 5: two terms 0.27 -> 0.32 of the VNNI
+ * peak, one term 0.67 -> 0.72; before K slices 0.23 and 0.48). */
+static size_t block_rows_of(const qr_matrix *w, int terms, size_t k_slice)
 {
-    const size_t bytes = terms > 0 && w->row_stride > QR_K_SLICE_BYTES ? QR_K_SLICE_BYTES : w->row_stride;
+    const size_t bytes = terms > 0 && k_slice && w->row_stride > k_slice ? k_slice : w->row_stride;
     size_t rows = (terms == 2 ? QR_L2_BLOCK_BYTES_TWO_TERMS : QR_L2_BLOCK_BYTES) / bytes;
     return rows < QR_ROW_GRAIN ? QR_ROW_GRAIN : rows / QR_ROW_GRAIN * QR_ROW_GRAIN;
 }
@@ -152,7 +152,8 @@ static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int thread
     work_layout l = {0, 0, 0, 0};
     if (terms == 0) return l;
     const size_t row = pad64(w->cols); /* cols <= QR_INT8_MAX_COLS: no overflow */
-    const size_t br = terms == 2 ? block_rows_of(w, 2) : 0;
+    /* the most rows a two-term block of any variant holds (the widest K slice) */
+    const size_t br = terms == 2 ? block_rows_of(w, 2, QR_K_SLICE_BYTES) : 0;
     /* Every product below is bounded by n·(2·row + 8 + threads·br·4); refuse n that could overflow it. */
     const size_t per_x_row = 2 * row + 8 + (size_t)threads * br * 4 + 64;
     if (n > (SIZE_MAX - 256) / per_x_row) {
@@ -229,6 +230,7 @@ typedef struct job {
     size_t ldy;
     int decode;               /* n == 1 */
     int terms;                /* int8 terms of X: 0 (float X), 1 or 2 */
+    size_t k_slice;           /* the variant's k_slice_bytes */
     size_t n;                 /* rows of X */
     bool split_rows;          /* chunks are W rows (else X rows) */
     size_t chunks;
@@ -240,7 +242,7 @@ static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t
 {
     if (i0 >= i1 || r0 >= r1) return;
     /* decode reads each weight once: no block to keep in L2, the share is one block (longer streams) */
-    const size_t block_rows = jb->decode ? r1 - r0 : block_rows_of(jb->w, jb->terms), m = i1 - i0;
+    const size_t block_rows = jb->decode ? r1 - r0 : block_rows_of(jb->w, jb->terms, jb->k_slice), m = i1 - i0;
     for (size_t rb = r0; rb < r1; rb += block_rows) {
         size_t nr = r1 - rb < block_rows ? r1 - rb : block_rows;
         qr_block b = {
@@ -346,7 +348,8 @@ qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const flo
 
     const int terms = int8_terms(w, n, opts);
     int threads = thread_count(opts);
-    job jb = {.w = w, .y = y, .ldy = ldy, .k = w->cols, .decode = n == 1, .terms = terms};
+    job jb = {.w = w, .y = y, .ldy = ldy, .k = w->cols, .decode = n == 1, .terms = terms,
+              .k_slice = k->k_slice_bytes};
     uint8_t *xq = NULL, *xq2 = NULL;
     float *xs = NULL, *xs2 = NULL;
     if (terms > 0) {
