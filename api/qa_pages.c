@@ -13,11 +13,21 @@
 #define MADV_POPULATE_READ 22   /* Linux 5.14 */
 #endif
 
-uint64_t qa_pages_populate_and_count(const void *base, size_t len)
+int qa_pages_populate(const void *base, size_t len)
 {
 #ifdef __linux__
-    if (!base || len == 0) return UINT64_MAX;
-    if (madvise((void *)base, len, MADV_POPULATE_READ) != 0) return UINT64_MAX;
+    if (base && len > 0 && madvise((void *)base, len, MADV_POPULATE_READ) == 0) return 0;
+#else
+    (void)base;
+    (void)len;
+#endif
+    return -1;
+}
+
+uint64_t qa_pages_pmd_bytes(const void *base)
+{
+#ifdef __linux__
+    if (!base) return UINT64_MAX;
     FILE *fp = fopen("/proc/self/smaps", "r");
     if (!fp) return UINT64_MAX;
     char line[4600];
@@ -42,7 +52,6 @@ uint64_t qa_pages_populate_and_count(const void *base, size_t len)
     return pmd;
 #else
     (void)base;
-    (void)len;
     return UINT64_MAX;
 #endif
 }

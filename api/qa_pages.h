@@ -19,10 +19,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Map every page of [base, base + len) (MADV_POPULATE_READ: reads the file in where it is not cached) and
- * return how many of its bytes are mapped by 2 MiB entries (FilePmdMapped of the VMA starting at base, in
- * /proc/self/smaps); UINT64_MAX where that cannot be told (no smaps, no such field, populate refused). */
-uint64_t qa_pages_populate_and_count(const void *base, size_t len);
+/* Map every page of [base, base + len) (MADV_POPULATE_READ: reads the file in where it is not cached).
+ * 0, or -1 if the kernel refused (older than 5.14, or not Linux). */
+int qa_pages_populate(const void *base, size_t len);
+
+/* How many bytes of the mapping that starts at base are mapped by 2 MiB entries (FilePmdMapped of its VMA
+ * in /proc/self/smaps); UINT64_MAX where that cannot be told (no smaps, no such field). */
+uint64_t qa_pages_pmd_bytes(const void *base);
 
 /* Drop the cached pages of the file at `path` that no process maps (POSIX_FADV_DONTNEED), after writing
  * out dirty ones (fdatasync), which would otherwise stay. 0, or -1 (errno set) if the file cannot be

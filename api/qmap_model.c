@@ -158,13 +158,14 @@ static qm_status load_tokenizer(qmap_model *m, const char *prefix, uint32_t rows
 static qm_status map_in_large_pages(const char *path, qm_file **f, qm_error *e)
 {
     uint64_t size = qm_file_header(*f)->file_size;
-    uint64_t pmd = qa_pages_populate_and_count(qm_file_bytes(*f), (size_t)size);
-    if (size < QA_LARGE_PAGES_MIN_BYTES || pmd == UINT64_MAX || pmd >= size / 2) return QM_OK;
+    if (qa_pages_populate(qm_file_bytes(*f), (size_t)size) != 0 || size < QA_LARGE_PAGES_MIN_BYTES) return QM_OK;
+    uint64_t pmd = qa_pages_pmd_bytes(qm_file_bytes(*f));
+    if (pmd == UINT64_MAX || pmd >= size / 2) return QM_OK;
     qm_close(*f);
     *f = NULL;
     qa_pages_drop_cache(path);
     qm_status st = qm_open(path, f, e);
-    if (st == QM_OK) (void)qa_pages_populate_and_count(qm_file_bytes(*f), (size_t)size);
+    if (st == QM_OK) (void)qa_pages_populate(qm_file_bytes(*f), (size_t)size);
     return st;
 }
 
