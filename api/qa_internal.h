@@ -7,10 +7,18 @@
 #ifndef QA_INTERNAL_H
 #define QA_INTERNAL_H
 
+#include <stdbool.h>
+
 #include "qm_error.h"
 #include "qmap.h"
+#include "qr_matmul.h"
 
 typedef struct qr_tokenizer qr_tokenizer;
+
+/* The runtime's qr_act (runtime/qr_matmul.h) for a public qmap_act_mode: true and *out set, or false for a
+ * value outside the enum. One table for every product the API runs (LM sessions, classifiers,
+ * translators). */
+bool qa_act_of(qmap_act_mode a, qr_act *out);
 
 /* The model's tokenizer (runtime/qr_tok.h), or NULL when the container has none or it could not be
  * loaded; then qa_model_tokenizer_error says why (NULL when the container simply has none). A model whose

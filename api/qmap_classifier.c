@@ -20,12 +20,8 @@ qmap_status qmap_classifier_new(const qmap_model *m, size_t max_batch, int threa
                        m->arch_name);
     if (threads < 0) return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_classifier_new: threads %d is negative", threads);
     qr_act a;
-    switch (act) {
-    case QMAP_ACT_AUTO: a = QR_ACT_AUTO; break;
-    case QMAP_ACT_INT8: a = QR_ACT_INT8; break;
-    case QMAP_ACT_F32: a = QR_ACT_F32; break;
-    default: return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_classifier_new: unknown act mode %d", (int)act);
-    }
+    if (!qa_act_of(act, &a))
+        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_classifier_new: unknown act mode %d", (int)act);
     qmap_classifier *c = calloc(1, sizeof *c);
     if (!c) return qa_fail(err, QMAP_ERR_NOMEM, "%s: out of memory", m->info.path);
     c->m = m;

@@ -46,6 +46,17 @@ qmap_status qa_error_export(qmap_error *err, const qm_error *e)
     return code;
 }
 
+bool qa_act_of(qmap_act_mode a, qr_act *out)
+{
+    switch (a) {
+    case QMAP_ACT_AUTO: *out = QR_ACT_AUTO; return true;
+    case QMAP_ACT_INT8: *out = QR_ACT_INT8; return true;
+    case QMAP_ACT_F32: *out = QR_ACT_F32; return true;
+    case QMAP_ACT_INT8X2: *out = QR_ACT_INT8X2; return true;
+    }
+    return false;
+}
+
 qmap_status qa_fail(qmap_error *err, qmap_status code, const char *fmt, ...)
 {
     if (!err) return code;

@@ -52,12 +52,8 @@ qmap_status qmap_session_new(const qmap_model *m, const qmap_session_params *par
     if (params->kv_type != QMAP_KV_F16 && params->kv_type != QMAP_KV_F32)
         return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_session_new: unknown kv_type %d", (int)params->kv_type);
     qr_act act;
-    switch (params->act) {
-    case QMAP_ACT_AUTO: act = QR_ACT_AUTO; break;
-    case QMAP_ACT_INT8: act = QR_ACT_INT8; break;
-    case QMAP_ACT_F32: act = QR_ACT_F32; break;
-    default: return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_session_new: unknown act mode %d", (int)params->act);
-    }
+    if (!qa_act_of(params->act, &act))
+        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_session_new: unknown act mode %d", (int)params->act);
     if (params->threads < 0)
         return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_session_new: threads %d is negative", params->threads);
 

@@ -35,10 +35,6 @@ void qmap_translator_free(qmap_translator *t)
     free(t);
 }
 
-static qr_act act_of(qmap_act_mode a)
-{
-    return a == QMAP_ACT_INT8 ? QR_ACT_INT8 : a == QMAP_ACT_F32 ? QR_ACT_F32 : QR_ACT_AUTO;
-}
 
 qmap_status qmap_translator_new(const qmap_model *m, const qmap_translate_params *params, qmap_translator **out,
                                 qmap_error *err)
@@ -66,6 +62,9 @@ qmap_status qmap_translator_new(const qmap_model *m, const qmap_translate_params
                        "max_batch %u, max_batch_tokens %u, threads %d, length penalty %g (>= 0)",
                        p.beam_size, p.n_best, p.max_len, s2s->max_len - 1, p.max_batch, p.max_batch_tokens, p.threads,
                        (double)p.length_penalty);
+    qr_act act;
+    if (!qa_act_of(p.act, &act))
+        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_translator_new: unknown act mode %d", (int)p.act);
     qmap_translator *t = calloc(1, sizeof *t);
     if (!t) return qa_fail(err, QMAP_ERR_NOMEM, "%s: out of memory", m->info.path);
     t->m = m;
@@ -83,7 +82,7 @@ qmap_status qmap_translator_new(const qmap_model *m, const qmap_translate_params
     qm_error e;
     qm_error_clear(&e);
     qr_s2s_params sp = { .max_src = p.max_batch_tokens, .max_tgt = t->max_tgt, .max_seqs = p.beam_size,
-                         .threads = p.threads ? p.threads : omp_get_max_threads(), .act = act_of(p.act),
+                         .threads = p.threads ? p.threads : omp_get_max_threads(), .act = act,
                          .kv_type = p.kv_type == QMAP_KV_F32 ? QR_KV_F32 : QR_KV_F16 };
     qr_beam_params bp = { .beam = p.beam_size, .max_steps = p.max_len, .vocab = s2s->tgt_vocab, .eos = t->eos,
                           .length_penalty = p.length_penalty };

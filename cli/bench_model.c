@@ -371,7 +371,7 @@ int bench_model(int argc, char **argv)
         { "threads", 't', CLI_STRING, &threads, "LIST", 0, 0, NULL, "thread counts, comma-separated (default: 1 and every core)", true },
         { "repetitions", 'r', CLI_INT, &c.runs, "N", 1, 1000, NULL, "timed runs of each test, after one warm-up", false },
         { "kv", 0, CLI_CHOICE, &c.kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
-        { "act", 0, CLI_CHOICE, &c.act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations, as qmap run --act: auto keeps float accuracy; int8 is faster", false },
+        { "act", 0, CLI_CHOICE, &c.act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations, as qmap run --act: auto keeps float accuracy; int8 is faster; int8x2 two terms always", false },
         { "mmap", 0, CLI_STRING, &mmaps, "LIST", 0, 0, NULL, "1: over the file mapping, 0: over an anonymous copy; 0,1: both, and the ratio (default: 1)", true },
         { "no-mmap", 0, CLI_FLAG, &no_mmap, NULL, 0, 0, NULL, "the same as --mmap 0", false },
         { "json", 0, CLI_FLAG, &c.json, NULL, 0, 0, NULL, "print one JSON array of results", false },

@@ -178,6 +178,7 @@ typedef enum qmap_act_mode {     /* how Q8_ROW products treat activations (runti
     QMAP_ACT_AUTO = 0,           /* float accuracy: float X for one row, two int8 terms for batches */
     QMAP_ACT_INT8 = 1,           /* one int8 term per row: fastest, adds activation rounding error */
     QMAP_ACT_F32 = 2,            /* weights widened to float */
+    QMAP_ACT_INT8X2 = 3,         /* two int8 terms per row for every product, one row or many (float accuracy) */
 } qmap_act_mode;
 
 typedef struct qmap_session_params {

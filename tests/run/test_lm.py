@@ -238,6 +238,11 @@ def family_case(env, name, mod, kw, saver, window, workdir, summary):
             c.check(name, "Q8_ROW: top-1 agreement with torch on the dequantized weights >= 95%", top1 >= 0.95,
                     "%.3f" % top1)
             c.check(name, "Q8_ROW: mean KL to torch on the dequantized weights <= 1e-3", mkl <= 1e-3, "%.3g" % mkl)
+            # two int8 terms in decode too: every product of a token computed alone gives the bits it has in
+            # the batch (integer dots; attention and the row-wise ops are the same bits either way)
+            step = env.logits(paths["q8"], ids, V, "--kv", "f32", "--act", "int8x2", "--step")
+            c.check(name, "Q8_ROW --act int8x2 token by token: the same bits as the batched --act auto",
+                    np.array_equal(step, got), "max |diff| %.3g" % float(np.abs(step - got).max()))
         else:   # one int8 term per activation row adds its rounding: a looser bound, still far from noise
             c.check(name, "Q8_ROW --act int8: top-1 agreement >= 90%", top1 >= 0.90, "%.3f" % top1)
             c.check(name, "Q8_ROW --act int8: mean KL <= 1e-2", mkl <= 1e-2, "%.3g" % mkl)
