@@ -173,9 +173,9 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const int32_t *ids, 
         for (size_t i = 0; i < n; i++) qr_layernorm(s->xb + i * d, s->x + i * d, L->ln1_w, L->ln1_b, d, eps);
         if (w->neo) {
             /* q, k, v = q_proj(h), k_proj(h), v_proj(h) */
-            TRY(qr_linear(s, &L->wq, NULL, n, s->xb, d, q, ldqkv));
-            TRY(qr_linear(s, &L->wk, NULL, n, s->xb, d, k, ldqkv));
-            TRY(qr_linear(s, &L->wv, NULL, n, s->xb, d, v, ldqkv));
+            const qr_matrix *qkv_w[3] = { &L->wq, &L->wk, &L->wv };
+            float *qkv_y[3] = { q, k, v };
+            TRY(qr_linear_many(s, qkv_w, NULL, 3, n, s->xb, d, qkv_y, ldqkv));
         } else {
             /* q, k, v = c_attn(h).split(n_embd, dim=2) */
             TRY(qr_linear(s, &L->wqkv, L->bqkv, n, s->xb, d, s->qkv, ldqkv));

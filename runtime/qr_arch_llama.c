@@ -155,9 +155,10 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids
         /* h = input_layernorm(x) */
         for (size_t i = 0; i < n; i++) qr_rmsnorm(s->xb + i * d, s->x + i * d, L->attn_norm, d, eps);
         /* q, k, v = q_proj(h), k_proj(h), v_proj(h) */
-        TRY(qr_linear(s, &L->wq, L->bq, n, s->xb, d, q, ldqkv));
-        TRY(qr_linear(s, &L->wk, L->bk, n, s->xb, d, k, ldqkv));
-        TRY(qr_linear(s, &L->wv, L->bv, n, s->xb, d, v, ldqkv));
+        const qr_matrix *qkv_w[3] = { &L->wq, &L->wk, &L->wv };
+        const float *qkv_b[3] = { L->bq, L->bk, L->bv };
+        float *qkv_y[3] = { q, k, v };
+        TRY(qr_linear_many(s, qkv_w, qkv_b, 3, n, s->xb, d, qkv_y, ldqkv));
         /* q, k = apply_rotary_pos_emb(q, k, cos, sin) */
         for (size_t i = 0; i < n; i++) {
             qr_rope_half(q + i * ldqkv, hp->n_heads, hd, pos0 + (uint32_t)i, w->inv_freq);
@@ -172,8 +173,9 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids
         /* h = post_attention_layernorm(x) */
         for (size_t i = 0; i < n; i++) qr_rmsnorm(s->xb + i * d, s->x + i * d, L->ffn_norm, d, eps);
         /* x = x + down_proj(silu(gate_proj(h)) * up_proj(h)) */
-        TRY(qr_linear(s, &L->w_gate, NULL, n, s->xb, d, s->hb, f));
-        TRY(qr_linear(s, &L->w_up, NULL, n, s->xb, d, s->hb2, f));
+        const qr_matrix *gate_up_w[2] = { &L->w_gate, &L->w_up };
+        float *gate_up_y[2] = { s->hb, s->hb2 };
+        TRY(qr_linear_many(s, gate_up_w, NULL, 2, n, s->xb, d, gate_up_y, f));
         qr_swiglu(s->hb, s->hb2, n * f);
         TRY(qr_linear(s, &L->w_down, NULL, n, s->hb, f, s->xb, d));
         qr_add(s->x, s->xb, n * d);

@@ -215,9 +215,19 @@ static void split(size_t total, size_t parts, size_t p, size_t grain, size_t *be
     *end = e < total ? e : total;
 }
 
+/* One matrix of a product: its rows are units [unit0, unit0 + units) of the job's row space. */
+typedef struct job_part {
+    const qr_matrix *w;
+    float *y;
+    size_t unit0, units;
+} job_part;
+
 typedef struct job {
     qr_block_fn *fn;
-    const qr_matrix *w;
+    job_part parts[QR_MATMUL_MAX_PARTS];
+    size_t n_parts;
+    size_t units;             /* QR_ROW_GRAIN-row units of all parts together */
+    size_t rows;              /* W rows of all parts together */
     const uint8_t *x;         /* float X, or the (first) int8 copy */
     size_t x_stride;          /* bytes */
     const float *x_scales;
@@ -226,7 +236,6 @@ typedef struct job {
     float *temp;              /* QR_ACT_INT8X2: temp_floats floats per thread */
     size_t temp_floats;
     size_t k;
-    float *y;
     size_t ldy;
     int decode;               /* n == 1 */
     int terms;                /* int8 terms of X: 0 (float X), 1 or 2 */
@@ -236,27 +245,29 @@ typedef struct job {
     size_t chunks;
 } job;
 
-/* A thread's share: X rows [i0, i1) against W rows [r0, r1), block by block. With two int8 terms each
- * block is multiplied by both while it is in L2, and Y = (first term) + (second term), one rounding. */
-static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t r0, size_t r1)
+/* A thread's share: X rows [i0, i1) against rows [r0, r1) of one part's W, block by block. With two int8
+ * terms each block is multiplied by both while it is in L2, and Y = (first term) + (second term), one
+ * rounding. */
+static void run_share(const job *jb, const job_part *pt, size_t thread, size_t i0, size_t i1, size_t r0, size_t r1)
 {
     if (i0 >= i1 || r0 >= r1) return;
+    const qr_matrix *w = pt->w;
     /* decode reads each weight once: no block to keep in L2, the share is one block (longer streams) */
-    const size_t block_rows = jb->decode ? r1 - r0 : block_rows_of(jb->w, jb->terms, jb->k_slice), m = i1 - i0;
+    const size_t block_rows = jb->decode ? r1 - r0 : block_rows_of(w, jb->terms, jb->k_slice), m = i1 - i0;
     for (size_t rb = r0; rb < r1; rb += block_rows) {
         size_t nr = r1 - rb < block_rows ? r1 - rb : block_rows;
         qr_block b = {
             .x = jb->x + i0 * jb->x_stride,
             .x_stride = jb->x_stride,
             .x_scales = jb->x_scales ? jb->x_scales + i0 : NULL,
-            .w = (const uint8_t *)jb->w->data + rb * jb->w->row_stride,
-            .w_stride = jb->w->row_stride,
-            .w_scales = jb->w->scales ? jb->w->scales + rb : NULL,
-            .w_sums = jb->w->row_sums ? jb->w->row_sums + rb : NULL,
+            .w = (const uint8_t *)w->data + rb * w->row_stride,
+            .w_stride = w->row_stride,
+            .w_scales = w->scales ? w->scales + rb : NULL,
+            .w_sums = w->row_sums ? w->row_sums + rb : NULL,
             .m = m,
             .nr = nr,
             .k = jb->k,
-            .y = jb->y + i0 * jb->ldy + rb,
+            .y = pt->y + i0 * jb->ldy + rb,
             .y_stride = jb->ldy,
             .decode = jb->decode,
         };
@@ -275,7 +286,7 @@ static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t
             bc.m = cm;
             bc.x = jb->x + ic * jb->x_stride;
             bc.x_scales = jb->x_scales + ic;
-            bc.y = jb->y + ic * jb->ldy + rb;
+            bc.y = pt->y + ic * jb->ldy + rb;
             jb->fn(&bc);
             bc.x = jb->x2 + ic * jb->x_stride;
             bc.x_scales = jb->x2_scales + ic;
@@ -283,7 +294,7 @@ static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t
             bc.y_stride = nr;
             jb->fn(&bc);
             for (size_t i = 0; i < cm; i++) {
-                float *yr = jb->y + (ic + i) * jb->ldy + rb;
+                float *yr = pt->y + (ic + i) * jb->ldy + rb;
                 for (size_t r = 0; r < nr; r++) yr[r] += t[i * nr + r];
             }
         }
@@ -299,16 +310,24 @@ static void run_share(const job *jb, size_t thread, size_t i0, size_t i1, size_t
 #define QR_CHUNKS_DECODE 8
 #define QR_CHUNKS_GEMM 4
 
+/* Chunk c: a range of row units across the parts (a chunk may end in one part and go on in the next),
+ * or a range of X rows against every part. */
 static void product_chunk(void *ctx, size_t c, int worker)
 {
     const job *jb = ctx;
     size_t a, b;
     if (jb->split_rows) {
-        split(jb->w->rows, jb->chunks, c, QR_ROW_GRAIN, &a, &b);
-        run_share(jb, (size_t)worker, 0, jb->n, a, b);
+        split(jb->units, jb->chunks, c, 1, &a, &b);
+        for (size_t p = 0; p < jb->n_parts; p++) {
+            const job_part *pt = &jb->parts[p];
+            const size_t u0 = a > pt->unit0 ? a : pt->unit0, u1 = b < pt->unit0 + pt->units ? b : pt->unit0 + pt->units;
+            if (u0 >= u1) continue;
+            const size_t r0 = (u0 - pt->unit0) * QR_ROW_GRAIN, r1 = (u1 - pt->unit0) * QR_ROW_GRAIN;
+            run_share(jb, pt, (size_t)worker, 0, jb->n, r0, r1 < pt->w->rows ? r1 : pt->w->rows);
+        }
     } else {
         split(jb->n, jb->chunks, c, 1, &a, &b);
-        run_share(jb, (size_t)worker, a, b, 0, jb->w->rows);
+        for (size_t p = 0; p < jb->n_parts; p++) run_share(jb, &jb->parts[p], (size_t)worker, a, b, 0, jb->parts[p].w->rows);
     }
 }
 
@@ -335,26 +354,59 @@ static void quantize_chunk(void *ctx, size_t c, int worker)
     }
 }
 
-qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const float *x, size_t ldx, float *y,
-                    size_t ldy, void *work, size_t work_size, const qr_matmul_opts *opts)
+/* Can these matrices run as one job: the same dtype and row length (so one X, quantized once, and one
+ * work layout serve them all)? */
+static bool same_kind(const qr_matrix *const *w, size_t count)
+{
+    for (size_t p = 1; p < count; p++)
+        if (w[p]->dtype != w[0]->dtype || w[p]->cols != w[0]->cols || w[p]->row_stride != w[0]->row_stride) return false;
+    return true;
+}
+
+qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t count, size_t n, const float *x,
+                         size_t ldx, float *const *y, size_t ldy, void *work, size_t work_size,
+                         const qr_matmul_opts *opts)
 {
     if (!k) k = qr_kernels_get();
     if (!opts) opts = &default_opts;
-    if (!valid_matrix(w) || (opts->act != QR_ACT_AUTO && opts->act != QR_ACT_INT8 && opts->act != QR_ACT_F32 &&
-                             opts->act != QR_ACT_INT8X2))
+    if (!w || count == 0 || count > QR_MATMUL_MAX_PARTS || (opts->act != QR_ACT_AUTO && opts->act != QR_ACT_INT8 &&
+                                                            opts->act != QR_ACT_F32 && opts->act != QR_ACT_INT8X2))
         return QM_ERR_INVALID_ARGUMENT;
+    for (size_t p = 0; p < count; p++)
+        if (!valid_matrix(w[p])) return QM_ERR_INVALID_ARGUMENT;
     if (n == 0) return QM_OK;
-    if (!x || !y || ldx < w->cols || ldy < w->rows) return QM_ERR_INVALID_ARGUMENT;
+    if (!x || !y) return QM_ERR_INVALID_ARGUMENT;
+    for (size_t p = 0; p < count; p++)
+        if (!y[p] || ldx < w[p]->cols || ldy < w[p]->rows) return QM_ERR_INVALID_ARGUMENT;
+    if (!same_kind(w, count)) { /* one job each: each is a valid product of its own */
+        for (size_t p = 0; p < count; p++) { /* every work size first, so that an error writes no Y */
+            const size_t need = qr_matmul_work_size(w[p], n, opts);
+            if (need && (!work || need == SIZE_MAX || work_size < need)) return QM_ERR_INVALID_ARGUMENT;
+        }
+        for (size_t p = 0; p < count; p++) {
+            qm_status st = qr_matmul_many(k, &w[p], 1, n, x, ldx, &y[p], ldy, work, work_size, opts);
+            if (st != QM_OK) return st;
+        }
+        return QM_OK;
+    }
 
-    const int terms = int8_terms(w, n, opts);
+    const qr_matrix *w0 = w[0];
+    const int terms = int8_terms(w0, n, opts);
     int threads = thread_count(opts);
-    job jb = {.w = w, .y = y, .ldy = ldy, .k = w->cols, .decode = n == 1, .terms = terms,
+    job jb = {.n_parts = count, .ldy = ldy, .k = w0->cols, .decode = n == 1, .terms = terms,
               .k_slice = k->k_slice_bytes};
+    for (size_t p = 0; p < count; p++) {
+        jb.parts[p] = (job_part){ .w = w[p], .y = y[p], .unit0 = jb.units,
+                                  .units = (w[p]->rows + QR_ROW_GRAIN - 1) / QR_ROW_GRAIN };
+        jb.units += jb.parts[p].units;
+        jb.rows += w[p]->rows;
+    }
     uint8_t *xq = NULL, *xq2 = NULL;
     float *xs = NULL, *xs2 = NULL;
     if (terms > 0) {
-        /* laid out for `threads` (the count qr_matmul_work_size assumed); fewer may run */
-        const work_layout l = layout_of(w, n, terms, terms == 2 ? threads : 1);
+        /* laid out for `threads` (the count qr_matmul_work_size assumed); fewer may run. The parts share
+         * dtype and row length, so the layout of one is the layout of all. */
+        const work_layout l = layout_of(w0, n, terms, terms == 2 ? threads : 1);
         if (!work || l.total == SIZE_MAX || work_size < l.total) return QM_ERR_INVALID_ARGUMENT;
         uint8_t *base = (uint8_t *)(((uintptr_t)work + 63) & ~(uintptr_t)63);
         xq = base;
@@ -364,33 +416,38 @@ qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const flo
         jb.fn = k->q8_int8;
         jb.x = xq;
         jb.x2 = xq2;
-        jb.x_stride = pad64(w->cols);
+        jb.x_stride = pad64(w0->cols);
         jb.x_scales = xs;
         jb.x2_scales = xs2;
         jb.temp = terms == 2 ? (float *)(void *)(base + (size_t)terms * l.q_bytes + l.scales_bytes) : NULL;
         jb.temp_floats = l.temp_floats;
-        jb.k = pad64(w->cols);
+        jb.k = pad64(w0->cols);
     } else {
-        jb.fn = w->dtype == QM_DTYPE_F32 ? k->f32 : w->dtype == QM_DTYPE_F16 ? k->f16 : k->q8_f32;
+        jb.fn = w0->dtype == QM_DTYPE_F32 ? k->f32 : w0->dtype == QM_DTYPE_F16 ? k->f16 : k->q8_f32;
         jb.x = (const uint8_t *)x;
         jb.x_stride = ldx * sizeof(float);
     }
 
     qr_pool *pool = opts->pool;
-    if ((double)n * (double)w->rows * (double)w->cols < (double)QR_PARALLEL_MIN_MACS) pool = NULL;
+    if ((double)n * (double)jb.rows * (double)w0->cols < (double)QR_PARALLEL_MIN_MACS) pool = NULL;
     if (terms > 0) {
-        quantize_job qj = { .k = k, .x = x, .ldx = ldx, .cols = w->cols, .stride = pad64(w->cols), .n = n,
+        quantize_job qj = { .k = k, .x = x, .ldx = ldx, .cols = w0->cols, .stride = pad64(w0->cols), .n = n,
                             .chunks = qr_pool_chunks(pool, n, 1), .q = xq, .q2 = xq2, .s = xs, .s2 = xs2 };
         qr_pool_run(pool, qj.chunks, quantize_chunk, &qj);
     }
     /* Split W's rows (each chunk streams its own part of W, the weights are the big operand); with too
      * few rows for that, split X's rows instead. */
     jb.n = n;
-    jb.split_rows = w->rows >= (size_t)threads * QR_ROW_GRAIN || n == 1;
-    size_t units = jb.split_rows ? (w->rows + QR_ROW_GRAIN - 1) / QR_ROW_GRAIN : n;
-    jb.chunks = qr_pool_chunks(pool, units, n == 1 ? QR_CHUNKS_DECODE : QR_CHUNKS_GEMM);
+    jb.split_rows = jb.rows >= (size_t)threads * QR_ROW_GRAIN || n == 1;
+    jb.chunks = qr_pool_chunks(pool, jb.split_rows ? jb.units : n, n == 1 ? QR_CHUNKS_DECODE : QR_CHUNKS_GEMM);
     qr_pool_run(pool, jb.chunks, product_chunk, &jb);
     return QM_OK;
+}
+
+qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const float *x, size_t ldx, float *y,
+                    size_t ldy, void *work, size_t work_size, const qr_matmul_opts *opts)
+{
+    return qr_matmul_many(k, &w, 1, n, x, ldx, &y, ldy, work, work_size, opts);
 }
 
 qm_status qr_matvec(const qr_kernels *k, const qr_matrix *w, const float *x, float *y, void *work, size_t work_size,

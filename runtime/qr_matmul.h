@@ -112,6 +112,19 @@ size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *o
 qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const float *x, size_t ldx, float *y,
                     size_t ldy, void *work, size_t work_size, const qr_matmul_opts *opts);
 
+/* The most matrices one qr_matmul_many call takes. */
+#define QR_MATMUL_MAX_PARTS 4
+
+/* Y_p = X·W_pᵀ for the `count` matrices w[0..count) (1 .. QR_MATMUL_MAX_PARTS) that read the same X:
+ * Y_p row i at y[p] + i·ldy floats (ldy >= every w[p]->rows; the Y_p may be columns of one array, as q,
+ * k and v of a layer are). Each Y_p is the same bits qr_matmul gives for w[p] alone. When the matrices
+ * share dtype and row length they run as one job: X is quantized once and the pool's threads take one
+ * hand-off instead of `count` (a layer's q/k/v and gate/up projections); otherwise they run one by one.
+ * work: as for qr_matmul, sized for the largest of them. Errors as qr_matmul's (no Y written). */
+qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t count, size_t n, const float *x,
+                         size_t ldx, float *const *y, size_t ldy, void *work, size_t work_size,
+                         const qr_matmul_opts *opts);
+
 /* y = W·x: qr_matmul with n = 1. */
 qm_status qr_matvec(const qr_kernels *k, const qr_matrix *w, const float *x, float *y, void *work, size_t work_size,
                     const qr_matmul_opts *opts);

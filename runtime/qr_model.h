@@ -92,6 +92,7 @@ typedef struct qr_lm_state {
     uint32_t n_ctx;          /* positions the cache holds */
     qr_pool *pool;           /* the session's threads (owned), started once */
     qr_matmul_opts mm;       /* the pool + activation mode for every product */
+    const qr_kernels *kern;  /* the kernel variant, chosen once (qr_kernels_get) */
     float *x;                /* [n_batch][dim] residual stream */
     float *xb;               /* [n_batch][dim] normed input of a sub-layer / scratch row */
     float *qkv;              /* [n_batch][qkv_stride]: q (n_heads*head_dim), k, v (n_kv_heads*head_dim each) */
@@ -152,6 +153,10 @@ void qr_add_position_rows(const qr_matrix *pos, uint32_t pos0, size_t n, float *
 /* y = x·Wᵀ (+ b) for n rows, with the session's threads, activation mode and work buffer. */
 qm_status qr_linear(qr_lm_state *s, const qr_matrix *w, const float *b, size_t n, const float *x, size_t ldx,
                     float *y, size_t ldy);
+/* y[p] = x·W[p]ᵀ (+ b[p]) for the `count` matrices (<= QR_MATMUL_MAX_PARTS) that read the same rows x, as one
+ * product where they can be (qr_matmul_many: q/k/v, gate/up); b may be NULL, or hold NULL entries. */
+qm_status qr_linear_many(qr_lm_state *s, const qr_matrix *const *w, const float *const *b, size_t count, size_t n,
+                         const float *x, size_t ldx, float *const *y, size_t ldy);
 /* Logits of the final normed rows xb: every row or only the last, per all_logits. */
 qm_status qr_lm_logits(qr_lm_state *s, const qr_matrix *head, const float *head_bias, size_t n, size_t dim,
                        size_t vocab, bool all_logits);

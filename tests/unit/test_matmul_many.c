@@ -1,0 +1,281 @@
+/* test_matmul_many.c — qr_matmul_many (runtime/qr_matmul.h): several matrices that read the same X as one
+ * product, in every kernel variant this CPU has.
+ *
+ * What must hold (each check can fail, and names the variant, dtype, activation mode, shape, threads and
+ * element):
+ *   - Each Y_p equals, bit for bit, qr_matmul of w[p] alone with the same X, variant, activation mode and
+ *     thread count: for F32, F16 and Q8_ROW (float X, one and two int8 terms), n = 1 (decode, four
+ *     streams per chunk), 3 and 70 (GEMM; 70 > the two-term X chunk of 64), on 1, 2 and 3 threads, with
+ *     parts whose row counts are and are not multiples of the 16-row unit the threads split (so a chunk
+ *     ends inside one part and goes on in the next), and Y_p laid side by side in one array as a layer's
+ *     q, k and v are.
+ *   - Matrices of different dtypes or row lengths run one by one, each still its own bits.
+ *   - Argument errors (count 0 or above QR_MATMUL_MAX_PARTS, a NULL matrix or Y, ldy below a part's
+ *     rows, a work buffer too small for any part) return QM_ERR_INVALID_ARGUMENT and write no Y.
+ * PRNG: splitmix64 (tu_rng) with fixed seeds. */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qm_half.h"
+#include "qq_kernels.h"
+#include "qr_kernels.h"
+#include "qr_matmul.h"
+#include "test_pools.h"
+
+#define GUARD_BITS 0x7fc0dead /* a NaN no product writes: any Y element left with it was not written */
+
+static float sym(uint64_t *s) { return (float)((double)(tu_rng(s) >> 11) * 0x1p-52 - 1.0); } /* (-1, 1) */
+
+/* One matrix with its own buffers: F32 or F16 rows of `cols` values, or Q8_ROW rows padded to 64 bytes
+ * with scales and row sums (quantized by the quantize kernels, spec 6.1). */
+typedef struct mat {
+    qr_matrix m;
+    void *data;
+    float *scales;
+    int32_t *sums;
+} mat;
+
+static mat mat_new(qm_dtype dtype, size_t rows, size_t cols, uint64_t seed)
+{
+    mat t;
+    memset(&t, 0, sizeof t);
+    uint64_t s = seed;
+    float *wf = malloc(rows * cols * sizeof *wf);
+    assert_non_null(wf);
+    for (size_t i = 0; i < rows * cols; i++) wf[i] = 0.05f * sym(&s);
+    t.m.dtype = dtype;
+    t.m.rows = rows;
+    t.m.cols = cols;
+    if (dtype == QM_DTYPE_F32) {
+        t.m.row_stride = cols * 4;
+        t.data = wf;
+        wf = NULL;
+    } else if (dtype == QM_DTYPE_F16) {
+        uint16_t *h = malloc(rows * cols * sizeof *h);
+        assert_non_null(h);
+        for (size_t i = 0; i < rows * cols; i++) h[i] = qm_f32_to_f16(wf[i]);
+        t.m.row_stride = cols * 2;
+        t.data = h;
+    } else {
+        const size_t stride = (cols + 63) / 64 * 64;
+        uint8_t *q = calloc(rows, stride);
+        t.scales = malloc(rows * sizeof *t.scales);
+        t.sums = malloc(rows * sizeof *t.sums);
+        assert_true(q && t.scales && t.sums);
+        const qq_kernels *qk = qq_kernels_get();
+        for (size_t r = 0; r < rows; r++)
+            if (!qk->q8row(wf + r * cols, cols, (int8_t *)(q + r * stride), &t.scales[r], &t.sums[r]))
+                fail_msg("q8row refused row %zu", r);
+        t.m.row_stride = stride;
+        t.m.scales = t.scales;
+        t.m.row_sums = t.sums;
+        t.data = q;
+    }
+    t.m.data = t.data;
+    free(wf);
+    return t;
+}
+
+static void mat_free(mat *t)
+{
+    free(t->data);
+    free(t->scales);
+    free(t->sums);
+}
+
+static float *guarded(size_t count)
+{
+    float *y = malloc(count * sizeof *y);
+    assert_non_null(y);
+    const uint32_t g = GUARD_BITS;
+    for (size_t i = 0; i < count; i++) memcpy(&y[i], &g, 4);
+    return y;
+}
+
+static bool is_guard(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u == GUARD_BITS;
+}
+
+static const char *act_name(qr_act a)
+{
+    return a == QR_ACT_INT8 ? "int8" : a == QR_ACT_INT8X2 ? "int8x2" : a == QR_ACT_F32 ? "f32" : "auto";
+}
+
+/* The parts of a group (rows each; all with `cols` columns), laid side by side in one Y of row width
+ * Σ rows (+ 3, a gap that must stay unwritten), against each part alone into its own array. */
+static void check_group(const qr_kernels *k, qm_dtype dtype, const size_t *rows, size_t count, size_t cols,
+                        uint64_t seed)
+{
+    mat m[QR_MATMUL_MAX_PARTS];
+    const qr_matrix *w[QR_MATMUL_MAX_PARTS];
+    size_t ldy = 3, off[QR_MATMUL_MAX_PARTS];
+    for (size_t p = 0; p < count; p++) {
+        m[p] = mat_new(dtype, rows[p], cols, seed + p);
+        w[p] = &m[p].m;
+        off[p] = ldy - 3;
+        ldy += rows[p];
+    }
+    static const size_t ns[3] = { 1, 3, 70 };
+    static const qr_act acts[4] = { QR_ACT_AUTO, QR_ACT_F32, QR_ACT_INT8, QR_ACT_INT8X2 };
+    for (int ni = 0; ni < 3; ni++) {
+        const size_t n = ns[ni];
+        uint64_t s = seed * 7 + (uint64_t)n;
+        float *x = malloc(n * cols * sizeof *x);
+        assert_non_null(x);
+        for (size_t i = 0; i < n * cols; i++) x[i] = sym(&s);
+        for (int ai = 0; ai < (dtype == QM_DTYPE_Q8_ROW ? 4 : 1); ai++)
+            for (int threads = 1; threads <= 3; threads++) {
+                const qr_matmul_opts o = { pools_get(threads), acts[ai] };
+                size_t ws = 0;
+                for (size_t p = 0; p < count; p++) {
+                    size_t need = qr_matmul_work_size(w[p], n, &o);
+                    if (need > ws) ws = need;
+                }
+                void *work = ws ? malloc(ws) : NULL;
+                float *y = guarded(n * ldy), *yp[QR_MATMUL_MAX_PARTS];
+                for (size_t p = 0; p < count; p++) yp[p] = y + off[p];
+                char ctx[200];
+                snprintf(ctx, sizeof ctx, "%s %s act %s, %zu parts (rows %zu, %zu, ...) x %zu cols, n %zu, %d thread(s)",
+                         qr_kernels_name(k), dtype == QM_DTYPE_F32 ? "F32" : dtype == QM_DTYPE_F16 ? "F16" : "Q8_ROW",
+                         act_name(acts[ai]), count, rows[0], count > 1 ? rows[1] : 0, cols, n, threads);
+                qm_status st = qr_matmul_many(k, w, count, n, x, cols, yp, ldy, work, ws, &o);
+                if (st != QM_OK) fail_msg("%s: qr_matmul_many: %s", ctx, qm_status_name(st));
+                for (size_t p = 0; p < count; p++) {
+                    float *alone = guarded(n * rows[p]);
+                    st = qr_matmul(k, w[p], n, x, cols, alone, rows[p], work, ws, &o);
+                    if (st != QM_OK) fail_msg("%s: qr_matmul of part %zu: %s", ctx, p, qm_status_name(st));
+                    for (size_t i = 0; i < n; i++)
+                        for (size_t r = 0; r < rows[p]; r++) {
+                            float a = alone[i * rows[p] + r], g = yp[p][i * ldy + r];
+                            if (memcmp(&a, &g, 4) != 0 || is_guard(a))
+                                fail_msg("%s: part %zu Y[%zu][%zu] is %.9g in the group, %.9g alone", ctx, p, i, r,
+                                         (double)g, (double)a);
+                        }
+                    free(alone);
+                }
+                for (size_t i = 0; i < n; i++)
+                    for (size_t c = ldy - 3; c < ldy; c++)
+                        if (!is_guard(y[i * ldy + c])) fail_msg("%s: the gap after the parts, Y[%zu][%zu], was written", ctx, i, c);
+                free(y);
+                free(work);
+            }
+        free(x);
+    }
+    for (size_t p = 0; p < count; p++) mat_free(&m[p]);
+}
+
+static size_t variants(const qr_kernels *out[3])
+{
+    static const qm_cpu_level levels[3] = { QM_CPU_GENERIC, QM_CPU_AVX2, QM_CPU_AVX512 };
+    size_t nv = 0;
+    for (int i = 0; i < 3; i++)
+        if (qr_kernels_for(levels[i])) out[nv++] = qr_kernels_for(levels[i]);
+    return nv;
+}
+
+static void test_same_bits(void **state)
+{
+    (void)state;
+    static const qm_dtype dts[3] = { QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW };
+    /* q/k/v of a GQA layer (a large part, two small ones), parts off the 16-row unit, two equal parts
+     * (gate/up), rows of an odd length (Q8_ROW pads them), and one part alone */
+    static const struct { size_t count, cols, rows[3]; } groups[5] = {
+        { 3, 256, { 512, 64, 64 } }, { 3, 100, { 37, 5, 19 } }, { 2, 784, { 130, 130, 0 } },
+        { 3, 4095, { 33, 17, 16 } }, { 1, 64, { 700, 0, 0 } },
+    };
+    const qr_kernels *ks[3];
+    size_t nv = variants(ks);
+    for (size_t v = 0; v < nv; v++)
+        for (int d = 0; d < 3; d++)
+            for (int g = 0; g < 5; g++)
+                check_group(ks[v], dts[d], groups[g].rows, groups[g].count, groups[g].cols,
+                            1000 + (uint64_t)(100 * v + 10 * (size_t)d + (size_t)g));
+}
+
+/* F16 beside Q8_ROW, and two row lengths: one by one, each its own bits (and each its own work layout). */
+static void test_mixed(void **state)
+{
+    (void)state;
+    mat a = mat_new(QM_DTYPE_F16, 40, 96, 1), b = mat_new(QM_DTYPE_Q8_ROW, 24, 96, 2), c = mat_new(QM_DTYPE_Q8_ROW, 24, 160, 3);
+    const qr_matrix *w[2] = { &a.m, &b.m }, *w2[2] = { &b.m, &c.m };
+    const size_t n = 5;
+    uint64_t s = 9;
+    float x[5 * 160];
+    for (size_t i = 0; i < 5 * 160; i++) x[i] = sym(&s);
+    for (int threads = 1; threads <= 2; threads++) {
+        const qr_matmul_opts o = { pools_get(threads), QR_ACT_AUTO };
+        const size_t ws = qr_matmul_work_size(&c.m, n, &o) + qr_matmul_work_size(&b.m, n, &o);
+        void *work = malloc(ws);
+        float *y = guarded(n * 64), *ya = guarded(n * 40), *yb = guarded(n * 24);
+        float *yp[2] = { y, y + 40 };
+        assert_int_equal(qr_matmul_many(NULL, w, 2, n, x, 160, yp, 64, work, ws, &o), QM_OK);
+        assert_int_equal(qr_matmul(NULL, &a.m, n, x, 160, ya, 40, work, ws, &o), QM_OK);
+        assert_int_equal(qr_matmul(NULL, &b.m, n, x, 160, yb, 24, work, ws, &o), QM_OK);
+        for (size_t i = 0; i < n; i++) {
+            assert_memory_equal(y + i * 64, ya + i * 40, 40 * sizeof(float));
+            assert_memory_equal(y + i * 64 + 40, yb + i * 24, 24 * sizeof(float));
+        }
+        float *yc = guarded(n * 24), *yq[2] = { y, y + 24 };
+        assert_int_equal(qr_matmul_many(NULL, w2, 2, n, x, 160, yq, 64, work, ws, &o), QM_OK);
+        assert_int_equal(qr_matmul(NULL, &c.m, n, x, 160, yc, 24, work, ws, &o), QM_OK);
+        for (size_t i = 0; i < n; i++) assert_memory_equal(y + i * 64 + 24, yc + i * 24, 24 * sizeof(float));
+        free(y), free(ya), free(yb), free(yc), free(work);
+    }
+    mat_free(&a), mat_free(&b), mat_free(&c);
+}
+
+static void expect_untouched(const char *what, qm_status st, const float *y, size_t count)
+{
+    if (st != QM_ERR_INVALID_ARGUMENT) fail_msg("%s: %s, expected QM_ERR_INVALID_ARGUMENT", what, qm_status_name(st));
+    for (size_t i = 0; i < count; i++)
+        if (!is_guard(y[i])) fail_msg("%s: Y[%zu] was written", what, i);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    mat a = mat_new(QM_DTYPE_Q8_ROW, 32, 64, 4), b = mat_new(QM_DTYPE_Q8_ROW, 48, 64, 5), f = mat_new(QM_DTYPE_F32, 16, 128, 6);
+    const qr_matrix *w[5] = { &a.m, &b.m, &a.m, &b.m, &a.m };
+    const size_t n = 3, ldy = 80;
+    float x[3 * 128] = { 0 };
+    float *y = guarded(n * ldy), *yp[5] = { y, y + 32, y, y + 32, y };
+    const qr_matmul_opts o = { NULL, QR_ACT_AUTO };
+    const size_t ws = qr_matmul_work_size(&b.m, n, &o);
+    void *work = malloc(ws);
+    expect_untouched("count 0", qr_matmul_many(NULL, w, 0, n, x, 64, yp, ldy, work, ws, &o), y, n * ldy);
+    expect_untouched("count above the maximum",
+                     qr_matmul_many(NULL, w, QR_MATMUL_MAX_PARTS + 1, n, x, 64, yp, ldy, work, ws, &o), y, n * ldy);
+    const qr_matrix *wnull[2] = { &a.m, NULL };
+    expect_untouched("a NULL matrix", qr_matmul_many(NULL, wnull, 2, n, x, 64, yp, ldy, work, ws, &o), y, n * ldy);
+    float *ynull[2] = { y, NULL };
+    expect_untouched("a NULL Y", qr_matmul_many(NULL, w, 2, n, x, 64, ynull, ldy, work, ws, &o), y, n * ldy);
+    expect_untouched("ldy below the second part's rows", qr_matmul_many(NULL, w, 2, n, x, 64, yp, 40, work, ws, &o), y,
+                     n * ldy);
+    expect_untouched("no work buffer", qr_matmul_many(NULL, w, 2, n, x, 64, yp, ldy, NULL, 0, &o), y, n * ldy);
+    /* mixed kinds run one by one: a work buffer too small for the second must fail before the first runs */
+    const qr_matrix *wm[2] = { &f.m, &b.m };
+    expect_untouched("mixed kinds, work too small for the Q8_ROW part",
+                     qr_matmul_many(NULL, wm, 2, n, x, 128, yp, ldy, work, 16, &o), y, n * ldy);
+    assert_int_equal(qr_matmul_many(NULL, w, 2, 0, x, 64, yp, ldy, NULL, 0, &o), QM_OK);   /* n = 0: nothing */
+    expect_untouched("n = 0 writes nothing", QM_ERR_INVALID_ARGUMENT, y, n * ldy);
+    free(work);
+    free(y);
+    mat_free(&a), mat_free(&b), mat_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_same_bits),
+        cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
+}
