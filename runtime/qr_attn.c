@@ -71,7 +71,11 @@ const qr_attn_kernels *qr_attn_kernels_generic(void) { return &kernels_ref; }
 
 static const qr_attn_kernels *pick_kernels(void)
 {
-    if (qm_cpu_level_get() >= QM_CPU_AVX2 && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    const qm_cpu_level level = qm_cpu_level_get();
+    if (level >= QM_CPU_AVX512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+        return &qr_attn_kernels_avx512;
+    if (level >= QM_CPU_AVX2 && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
         return &qr_attn_kernels_avx2;
     return &kernels_ref;
 }

@@ -10,8 +10,9 @@
  * rows given directly), F32 or F16. A row's result depends only on its own
  * inputs, never on nr or on the other rows of the block, so any grouping gives the same bits.
  *
- * qr_attn.c holds the portable versions; qr_attn_avx2.c (AVX2 + FMA + F16C, compiled with those flags by
- * mk/k.mk) is chosen at run time when the CPU has them and QMAP_CPU allows (format/qm_cpu.h). */
+ * qr_attn.c holds the portable versions; qr_attn_avx2.c (AVX2 + FMA + F16C) and qr_attn_avx512.c (AVX-512
+ * F/BW/VL), compiled with those flags by mk/k.mk, are chosen at run time, the widest the CPU has and
+ * QMAP_CPU allows (format/qm_cpu.h). */
 #ifndef QR_ATTN_KERNELS_H
 #define QR_ATTN_KERNELS_H
 
@@ -35,6 +36,7 @@ typedef struct qr_attn_kernels {
 } qr_attn_kernels;
 
 extern const qr_attn_kernels qr_attn_kernels_avx2;
+extern const qr_attn_kernels qr_attn_kernels_avx512;   /* AVX-512 F/BW/VL */
 /* The portable table (tests compare the others with it). */
 const qr_attn_kernels *qr_attn_kernels_generic(void);
 

@@ -287,15 +287,19 @@ static void test_batch_equals_decode(void **state)
 static void test_exp_kernels(void **state)
 {
     (void)state;
-    const qr_attn_kernels *tables[2] = { qr_attn_kernels_generic(), NULL };
-    const char *names[2] = { "generic", "avx2" };
+    const qr_attn_kernels *tables[3] = { qr_attn_kernels_generic(), NULL, NULL };
+    const char *names[3] = { "generic", "avx2", "avx512" };
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
         tables[1] = &qr_attn_kernels_avx2;
     else
         printf("(the CPU lacks AVX2+FMA+F16C: the avx2 table is not checked)\n");
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        tables[2] = &qr_attn_kernels_avx512;
+    else
+        printf("(the CPU lacks AVX-512 F/BW/VL: the avx512 table is not checked)\n");
     enum { N = 4003 };
     static float s[N], x[N];
-    for (int ti = 0; ti < 2; ti++) {
+    for (int ti = 0; ti < 3; ti++) {
         if (!tables[ti]) continue;
         uint64_t st = 40;
         const float m = 3.25f;
