@@ -171,10 +171,11 @@ DEF_AVX512(read_avx512, 0)
 DEF_AVX512(read_avx512_pf, 1)
 
 /* Four streams: the quarters of p[0..n) read side by side, 128 bytes of each per trip, each prefetched
- * PF bytes ahead. qmap's decode kernels read four streams a thread with a 2 KiB prefetch (measured here:
- * 1 GiB, 1 thread, medians of 9: 31.5 GB/s with 1-2 KiB, 27 with 4 KiB, 25 with none); a shorter
- * distance suits four streams since four are in flight. */
-#define DEF_AVX512_X4(NAME, PF)                                                                             \
+ * PF bytes ahead into L1 (HINT T0) or L2 (T1). qmap's decode kernels read four streams a thread with a
+ * 2 KiB prefetch into L2 (qr_kernels_avx512.c), so that reader is one of the baselines (measured on Zen 5
+ * with T0: 1 GiB, 1 thread, medians of 9: 31.5 GB/s with 1-2 KiB, 27 with 4 KiB, 25 with none; a shorter
+ * distance suits four streams since four are in flight). */
+#define DEF_AVX512_X4(NAME, PF, HINT)                                                                       \
     __attribute__((target("avx512f"))) static uint64_t NAME(const uint8_t *p, size_t n)                     \
     {                                                                                                       \
         size_t qn = n / 4;                                                                                  \
@@ -182,10 +183,10 @@ DEF_AVX512(read_avx512_pf, 1)
         __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0; \
         for (size_t i = 0; i < qn; i += 128) {                                                             \
             for (int l = 0; l < 2; l++) {                                                                   \
-                _mm_prefetch((const char *)(s0 + i + PF + 64 * l), _MM_HINT_T0);                            \
-                _mm_prefetch((const char *)(s1 + i + PF + 64 * l), _MM_HINT_T0);                            \
-                _mm_prefetch((const char *)(s2 + i + PF + 64 * l), _MM_HINT_T0);                            \
-                _mm_prefetch((const char *)(s3 + i + PF + 64 * l), _MM_HINT_T0);                            \
+                _mm_prefetch((const char *)(s0 + i + PF + 64 * l), HINT);                                   \
+                _mm_prefetch((const char *)(s1 + i + PF + 64 * l), HINT);                                   \
+                _mm_prefetch((const char *)(s2 + i + PF + 64 * l), HINT);                                   \
+                _mm_prefetch((const char *)(s3 + i + PF + 64 * l), HINT);                                   \
             }                                                                                               \
             a0 = _mm512_add_epi64(a0, _mm512_load_si512(s0 + i));                                          \
             a1 = _mm512_add_epi64(a1, _mm512_load_si512(s0 + i + 64));                                     \
@@ -199,8 +200,9 @@ DEF_AVX512(read_avx512_pf, 1)
         return sum_zmm(_mm512_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3)), \
                                         _mm512_add_epi64(_mm512_add_epi64(a4, a5), _mm512_add_epi64(a6, a7)))); \
     }
-DEF_AVX512_X4(read_avx512_x4, PF_AHEAD)
-DEF_AVX512_X4(read_avx512_x4_pf2k, 2048)
+DEF_AVX512_X4(read_avx512_x4, PF_AHEAD, _MM_HINT_T0)
+DEF_AVX512_X4(read_avx512_x4_pf2k, 2048, _MM_HINT_T0)
+DEF_AVX512_X4(read_avx512_x4_pf2k_l2, 2048, _MM_HINT_T1)
 #endif
 
 size_t bm_readers(const bm_reader **out)
@@ -209,7 +211,7 @@ size_t bm_readers(const bm_reader **out)
 #if BENCH_X86
     static const bm_reader avx512[] = {
         { "avx512", read_avx512, 512 }, { "avx512+pf", read_avx512_pf, 512 }, { "avx512x4+pf", read_avx512_x4, 512 },
-        { "avx512x4+pf2k", read_avx512_x4_pf2k, 512 },
+        { "avx512x4+pf2k", read_avx512_x4_pf2k, 512 }, { "avx512x4+pf2k-l2", read_avx512_x4_pf2k_l2, 512 },
     };
     static const bm_reader avx2[] = { { "avx2", read_avx2, 256 }, { "avx2+pf", read_avx2_pf, 256 } };
     __builtin_cpu_init();

@@ -216,6 +216,15 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
  * (2 KiB: +37% on the 1.1B Q8_ROW against 4 KiB's +16%, and 1 KiB +24%, 8 KiB +15%). */
 #define QR_PREFETCH_BYTES 4096
 #define QR_PREFETCH4_BYTES 2048 /* per stream, with four */
+/* The prefetches go to L2 (T1), not L1 (T0). On a Zen 4 host T0 lost about 10% of decode speed against no
+ * software prefetch at all, while T1 matched or beat none (1.1B, qmap bench -n 32/64 -r 3, interleaved
+ * A/B: Q8_ROW 1 thread 0.68-0.70 -> 0.76 of the speed of light, 2 threads 0.83-0.88 -> 0.91-0.94; F16
+ * 0.66-0.69 -> 0.74 and 0.73-0.83 -> 0.88-0.91); the distances above were chosen with T0 on Zen 5, where T1
+ * was not measured. -DQR_PREFETCH_HINT= to measure again. */
+#ifndef QR_PREFETCH_HINT
+#define QR_PREFETCH_HINT _MM_HINT_T1
+#endif
+#define PREFETCH(p) _mm_prefetch((p), QR_PREFETCH_HINT)
 
 INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_w, load_w_tail_fn *load_w_tail,
                         const int w_size)
@@ -226,7 +235,7 @@ INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_
         if (w_size <= 2) /* F16, Q8_ROW */
 #pragma GCC unroll 2
             for (int p = 0; p < w_size; p++)
-                _mm_prefetch((const char *)w + c * (size_t)w_size + QR_PREFETCH_BYTES + 64 * p, _MM_HINT_T0);
+                PREFETCH((const char *)w + c * (size_t)w_size + QR_PREFETCH_BYTES + 64 * p);
         a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c), load_w(w, c), a0);
         a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c + 16), load_w(w, c + 16), a1);
         a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c + 32), load_w(w, c + 32), a2);
@@ -257,7 +266,7 @@ INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w
         for (int r = 0; r < 4; r++) {
 #pragma GCC unroll 4
             for (int p = 0; p < w_size; p++)
-                _mm_prefetch((const char *)w[r] + c * (size_t)w_size + QR_PREFETCH4_BYTES + 64 * p, _MM_HINT_T0);
+                PREFETCH((const char *)w[r] + c * (size_t)w_size + QR_PREFETCH4_BYTES + 64 * p);
             a[r][0] = _mm512_fmadd_ps(x0, load_w(w[r], c), a[r][0]);
             a[r][1] = _mm512_fmadd_ps(x1, load_w(w[r], c + 16), a[r][1]);
             a[r][2] = _mm512_fmadd_ps(x2, load_w(w[r], c + 32), a[r][2]);
@@ -292,7 +301,7 @@ INLINE void rows4_int8(const uint8_t *x, const uint8_t *x2, const uint8_t *const
         const __m512i xv2 = x2 ? _mm512_loadu_si512(x2 + c) : xv;
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
-            _mm_prefetch((const char *)w[r] + c + QR_PREFETCH4_BYTES, _MM_HINT_T0);
+            PREFETCH((const char *)w[r] + c + QR_PREFETCH4_BYTES);
             const __m512i wv = _mm512_loadu_si512(w[r] + c);
             a[r] = dpbusd(a[r], xv, wv);
             if (x2) b[r] = dpbusd(b[r], xv2, wv);
@@ -311,7 +320,7 @@ INLINE uint32_t row_int8(const uint8_t *x, const uint8_t *w, size_t k)
     size_t c = 0;
     for (; c + 256 <= k; c += 256) {
 #pragma GCC unroll 8
-        for (int p = 0; p < 4; p++) _mm_prefetch((const char *)w + c + QR_PREFETCH_BYTES + 64 * p, _MM_HINT_T0);
+        for (int p = 0; p < 4; p++) PREFETCH((const char *)w + c + QR_PREFETCH_BYTES + 64 * p);
         a0 = dpbusd(a0, _mm512_loadu_si512(x + c), _mm512_loadu_si512(w + c));
         a1 = dpbusd(a1, _mm512_loadu_si512(x + c + 64), _mm512_loadu_si512(w + c + 64));
         a2 = dpbusd(a2, _mm512_loadu_si512(x + c + 128), _mm512_loadu_si512(w + c + 128));
@@ -328,7 +337,7 @@ INLINE void row_int8x2(const uint8_t *x, const uint8_t *x2, const uint8_t *w, si
     size_t c = 0;
     for (; c + 256 <= k; c += 256) {
 #pragma GCC unroll 8
-        for (int p = 0; p < 4; p++) _mm_prefetch((const char *)w + c + QR_PREFETCH_BYTES + 64 * p, _MM_HINT_T0);
+        for (int p = 0; p < 4; p++) PREFETCH((const char *)w + c + QR_PREFETCH_BYTES + 64 * p);
         __m512i w0 = _mm512_loadu_si512(w + c), w1 = _mm512_loadu_si512(w + c + 64);
         __m512i w2 = _mm512_loadu_si512(w + c + 128), w3 = _mm512_loadu_si512(w + c + 192);
         a0 = dpbusd(a0, _mm512_loadu_si512(x + c), w0);
