@@ -68,16 +68,7 @@ INLINE __m256 hsum8x16(const __m512 *a)
     static void NAME(const float *const *q, size_t nr, const T *k, size_t ld, size_t nk, size_t hd, float scale,      \
                      float *sc, size_t ldsc)                                                                 \
     {                                                                                                        \
-        switch (nr) {                                                                                        \
-        case 1: NAME##_nr(q, 1, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
-        case 2: NAME##_nr(q, 2, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
-        case 3: NAME##_nr(q, 3, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
-        case 4: NAME##_nr(q, 4, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
-        case 5: NAME##_nr(q, 5, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
-        case 6: NAME##_nr(q, 6, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
-        case 7: NAME##_nr(q, 7, k, ld, nk, hd, scale, sc, ldsc); break;                                      \
-        default: NAME##_nr(q, 8, k, ld, nk, hd, scale, sc, ldsc); break;                                     \
-        }                                                                                                    \
+        QR_ATTN_BY_HEIGHT(nr, NAME##_nr, (q), (k, ld, nk, hd, scale, sc, ldsc))                               \
     }
 
 /* wsum: NR rows × CP = 8/NR chunks of 16 dims per pass, eight accumulators. Each (row, dim) is
@@ -111,16 +102,7 @@ INLINE __m256 hsum8x16(const __m512 *a)
     static void NAME(const float *p, size_t ldp, size_t nr, const T *v, size_t ld, size_t nk, size_t hd,             \
                      float *const *o)                                                                        \
     {                                                                                                        \
-        switch (nr) {                                                                                        \
-        case 1: NAME##_nr(p, ldp, 1, v, ld, nk, hd, o); break;                                               \
-        case 2: NAME##_nr(p, ldp, 2, v, ld, nk, hd, o); break;                                               \
-        case 3: NAME##_nr(p, ldp, 3, v, ld, nk, hd, o); break;                                               \
-        case 4: NAME##_nr(p, ldp, 4, v, ld, nk, hd, o); break;                                               \
-        case 5: NAME##_nr(p, ldp, 5, v, ld, nk, hd, o); break;                                               \
-        case 6: NAME##_nr(p, ldp, 6, v, ld, nk, hd, o); break;                                               \
-        case 7: NAME##_nr(p, ldp, 7, v, ld, nk, hd, o); break;                                               \
-        default: NAME##_nr(p, ldp, 8, v, ld, nk, hd, o); break;                                              \
-        }                                                                                                    \
+        QR_ATTN_BY_HEIGHT(nr, NAME##_nr, (p, ldp), (v, ld, nk, hd, o))                                         \
     }
 
 DEFINE_SCORES(scores_f32, float, load_f32)

@@ -35,6 +35,22 @@ typedef struct qr_attn_kernels {
     void (*exp_sub)(float *s, size_t n, float m);
 } qr_attn_kernels;
 
+/* For the SIMD files, which instantiate each loop for every block height: call FN(PRE..., h, POST...) with
+ * the constant h = nr (1 .. QR_ATTN_MAX_ROWS; nr above 8 runs as 8, which the callers never pass). PRE and
+ * POST are parenthesised argument lists. */
+#define QR_ATTN_UNPAREN(...) __VA_ARGS__
+#define QR_ATTN_BY_HEIGHT(nr, FN, PRE, POST)                                                                  \
+    switch (nr) {                                                                                             \
+    case 1: FN(QR_ATTN_UNPAREN PRE, 1, QR_ATTN_UNPAREN POST); break;                                          \
+    case 2: FN(QR_ATTN_UNPAREN PRE, 2, QR_ATTN_UNPAREN POST); break;                                          \
+    case 3: FN(QR_ATTN_UNPAREN PRE, 3, QR_ATTN_UNPAREN POST); break;                                          \
+    case 4: FN(QR_ATTN_UNPAREN PRE, 4, QR_ATTN_UNPAREN POST); break;                                          \
+    case 5: FN(QR_ATTN_UNPAREN PRE, 5, QR_ATTN_UNPAREN POST); break;                                          \
+    case 6: FN(QR_ATTN_UNPAREN PRE, 6, QR_ATTN_UNPAREN POST); break;                                          \
+    case 7: FN(QR_ATTN_UNPAREN PRE, 7, QR_ATTN_UNPAREN POST); break;                                          \
+    default: FN(QR_ATTN_UNPAREN PRE, 8, QR_ATTN_UNPAREN POST); break;                                         \
+    }
+
 extern const qr_attn_kernels qr_attn_kernels_avx2;
 extern const qr_attn_kernels qr_attn_kernels_avx512;   /* AVX-512 F/BW/VL */
 /* The portable table (tests compare the others with it). */
