@@ -6,4 +6,4 @@ ISA_FLAGS_qr_kv        := -O3
 ISA_FLAGS_qr_attn      := -O3
 ISA_FLAGS_qr_attn_avx2 := -O3 -mavx2 -mfma -mf16c
 ISA_FLAGS_qr_attn_avx512 := -O3 -mavx512f -mavx512bw -mavx512vl -mfma -mf16c
-ISA_FLAGS_qr_ops_avx2  := -O3 -mavx2 -mfma
+ISA_FLAGS_qr_ops_avx2  := -O3 -mavx2 -mfma -mf16c

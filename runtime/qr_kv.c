@@ -3,7 +3,9 @@
 
 #include <string.h>
 
+#include "qm_cpu.h"
 #include "qm_half.h"
+#include "qr_ops_simd.h"
 
 uint32_t qr_kv_capacity(uint32_t n_ctx, uint32_t window, uint32_t n_batch)
 {
@@ -37,6 +39,7 @@ void qr_kv_layer_init(qr_kv_layer *l, qr_kv_type type, uint32_t n_kv_heads, uint
     l->window = window;
     l->k = k_mem;
     l->v = v_mem;
+    l->f16c = qm_cpu_level_get() >= QM_CPU_AVX2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 }
 
 static void store_row(const qr_kv_layer *l, void *dst_base, uint32_t slot, const float *src)
@@ -49,7 +52,8 @@ static void store_row(const qr_kv_layer *l, void *dst_base, uint32_t slot, const
             memcpy((float *)dst_base + off, s, hd * sizeof(float));
         } else {
             uint16_t *d = (uint16_t *)dst_base + off;
-            for (size_t i = 0; i < hd; i++) d[i] = qm_f32_to_f16(s[i]);
+            if (l->f16c) qr_ops_f32_to_f16_f16c(s, d, hd);   /* 2% of a small model's decode, done scalar */
+            else for (size_t i = 0; i < hd; i++) d[i] = qm_f32_to_f16(s[i]);
         }
     }
 }

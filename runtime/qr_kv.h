@@ -12,6 +12,7 @@
 #ifndef QR_KV_H
 #define QR_KV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,6 +24,7 @@ typedef struct qr_kv_layer {
     uint32_t cap;        /* slots per head: position p is slot p % cap */
     uint32_t window;     /* 0: full causal attention; else a query at p sees keys j with p - j < window */
     void *k, *v;         /* [n_kv_heads][cap][head_dim] of uint16_t (F16 bits) or float */
+    bool f16c;           /* F16 stores convert with F16C (chosen at init: the CPU has it, QMAP_CPU allows AVX2) */
 } qr_kv_layer;
 
 /* Slots a layer needs. window == 0 (full causal attention): n_ctx. Otherwise min(n_ctx, window + n_batch - 1):

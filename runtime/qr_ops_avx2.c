@@ -5,6 +5,7 @@
  * 0.5·x·(1 + tanh(u)) = x·sigmoid(2u), which avoids the cancellation of 1 + tanh(u) for negative x. */
 #include <immintrin.h>
 
+#include "qm_half.h"
 #include "qr_exp_avx2.h"
 #include "qr_ops_simd.h"
 
@@ -61,4 +62,13 @@ void qr_ops_swiglu_avx2(float *gate, const float *up, size_t n)
         _mm256_storeu_ps(g, _mm256_mul_ps(_mm256_mul_ps(vg, sigmoid8(vg)), _mm256_loadu_ps(u)));
         for (size_t j = 0; j < n - i; j++) gate[i + j] = g[j];
     }
+}
+
+void qr_ops_f32_to_f16_f16c(const float *src, uint16_t *dst, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    for (; i < n; i++) dst[i] = qm_f32_to_f16(src[i]);
 }

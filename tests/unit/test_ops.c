@@ -18,6 +18,7 @@
 #include "qm_half.h"
 #include "qr_dtype.h"
 #include "qr_ops.h"
+#include "qr_ops_simd.h"
 
 _Static_assert(FLT_EVAL_METHOD == 0, "the float references below must evaluate in binary32");
 
@@ -432,6 +433,47 @@ static void test_matrix_row(void **state)
     free(f); free(h); free(q);
 }
 
+/* The KV cache's F16C conversion against the portable one, bit for bit: every sign, exponent and top
+ * mantissa bits (19 bits), each with the low 13 bits (those binary16 drops) at 0, just below, at and just
+ * above the rounding tie, and all ones; so every binade, subnormal halves, overflow to inf, Inf and NaNs.
+ * Lengths 1..19 run the eight-wide loop and the scalar tail. */
+static void test_f32_to_f16_f16c(void **state)
+{
+    (void)state;
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) {
+        printf("(the CPU lacks AVX2+F16C: the F16C conversion is not checked)\n");
+        return;
+    }
+    static const uint32_t lows[5] = { 0, 0x0fff, 0x1000, 0x1001, 0x1fff };
+    enum { N = 1 << 19 };
+    float *src = malloc((size_t)N * 5 * sizeof *src);
+    uint16_t *got = malloc((size_t)N * 5 * sizeof *got);
+    assert_true(src && got);
+    for (uint32_t hi = 0; hi < N; hi++)
+        for (int l = 0; l < 5; l++) {
+            uint32_t u = hi << 13 | lows[l];
+            memcpy(&src[(size_t)hi * 5 + (size_t)l], &u, 4);
+        }
+    qr_ops_f32_to_f16_f16c(src, got, (size_t)N * 5);
+    for (size_t i = 0; i < (size_t)N * 5; i++) {
+        uint16_t want = qm_f32_to_f16(src[i]);
+        if (got[i] != want) {
+            uint32_t u;
+            memcpy(&u, &src[i], 4);
+            fail_msg("f32 bits 0x%08x: F16C gives 0x%04x, the portable conversion 0x%04x", u, got[i], want);
+        }
+    }
+    for (size_t n = 1; n < 20; n++) {
+        uint16_t out[20];
+        memset(out, 0xee, sizeof out);
+        qr_ops_f32_to_f16_f16c(src + 1000 * n + 3, out, n);
+        for (size_t i = 0; i < n; i++) assert_int_equal(out[i], qm_f32_to_f16(src[1000 * n + 3 + i]));
+        assert_int_equal(out[n], 0xeeee);
+    }
+    free(src);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -445,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_rope_freqs),
         cmocka_unit_test(test_rope_half),
         cmocka_unit_test(test_matrix_row),
+        cmocka_unit_test(test_f32_to_f16_f16c),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
