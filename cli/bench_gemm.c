@@ -63,7 +63,7 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
     size_t work_size = 0;
     for (int ai = 0; ai < n_act; ai++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], acts[ai] };
+            qr_matmul_opts o = { c->pools[ti], acts[ai], NULL };
             size_t s = qr_matmul_work_size(&t.view, n, &o);
             if (s > work_size) work_size = s;
         }
@@ -73,7 +73,7 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
         qr_act act = gc->dtype == QM_DTYPE_Q8_ROW ? acts[ai] : QR_ACT_F32;
         bool int8 = gc->dtype == QM_DTYPE_Q8_ROW && act != QR_ACT_F32;
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], act };
+            qr_matmul_opts o = { c->pools[ti], act, NULL };
             double s;
             if (time_gemm(k, &t.view, n, x, y, work, work_size, &o, &s) != 0) goto out; /* warm-up */
             /* each run times the peak loop and the GEMM back to back (alternating which goes first): the
@@ -163,7 +163,7 @@ static int bench_gemm_generic(const bench_cfg *c, const qr_kernels *k, const gem
     void *work = NULL;
     int rc = -1;
     if (tensor_make(&t, QM_DTYPE_Q8_ROW, rows, cols, 0x7f4a7c159e3779b9ull + rows * 3 + cols) != 0) return -1;
-    qr_matmul_opts o = { NULL, QR_ACT_INT8 };   /* one thread */
+    qr_matmul_opts o = { NULL, QR_ACT_INT8, NULL };   /* one thread */
     size_t work_size = qr_matmul_work_size(&t.view, n, &o);
     x = random_floats(n * cols, 11);
     y = malloc(n * rows * sizeof *y);

@@ -126,7 +126,7 @@ qm_status qr_mlp_run_new(const qr_mlp *m, size_t max_batch, int threads, qr_act 
         free(r);
         return pst;
     }
-    r->mm = (qr_matmul_opts){ .pool = r->pool, .act = act };
+    r->mm = (qr_matmul_opts){ .pool = r->pool, .act = act, .kernels = qr_kernels_get() };
     if (max_batch > SIZE_MAX / sizeof(float) / m->max_width) {
         qr_mlp_run_free(r);
         return qm_fail(err, QM_ERR_OVERFLOW, NULL, NULL, QM_NO_OFFSET, "a batch of %zu rows overflows", max_batch);

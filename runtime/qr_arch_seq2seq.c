@@ -190,7 +190,7 @@ qm_status qr_s2s_state_new(const qr_s2s *m, const qr_matrix *mats, size_t n_mats
         return pst;
     }
     const int threads = qr_pool_threads(s->pool);
-    s->mm = (qr_matmul_opts){ .pool = s->pool, .act = p->act };
+    s->mm = (qr_matmul_opts){ .pool = s->pool, .act = p->act, .kernels = qr_kernels_get() };
     size_t d = m->dim, F = m->ffn_dim, S = p->max_src;
     s->dec_rows = p->max_seqs > p->max_tgt ? p->max_seqs : p->max_tgt;
     size_t R = s->dec_rows, rows_max = S > R ? S : R;

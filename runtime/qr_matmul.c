@@ -86,7 +86,7 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
 
 /* ---- the product ---------------------------------------------------------------------------- */
 
-static const qr_matmul_opts default_opts = {NULL, QR_ACT_AUTO};
+static const qr_matmul_opts default_opts = {NULL, QR_ACT_AUTO, NULL};
 
 static size_t pad64(size_t cols)
 {
@@ -367,8 +367,8 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
                          size_t ldx, float *const *y, size_t ldy, void *work, size_t work_size,
                          const qr_matmul_opts *opts)
 {
-    if (!k) k = qr_kernels_get();
     if (!opts) opts = &default_opts;
+    if (!k) k = opts->kernels ? opts->kernels : qr_kernels_get();
     if (!w || count == 0 || count > QR_MATMUL_MAX_PARTS || (opts->act != QR_ACT_AUTO && opts->act != QR_ACT_INT8 &&
                                                             opts->act != QR_ACT_F32 && opts->act != QR_ACT_INT8X2))
         return QM_ERR_INVALID_ARGUMENT;

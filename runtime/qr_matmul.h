@@ -76,13 +76,15 @@ typedef enum qr_act {
 /* Above this row length an int32 dot of int8 values could overflow; QR_ACT_F32 is used instead. */
 #define QR_INT8_MAX_COLS ((size_t)1 << 17)
 
+/* One kernel variant: a table of functions for one instruction set (opaque; see qr_kernels.h). */
+typedef struct qr_kernels qr_kernels;
+
 typedef struct qr_matmul_opts {
     qr_pool *pool;           /* the threads to run on; NULL: the calling thread only */
     qr_act act;              /* Q8_ROW only; QR_ACT_AUTO = 0 */
+    const qr_kernels *kernels; /* the variant when a call passes k = NULL; NULL: qr_kernels_get() on every
+                              * call (which reads QMAP_CPU each time). A session sets it once. */
 } qr_matmul_opts;
-
-/* One kernel variant: a table of functions for one instruction set (opaque; see qr_kernels.h). */
-typedef struct qr_kernels qr_kernels;
 
 /* The widest variant this CPU runs, capped by QMAP_CPU (format/qm_cpu.h). Never NULL. */
 const qr_kernels *qr_kernels_get(void);
@@ -98,8 +100,8 @@ const char *qr_kernels_name(const qr_kernels *k);
 size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *opts);
 
 /* Y[i][r] = Σ_c X[i][c]·W[r][c] for i < n, r < w->rows. X row i starts at x + i·ldx floats (ldx >= cols),
- * Y row i at y + i·ldy floats (ldy >= rows). `k` = NULL means qr_kernels_get(); opts = NULL means
- * { no pool, QR_ACT_AUTO }. n = 0 is allowed and does nothing.
+ * Y row i at y + i·ldy floats (ldy >= rows). `k` = NULL means opts->kernels, or qr_kernels_get() when
+ * that is NULL too; opts = NULL means { no pool, QR_ACT_AUTO, NULL }. n = 0 is allowed and does nothing.
  * Accuracy (tests/unit/test_matmul.c holds it): F32/F16 and Q8_ROW with QR_ACT_F32 are within
  * (cols+2)·2⁻²⁴·Σ_c|W[r][c]·X[i][c]| of the exact product of the stored weights (any summation order
  * has this bound). Q8_ROW with QR_ACT_INT8 equals ((float)d·s_i)·scale_r exactly, d the integer dot

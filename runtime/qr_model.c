@@ -296,7 +296,7 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
     }
     s->mm.pool = s->pool;
     s->mm.act = p->act;
-    s->kern = qr_kernels_get();
+    s->mm.kernels = qr_kernels_get();
     size_t nb = p->n_batch;
     size_t q_dim = (size_t)hp->n_heads * hp->head_dim, kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
     s->qkv_stride = q_dim + 2 * kv_dim;
@@ -394,7 +394,7 @@ void qr_add_position_rows(const qr_matrix *pos, uint32_t pos0, size_t n, float *
 qm_status qr_linear(qr_lm_state *s, const qr_matrix *w, const float *b, size_t n, const float *x, size_t ldx,
                     float *y, size_t ldy)
 {
-    qm_status st = qr_matmul(s->kern, w, n, x, ldx, y, ldy, s->work, s->work_size, &s->mm);
+    qm_status st = qr_matmul(NULL, w, n, x, ldx, y, ldy, s->work, s->work_size, &s->mm);
     if (st != QM_OK) return st;
     if (b) qr_add_bias_rows(y, ldy, n, b, w->rows);
     return QM_OK;
@@ -403,7 +403,7 @@ qm_status qr_linear(qr_lm_state *s, const qr_matrix *w, const float *b, size_t n
 qm_status qr_linear_many(qr_lm_state *s, const qr_matrix *const *w, const float *const *b, size_t count, size_t n,
                          const float *x, size_t ldx, float *const *y, size_t ldy)
 {
-    qm_status st = qr_matmul_many(s->kern, w, count, n, x, ldx, y, ldy, s->work, s->work_size, &s->mm);
+    qm_status st = qr_matmul_many(NULL, w, count, n, x, ldx, y, ldy, s->work, s->work_size, &s->mm);
     if (st != QM_OK) return st;
     for (size_t p = 0; b && p < count; p++)
         if (b[p]) qr_add_bias_rows(y[p], ldy, n, b[p], w[p]->rows);

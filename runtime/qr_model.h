@@ -91,8 +91,7 @@ typedef struct qr_lm_state {
     uint32_t n_batch;        /* most tokens per forward call */
     uint32_t n_ctx;          /* positions the cache holds */
     qr_pool *pool;           /* the session's threads (owned), started once */
-    qr_matmul_opts mm;       /* the pool + activation mode for every product */
-    const qr_kernels *kern;  /* the kernel variant, chosen once (qr_kernels_get) */
+    qr_matmul_opts mm;       /* the pool, activation mode and kernel variant (chosen once) of every product */
     float *x;                /* [n_batch][dim] residual stream */
     float *xb;               /* [n_batch][dim] normed input of a sub-layer / scratch row */
     float *qkv;              /* [n_batch][qkv_stride]: q (n_heads*head_dim), k, v (n_kv_heads*head_dim each) */
