@@ -58,11 +58,7 @@ INLINE __m256 hsum8(const __m256 *a)
                 }                                                                                            \
         }                                                                                                    \
     }                                                                                                        \
-    static void NAME(const float *const *q, size_t nr, const T *k, size_t ld, size_t nk, size_t hd, float scale,      \
-                     float *sc, size_t ldsc)                                                                 \
-    {                                                                                                        \
-        QR_ATTN_BY_HEIGHT(nr, NAME##_nr, (q), (k, ld, nk, hd, scale, sc, ldsc))                               \
-    }
+    QR_ATTN_SCORES_ENTRY(NAME, T)
 
 /* wsum: NR rows × CP = 8/NR chunks of 8 dims per pass: again eight independent accumulators. Each (row, dim)
  * is o + Σ_t p·v in key order, whatever NR and CP are. */
@@ -95,11 +91,7 @@ INLINE __m256 hsum8(const __m256 *a)
                 o[r][d] = x;                                                                                 \
             }                                                                                                \
     }                                                                                                        \
-    static void NAME(const float *p, size_t ldp, size_t nr, const T *v, size_t ld, size_t nk, size_t hd,             \
-                     float *const *o)                                                                        \
-    {                                                                                                        \
-        QR_ATTN_BY_HEIGHT(nr, NAME##_nr, (p, ldp), (v, ld, nk, hd, o))                                         \
-    }
+    QR_ATTN_WSUM_ENTRY(NAME, T)
 
 DEFINE_SCORES(scores_f32, float, load_f32, elem_f32)
 DEFINE_SCORES(scores_f16, uint16_t, load_f16, elem_f16)

@@ -65,11 +65,7 @@ INLINE __m256 hsum8x16(const __m512 *a)
         for (; t + (size_t)KJ <= nk; t += (size_t)KJ) NAME##_step(q, NR, KJ, k, ld, t, hd, scale, sc, ldsc); \
         for (; t < nk; t++) NAME##_step(q, NR, 1, k, ld, t, hd, scale, sc, ldsc);                           \
     }                                                                                                        \
-    static void NAME(const float *const *q, size_t nr, const T *k, size_t ld, size_t nk, size_t hd, float scale,      \
-                     float *sc, size_t ldsc)                                                                 \
-    {                                                                                                        \
-        QR_ATTN_BY_HEIGHT(nr, NAME##_nr, (q), (k, ld, nk, hd, scale, sc, ldsc))                               \
-    }
+    QR_ATTN_SCORES_ENTRY(NAME, T)
 
 /* wsum: NR rows × CP = 8/NR chunks of 16 dims per pass, eight accumulators. Each (row, dim) is
  * o + Σ_t p·v in key order, whatever NR and CP are; the last chunk of a row is masked. */
@@ -99,11 +95,7 @@ INLINE __m256 hsum8x16(const __m512 *a)
                     _mm512_mask_storeu_ps(o[r] + 16 * (c0 + (size_t)c), m[c], acc[r * CP + c]);              \
         }                                                                                                    \
     }                                                                                                        \
-    static void NAME(const float *p, size_t ldp, size_t nr, const T *v, size_t ld, size_t nk, size_t hd,             \
-                     float *const *o)                                                                        \
-    {                                                                                                        \
-        QR_ATTN_BY_HEIGHT(nr, NAME##_nr, (p, ldp), (v, ld, nk, hd, o))                                         \
-    }
+    QR_ATTN_WSUM_ENTRY(NAME, T)
 
 DEFINE_SCORES(scores_f32, float, load_f32)
 DEFINE_SCORES(scores_f16, uint16_t, load_f16)

@@ -51,6 +51,21 @@ typedef struct qr_attn_kernels {
     default: FN(QR_ATTN_UNPAREN PRE, 8, QR_ATTN_UNPAREN POST); break;                                         \
     }
 
+/* The table entries of a SIMD file: NAME(...) with the table's signature, calling NAME##_nr instantiated
+ * for the block height. */
+#define QR_ATTN_SCORES_ENTRY(NAME, T)                                                                         \
+    static void NAME(const float *const *q, size_t nr, const T *k, size_t ld, size_t nk, size_t hd, float scale, \
+                     float *sc, size_t ldsc)                                                                  \
+    {                                                                                                         \
+        QR_ATTN_BY_HEIGHT(nr, NAME##_nr, (q), (k, ld, nk, hd, scale, sc, ldsc))                               \
+    }
+#define QR_ATTN_WSUM_ENTRY(NAME, T)                                                                           \
+    static void NAME(const float *p, size_t ldp, size_t nr, const T *v, size_t ld, size_t nk, size_t hd,       \
+                     float *const *o)                                                                         \
+    {                                                                                                         \
+        QR_ATTN_BY_HEIGHT(nr, NAME##_nr, (p, ldp), (v, ld, nk, hd, o))                                         \
+    }
+
 extern const qr_attn_kernels qr_attn_kernels_avx2;
 extern const qr_attn_kernels qr_attn_kernels_avx512;   /* AVX-512 F/BW/VL */
 /* The portable table (tests compare the others with it). */
