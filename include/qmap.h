@@ -174,7 +174,9 @@ typedef struct qmap_session qmap_session;
 
 typedef enum qmap_kv_type { QMAP_KV_F16 = 0, QMAP_KV_F32 = 1 } qmap_kv_type;
 
-typedef enum qmap_act_mode {     /* how Q8_ROW products treat activations (runtime/README.md) */
+/* How Q8_ROW products treat activations (runtime/README.md). A value outside the enum is
+ * QMAP_ERR_INVALID_ARGUMENT from qmap_session_new, qmap_classifier_new and qmap_translator_new. */
+typedef enum qmap_act_mode {
     QMAP_ACT_AUTO = 0,           /* float accuracy: float X for one row, two int8 terms for batches */
     QMAP_ACT_INT8 = 1,           /* one int8 term per row: fastest, adds activation rounding error */
     QMAP_ACT_F32 = 2,            /* weights widened to float */
