@@ -177,7 +177,8 @@ typedef enum qmap_kv_type { QMAP_KV_F16 = 0, QMAP_KV_F32 = 1 } qmap_kv_type;
 /* How Q8_ROW products treat activations (runtime/README.md). A value outside the enum is
  * QMAP_ERR_INVALID_ARGUMENT from qmap_session_new, qmap_classifier_new and qmap_translator_new. */
 typedef enum qmap_act_mode {
-    QMAP_ACT_AUTO = 0,           /* float accuracy: float X for one row, two int8 terms for batches */
+    QMAP_ACT_AUTO = 0,           /* float accuracy: two int8 terms for batches; for one row float X, or two
+                                  * int8 terms on CPUs where widening cannot keep up with memory (Zen 4) */
     QMAP_ACT_INT8 = 1,           /* one int8 term per row: fastest, adds activation rounding error */
     QMAP_ACT_F32 = 2,            /* weights widened to float */
     QMAP_ACT_INT8X2 = 3,         /* two int8 terms per row for every product, one row or many (float accuracy) */

@@ -54,6 +54,10 @@ struct qr_kernels {
      * this width, so only a slice of the block needs to stay in cache, and qr_matmul sizes its int8
      * blocks by it; 0: rows are never sliced. At most QR_K_SLICE_BYTES. */
     size_t k_slice_bytes;
+    /* The int8 terms of X that QR_ACT_AUTO uses when X has one row (decode): 0 widens W to float in
+     * registers, 2 splits X into two int8 terms (the same float-X accuracy, two vpdpbusd per 64 weights
+     * against about 12 instructions for widening) where widening cannot keep up with memory. */
+    int auto_decode_terms;
     /* Quantize one X row of `cols` floats into kpad (multiple of 64, >= cols) bytes of this variant's
      * int8 encoding (signed, or signed + 128 for VNNI's unsigned operand; the padding encodes 0) and
      * return its scale (0 for an all-zero row, NaN if the row holds NaN or Inf). The int8 values are
@@ -64,6 +68,6 @@ struct qr_kernels {
     float (*quantize_x_residual)(const float *x, const uint8_t *q1, float s1, size_t cols, size_t kpad, uint8_t *out);
 };
 
-extern const qr_kernels qr_kernels_ref, qr_kernels_avx2, qr_kernels_avx512;
+extern const qr_kernels qr_kernels_ref, qr_kernels_avx2, qr_kernels_avx512, qr_kernels_avx512_halves;
 
 #endif /* QR_KERNELS_H */

@@ -38,6 +38,14 @@ INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i b)
     return acc;
 }
 
+/* The same with b in a register: where one W vector meets two X terms, the "vm" form led gcc 12 to keep
+ * a copy of it on the stack. */
+INLINE __m512i dpbusd_r(__m512i acc, __m512i a, __m512i b)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+    return acc;
+}
+
 /* Sum of the 16 lanes, wrapping: GCC's _mm512_reduce_add_epi32 adds in signed vector arithmetic, whose
  * overflow is undefined, while these sums are meant to wrap (see tile_int8). The add intrinsics used
  * here are unsigned in GCC's headers. */
@@ -295,29 +303,49 @@ INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w
         out[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]), _mm512_add_ps(a[r][2], a[r][3])));
 }
 
-/* Four W rows far apart against one or two int8 terms of X (x2 NULL: one); integer sums, so any order. */
-INLINE void rows4_int8(const uint8_t *x, const uint8_t *x2, const uint8_t *const w[4], size_t k, uint32_t d1[4],
-                       uint32_t d2[4])
+/* Four W rows far apart (w, w + qs, w + 2·qs, w + 3·qs) against one int8 term of X, or two (x2 not
+ * NULL); integer sums, so any order. Not inlined: inside the block's loop gcc 12 kept the four row
+ * pointers on the stack and reloaded them at every step (and, with two terms, stored a W vector to the
+ * stack each step); on its own the loop holds everything in registers (no speed change measured).
+ * Two terms without software prefetch: on a Zen 4 core the prefetches cost that loop more than they
+ * gave (a 1 GiB read in this pattern, 1 thread, medians of 9: 20.8 GB/s with them, 23.8-25.8 without,
+ * one term with them 25-26; the 1.1B decode in two terms, 4 interleaved rounds: 0.62-0.69 -> 0.66-0.74
+ * of the speed of light). Two vpdpbusd per W vector waiting on its load appear to fill the scheduler
+ * sooner: one term issued twice per vector was as slow. */
+__attribute__((noinline)) static void rows4_int8(const uint8_t *x, const uint8_t *x2, const uint8_t *w, size_t qs,
+                                                 size_t k, uint32_t d1[4], uint32_t d2[4])
 {
-    __m512i a[4], b[4];
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_si512();
-    for (size_t c = 0; c < k; c += 64) { /* k is a multiple of 64 */
-        const __m512i xv = _mm512_loadu_si512(x + c);
-        const __m512i xv2 = x2 ? _mm512_loadu_si512(x2 + c) : xv;
-#pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            PREFETCH((const char *)w[r] + c + QR_PREFETCH4_BYTES);
-            const __m512i wv = _mm512_loadu_si512(w[r] + c);
-            a[r] = dpbusd(a[r], xv, wv);
-            if (x2) b[r] = dpbusd(b[r], xv2, wv);
+    const uint8_t *w1 = w + qs, *w2 = w + 2 * qs, *w3 = w + 3 * qs;
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    if (x2) {
+        for (size_t c = 0; c < k; c += 64) { /* k is a multiple of 64 */
+            const __m512i xv = _mm512_loadu_si512(x + c), xv2 = _mm512_loadu_si512(x2 + c);
+            const __m512i v0 = _mm512_loadu_si512(w + c), v1 = _mm512_loadu_si512(w1 + c);
+            const __m512i v2 = _mm512_loadu_si512(w2 + c), v3 = _mm512_loadu_si512(w3 + c);
+            a0 = dpbusd_r(a0, xv, v0);
+            b0 = dpbusd_r(b0, xv2, v0);
+            a1 = dpbusd_r(a1, xv, v1);
+            b1 = dpbusd_r(b1, xv2, v1);
+            a2 = dpbusd_r(a2, xv, v2);
+            b2 = dpbusd_r(b2, xv2, v2);
+            a3 = dpbusd_r(a3, xv, v3);
+            b3 = dpbusd_r(b3, xv2, v3);
+        }
+    } else {
+        for (size_t c = 0; c < k; c += 64) {
+            const __m512i xv = _mm512_loadu_si512(x + c);
+            PREFETCH((const char *)w + c + QR_PREFETCH4_BYTES);
+            PREFETCH((const char *)w1 + c + QR_PREFETCH4_BYTES);
+            PREFETCH((const char *)w2 + c + QR_PREFETCH4_BYTES);
+            PREFETCH((const char *)w3 + c + QR_PREFETCH4_BYTES);
+            a0 = dpbusd(a0, xv, _mm512_loadu_si512(w + c));
+            a1 = dpbusd(a1, xv, _mm512_loadu_si512(w1 + c));
+            a2 = dpbusd(a2, xv, _mm512_loadu_si512(w2 + c));
+            a3 = dpbusd(a3, xv, _mm512_loadu_si512(w3 + c));
         }
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < 4; r++) {
-        d1[r] = reduce_add_u32(a[r]);
-        d2[r] = x2 ? reduce_add_u32(b[r]) : 0;
-    }
+    _mm_storeu_si128((__m128i *)(void *)d1, reduce4_u32(a0, a1, a2, a3));
+    _mm_storeu_si128((__m128i *)(void *)d2, reduce4_u32(b0, b1, b2, b3));
 }
 
 INLINE uint32_t row_int8(const uint8_t *x, const uint8_t *w, size_t k)
@@ -457,10 +485,8 @@ INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2)
 #define INT8_ROW4(i)                                                                                          \
     do {                                                                                                      \
         const size_t r_[4] = { (i), q + (i), 2 * q + (i), 3 * q + (i) };                                      \
-        const uint8_t *const wr_[4] = { w + r_[0] * b->w_stride, w + r_[1] * b->w_stride,                     \
-                                        w + r_[2] * b->w_stride, w + r_[3] * b->w_stride };                   \
         uint32_t d1_[4], d2_[4];                                                                              \
-        rows4_int8(x, x2, wr_, b->k, d1_, d2_);                                                               \
+        rows4_int8(x, x2, w + r_[0] * b->w_stride, q * b->w_stride, b->k, d1_, d2_);                          \
         for (int u_ = 0; u_ < 4; u_++) b->y[r_[u_]] = q8_int8_out(b, r_[u_], d1_[u_], d2_[u_]);             \
     } while (0)
 #define INT8_ROW1(r)                                                                                          \
@@ -517,4 +543,23 @@ const qr_kernels qr_kernels_avx512 = {
     .k_slice_bytes = QR_K_SLICE_BYTES,
     .quantize_x = quantize_x_unsigned,
     .quantize_x_residual = quantize_x_residual_unsigned,
+    .auto_decode_terms = 0,
+};
+
+/* The same kernels on a core that runs 512-bit operations as two 256-bit halves (AMD Zen 4): there,
+ * widening Q8_ROW weights to float ran at 26.7 GB/s from L1 against two int8 terms' 81 GB/s, below
+ * the ~30 GB/s one core reads from memory, and QR_ACT_AUTO's decode in two terms was 8-16% faster
+ * (runtime/README.md). On Zen 5 (full-width 512-bit units) widening ran at ~50 GB/s from cache and
+ * decoded 12% faster than two terms, so the plain table keeps it. */
+const qr_kernels qr_kernels_avx512_halves = {
+    .name = "avx512-vnni-2x256",
+    .level = QM_CPU_AVX512,
+    .f32 = block_f32,
+    .f16 = block_f16,
+    .q8_f32 = block_q8_f32,
+    .q8_int8 = block_q8_int8,
+    .k_slice_bytes = QR_K_SLICE_BYTES,
+    .quantize_x = quantize_x_unsigned,
+    .quantize_x_residual = quantize_x_residual_unsigned,
+    .auto_decode_terms = 2,
 };

@@ -10,13 +10,27 @@
 
 /* ---- variant choice ------------------------------------------------------------------------- */
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+
+/* AMD family 19h with AVX-512 is Zen 4 (Zen 3, the same family, has none), whose cores run 512-bit
+ * operations as two 256-bit halves. */
+static bool avx512_in_halves(void)
+{
+    unsigned a, b, c, d;
+    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return false;
+    const unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
+    return family == 0x19;
+}
+#endif
+
 const qr_kernels *qr_kernels_for(qm_cpu_level level)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (level == QM_CPU_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")
-                   ? &qr_kernels_avx512
+                   ? (avx512_in_halves() ? &qr_kernels_avx512_halves : &qr_kernels_avx512)
                    : NULL;
     if (level == QM_CPU_AVX2)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")
@@ -93,18 +107,19 @@ static size_t pad64(size_t cols)
     return (cols + 63) & ~(size_t)63;
 }
 
-/* QR_ACT_AUTO keeps float-X accuracy and picks the faster way to get it (measured by qmap bench kernels,
- * runtime/README.md). One row of X reads every weight once, so memory bandwidth sets the pace, and
- * widening the int8 weights to float (about 50 GB/s per thread from cache here, above one thread's
- * ~41 GB/s of bandwidth) costs nothing. With more rows each weight is reused from cache and arithmetic
- * sets the pace: two int8 terms through VNNI (4x the multiply-adds per instruction of an FMA) beat
- * widening by 1.3-2.2x with the same error. */
+/* QR_ACT_AUTO keeps float-X accuracy and picks the faster way to get it (measured by qmap bench kernels
+ * and qmap bench MODEL, runtime/README.md). With many rows of X each weight is reused from cache and
+ * arithmetic sets the pace: VNNI does 4x the multiply-adds of an FMA per instruction, so two int8 terms
+ * beat widening the weights to float by 1.3-2.2x. With one row (decode) every weight is read once and
+ * memory should set the pace; whether widening keeps up with it depends on the core, so the variant says
+ * (qr_kernels.auto_decode_terms). */
 /* How many int8 terms X is split into: 0 (float X), 1 (QR_ACT_INT8) or 2 (QR_ACT_INT8X2). */
-static int int8_terms(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
+static int int8_terms(const qr_kernels *k, const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
 {
-    if (w->dtype != QM_DTYPE_Q8_ROW || w->cols > QR_INT8_MAX_COLS) return 0;
+    if (w->dtype != QM_DTYPE_Q8_ROW || w->cols > QR_INT8_MAX_COLS || opts->act == QR_ACT_F32) return 0;
     if (opts->act == QR_ACT_INT8) return 1;
-    return opts->act == QR_ACT_INT8X2 || (opts->act == QR_ACT_AUTO && n > 1) ? 2 : 0;
+    if (opts->act == QR_ACT_AUTO && n == 1) return k->auto_decode_terms;
+    return 2;
 }
 
 static int thread_count(const qr_matmul_opts *opts)
@@ -181,7 +196,9 @@ size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *o
 {
     if (!opts) opts = &default_opts;
     if (!w || n == 0) return 0;
-    int terms = int8_terms(w, n, opts);
+    /* QR_ACT_AUTO with one row is sized for two terms, whichever variant the call will use */
+    const qr_matmul_opts two = {opts->pool, QR_ACT_INT8X2, NULL};
+    int terms = int8_terms(&qr_kernels_ref, w, n, opts->act == QR_ACT_AUTO ? &two : opts);
     return layout_of(w, n, terms, terms == 2 ? thread_count(opts) : 1).total;
 }
 
@@ -391,7 +408,7 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
     }
 
     const qr_matrix *w0 = w[0];
-    const int terms = int8_terms(w0, n, opts);
+    const int terms = int8_terms(k, w0, n, opts);
     int threads = thread_count(opts);
     job jb = {.n_parts = count, .ldy = ldy, .k = w0->cols, .decode = n == 1, .terms = terms,
               .k_slice = k->k_slice_bytes};

@@ -62,9 +62,11 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
  *   work, about 250x less activation error than QR_ACT_INT8: float-X accuracy at half int8 speed (faster than QR_ACT_F32).
  * QR_ACT_F32: int8 weights are widened to float in registers and multiplied with X as given: only
  *   the weights' own quantization error remains. Also used whenever cols > QR_INT8_MAX_COLS.
- * QR_ACT_AUTO (the default): float-X accuracy, the faster way: QR_ACT_F32 when n = 1, where the product
- *   is bound by memory bandwidth and widening keeps up with it; QR_ACT_INT8X2 when n > 1, where it is
- *   bound by arithmetic. QR_ACT_INT8 is the opt-in for speed over accuracy.
+ * QR_ACT_AUTO (the default): float-X accuracy, the faster way: QR_ACT_INT8X2 when n > 1, where the
+ *   product is bound by arithmetic; when n = 1, where it should be bound by memory bandwidth, what the
+ *   variant says (qr_kernels.auto_decode_terms): QR_ACT_F32 where widening keeps up with memory, or
+ *   QR_ACT_INT8X2 where it does not (AVX-512 on a core that runs 512-bit operations in two halves, Zen 4).
+ *   QR_ACT_INT8 is the opt-in for speed over accuracy.
  * Ignored for F32/F16 weights. */
 typedef enum qr_act {
     QR_ACT_AUTO = 0,
@@ -91,12 +93,13 @@ const qr_kernels *qr_kernels_get(void);
 /* The variant of `level`, or NULL if this build or this CPU lacks it (tests and benchmarks). The AVX-512
  * variant needs AVX-512 F+BW+VL+VNNI; the AVX2 variant AVX2+FMA+F16C. */
 const qr_kernels *qr_kernels_for(qm_cpu_level level);
-/* "generic", "avx2", "avx512-vnni". */
+/* "generic", "avx2", "avx512-vnni" or "avx512-vnni-2x256" (the same kernels; decodes in two int8 terms). */
 const char *qr_kernels_name(const qr_kernels *k);
 
 /* Bytes of work buffer qr_matmul needs for n rows of X against w with these opts (0 when it needs none:
- * F32, F16, QR_ACT_F32, and QR_ACT_AUTO with n = 1; SIZE_MAX if the size overflows, which qr_matmul then
- * refuses). For QR_ACT_INT8X2 it depends on the pool's thread count too (a scratch block per thread). */
+ * F32, F16, QR_ACT_F32; SIZE_MAX if the size overflows, which qr_matmul then refuses). QR_ACT_AUTO is
+ * sized as QR_ACT_INT8X2, with n = 1 too, whichever way the variant decodes. For QR_ACT_INT8X2 it
+ * depends on the pool's thread count too (a scratch block per thread). */
 size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *opts);
 
 /* Y[i][r] = Σ_c X[i][c]·W[r][c] for i < n, r < w->rows. X row i starts at x + i·ldx floats (ldx >= cols),

@@ -11,6 +11,9 @@
  *     q, k and v are.
  *   - Matrices of different dtypes or row lengths run one by one, each still its own bits.
  *   - opts.kernels picks the variant of a call that passes k = NULL.
+ *   - QR_ACT_AUTO with one X row follows the variant's auto_decode_terms: the bits of QR_ACT_F32 when it
+ *     is 0 and of QR_ACT_INT8X2 when it is 2 (in every variant, each table copied with either value);
+ *     with 3 rows, two terms whatever it says; the work size for one row is enough for either.
  *   - Argument errors (count 0 or above QR_MATMUL_MAX_PARTS, a NULL matrix or Y, ldy below a part's
  *     rows, a work buffer too small for any part) return QM_ERR_INVALID_ARGUMENT and write no Y.
  * PRNG: splitmix64 (tu_rng) with fixed seeds. */
@@ -301,6 +304,47 @@ static void test_opts_kernels(void **state)
     mat_free(&a);
 }
 
+/* QR_ACT_AUTO's decode follows the table's auto_decode_terms (a core where widening cannot keep up with
+ * memory decodes in two int8 terms): each variant's table copied with 0 and with 2. */
+static void test_auto_decode_terms(void **state)
+{
+    (void)state;
+    const qr_kernels *ks[3];
+    size_t nv = variants(ks);
+    enum { ROWS = 48, COLS = 300, N = 3 };
+    mat a = mat_new(QM_DTYPE_Q8_ROW, ROWS, COLS, 21);
+    uint64_t s = 22;
+    float x[N * COLS], want[N * ROWS], got[N * ROWS], other[N * ROWS];
+    for (size_t i = 0; i < N * COLS; i++) x[i] = sym(&s);
+    const qr_matmul_opts auto_o = { NULL, QR_ACT_AUTO, NULL }, f32_o = { NULL, QR_ACT_F32, NULL };
+    const qr_matmul_opts x2_o = { NULL, QR_ACT_INT8X2, NULL };
+    const size_t ws = qr_matmul_work_size(&a.m, 1, &auto_o), ws3 = qr_matmul_work_size(&a.m, N, &auto_o);
+    assert_true(ws >= qr_matmul_work_size(&a.m, 1, &x2_o) && ws3 >= ws);
+    void *work = aligned_alloc(64, (ws3 + 63) / 64 * 64);
+    assert_non_null(work);
+    for (size_t v = 0; v < nv; v++)
+        for (int terms = 0; terms <= 2; terms += 2) {
+            qr_kernels t = *ks[v];
+            t.auto_decode_terms = terms;
+            const qr_matmul_opts *like = terms ? &x2_o : &f32_o, *unlike = terms ? &f32_o : &x2_o;
+            assert_int_equal(qr_matmul(&t, &a.m, 1, x, COLS, want, ROWS, work, ws3, like), QM_OK);
+            assert_int_equal(qr_matmul(&t, &a.m, 1, x, COLS, other, ROWS, work, ws3, unlike), QM_OK);
+            if (memcmp(want, other, ROWS * sizeof *want) == 0)
+                fail_msg("%s: float X and two int8 terms give the same bits here: pick another case",
+                         qr_kernels_name(ks[v]));
+            assert_int_equal(qr_matmul(&t, &a.m, 1, x, COLS, got, ROWS, work, ws, &auto_o), QM_OK);
+            if (memcmp(got, want, ROWS * sizeof *got) != 0)
+                fail_msg("%s with auto_decode_terms %d: QR_ACT_AUTO's decode is not the bits of %s",
+                         qr_kernels_name(ks[v]), terms, terms ? "QR_ACT_INT8X2" : "QR_ACT_F32");
+            /* more than one row: two terms, whatever the table says for decode */
+            assert_int_equal(qr_matmul(&t, &a.m, N, x, COLS, want, ROWS, work, ws3, &x2_o), QM_OK);
+            assert_int_equal(qr_matmul(&t, &a.m, N, x, COLS, got, ROWS, work, ws3, &auto_o), QM_OK);
+            assert_memory_equal(got, want, sizeof got);
+        }
+    free(work);
+    mat_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -308,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_mixed),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_opts_kernels),
+        cmocka_unit_test(test_auto_decode_terms),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }
