@@ -238,15 +238,19 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
 #ifndef QR_PREFETCH_HINT
 #define QR_PREFETCH_HINT _MM_HINT_T1
 #endif
+#ifdef QR_NO_PREFETCH
+#define PREFETCH(p) ((void)(p))
+#else
 #define PREFETCH(p) _mm_prefetch((p), QR_PREFETCH_HINT)
+#endif
 
 INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_w, load_w_tail_fn *load_w_tail,
-                        const int w_size)
+                        const int w_size, const int pf)
 {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     size_t c = 0;
     for (; c + 64 <= k; c += 64) {
-        if (w_size <= 2) /* F16, Q8_ROW */
+        if (pf && w_size <= 2) /* F16, Q8_ROW */
 #pragma GCC unroll 2
             for (int p = 0; p < w_size; p++)
                 PREFETCH((const char *)w + c * (size_t)w_size + QR_PREFETCH_BYTES + 64 * p);
@@ -267,7 +271,7 @@ INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_
  * best reader), each summed exactly as row_float sums one: the same four accumulators per row, so a row's
  * result does not depend on which of the two it went through. */
 INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w_fn *load_w,
-                        load_w_tail_fn *load_w_tail, const int w_size, float out[4])
+                        load_w_tail_fn *load_w_tail, const int w_size, const int pf, float out[4])
 {
     __m512 a[4][4];
 #pragma GCC unroll 4
@@ -278,9 +282,10 @@ INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w
         const __m512 x2 = _mm512_loadu_ps(x + c + 32), x3 = _mm512_loadu_ps(x + c + 48);
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
+            if (pf)
 #pragma GCC unroll 4
-            for (int p = 0; p < w_size; p++)
-                PREFETCH((const char *)w[r] + c * (size_t)w_size + QR_PREFETCH4_BYTES + 64 * p);
+                for (int p = 0; p < w_size; p++)
+                    PREFETCH((const char *)w[r] + c * (size_t)w_size + QR_PREFETCH4_BYTES + 64 * p);
             a[r][0] = _mm512_fmadd_ps(x0, load_w(w[r], c), a[r][0]);
             a[r][1] = _mm512_fmadd_ps(x1, load_w(w[r], c + 16), a[r][1]);
             a[r][2] = _mm512_fmadd_ps(x2, load_w(w[r], c + 32), a[r][2]);
@@ -426,7 +431,7 @@ INLINE void row_int8x2(const uint8_t *x, const uint8_t *x2, const uint8_t *w, si
     } while (0)
 
 INLINE void decode_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled,
-                         const int w_size)
+                         const int w_size, const int pf)
 {
     const uint8_t *w = b->w;
 #define FLOAT_ROW4(i)                                                                                         \
@@ -435,12 +440,12 @@ INLINE void decode_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *l
         const void *const wr_[4] = { w + r_[0] * b->w_stride, w + r_[1] * b->w_stride,                        \
                                      w + r_[2] * b->w_stride, w + r_[3] * b->w_stride };                      \
         float s_[4];                                                                                          \
-        rows4_float((const float *)b->x, wr_, b->k, load_w, load_w_tail, w_size, s_);                         \
+        rows4_float((const float *)b->x, wr_, b->k, load_w, load_w_tail, w_size, pf, s_);                     \
         for (int u_ = 0; u_ < 4; u_++) b->y[r_[u_]] = scaled ? s_[u_] * b->w_scales[r_[u_]] : s_[u_];        \
     } while (0)
 #define FLOAT_ROW1(r)                                                                                         \
     do {                                                                                                      \
-        float s_ = row_float((const float *)b->x, w + (r) * b->w_stride, b->k, load_w, load_w_tail, w_size);  \
+        float s_ = row_float((const float *)b->x, w + (r) * b->w_stride, b->k, load_w, load_w_tail, w_size, pf); \
         b->y[r] = scaled ? s_ * b->w_scales[r] : s_;                                                          \
     } while (0)
     QUARTERS(b, q, FLOAT_ROW4, FLOAT_ROW1);
@@ -457,17 +462,26 @@ INLINE void gemm_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *loa
 
 static void block_f32(const qr_block *b)
 {
-    if (b->decode) decode_float(b, w_f32, w_f32_tail, 0, 4);
+    if (b->decode) decode_float(b, w_f32, w_f32_tail, 0, 4, 1);
     else gemm_float(b, w_f32, w_f32_tail, 0);
 }
 static void block_f16(const qr_block *b)
 {
-    if (b->decode) decode_float(b, w_f16, w_f16_tail, 0, 2);
+    if (b->decode) decode_float(b, w_f16, w_f16_tail, 0, 2, 1);
+    else gemm_float(b, w_f16, w_f16_tail, 0);
+}
+/* F16 decode without software prefetch, for cores that run 512-bit operations in halves (Zen 4): there
+ * the prefetches slowed it (1.1B F16, qmap bench -p 0 -n 64 -r 3, interleaved: 1 thread 9.7-10.3 ->
+ * 11.4-12.6 tok/s, 2 threads 0.88-0.90 -> 0.95 of the speed of light), while F32 and the Q8_ROW loops
+ * with one term or widening kept theirs (without: 0.87 -> 0.82, 0.85 -> 0.81, 0.69 -> 0.62-0.68). */
+static void block_f16_no_prefetch(const qr_block *b)
+{
+    if (b->decode) decode_float(b, w_f16, w_f16_tail, 0, 2, 0);
     else gemm_float(b, w_f16, w_f16_tail, 0);
 }
 static void block_q8_f32(const qr_block *b)
 {
-    if (b->decode) decode_float(b, w_q8, w_q8_tail, 1, 1);
+    if (b->decode) decode_float(b, w_q8, w_q8_tail, 1, 1, 1);
     else gemm_float(b, w_q8, w_q8_tail, 1);
 }
 
@@ -546,16 +560,17 @@ const qr_kernels qr_kernels_avx512 = {
     .auto_decode_terms = 0,
 };
 
-/* The same kernels on a core that runs 512-bit operations as two 256-bit halves (AMD Zen 4): there,
- * widening Q8_ROW weights to float ran at 26.7 GB/s from L1 against two int8 terms' 81 GB/s, below
- * the ~30 GB/s one core reads from memory, and QR_ACT_AUTO's decode in two terms was 8-16% faster
- * (runtime/README.md). On Zen 5 (full-width 512-bit units) widening ran at ~50 GB/s from cache and
- * decoded 12% faster than two terms, so the plain table keeps it. */
+/* The same kernels tuned for a core that runs 512-bit operations as two 256-bit halves (AMD Zen 4).
+ * There, widening Q8_ROW weights to float ran at 26.7 GB/s from L1 against two int8 terms' 81 GB/s,
+ * below the ~30 GB/s one core reads from memory, and QR_ACT_AUTO's decode in two terms was 8-16% faster
+ * (runtime/README.md); on Zen 5 (full-width 512-bit units) widening ran at ~50 GB/s from cache and
+ * decoded 12% faster than two terms, so the plain table keeps it. And the F16 decode goes without
+ * software prefetch (block_f16_no_prefetch). */
 const qr_kernels qr_kernels_avx512_halves = {
     .name = "avx512-vnni-2x256",
     .level = QM_CPU_AVX512,
     .f32 = block_f32,
-    .f16 = block_f16,
+    .f16 = block_f16_no_prefetch,
     .q8_f32 = block_q8_f32,
     .q8_int8 = block_q8_int8,
     .k_slice_bytes = QR_K_SLICE_BYTES,
