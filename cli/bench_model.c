@@ -37,6 +37,7 @@
 #include "qm_names.h"
 #include "qm_reader.h"
 #include "qmap.h"
+#include "qr_matmul.h"
 
 #define MAX_THREADS 16
 
@@ -445,8 +446,8 @@ int bench_model(int argc, char **argv)
     json_out j = { .fp = stdout };
     if (c.json) json_begin_array(&j, NULL);
     else if (!c.csv)
-        printf("qmap bench: %ld runs per figure after one warm-up; KV cache %s; Q8_ROW activations %s\n\n", c.runs,
-               cli_kv_choices[c.kv], cli_act_choices[c.act]);
+        printf("qmap bench: %ld runs per figure after one warm-up; KV cache %s; Q8_ROW activations %s; kernels %s\n\n",
+               c.runs, cli_kv_choices[c.kv], cli_act_choices[c.act], qr_kernels_name(qr_kernels_get()));
     print_header(&c);
     char err[1024] = "";
     int rc = 0;
