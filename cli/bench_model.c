@@ -4,7 +4,7 @@
  * For each model and thread count: -r timed runs after one warm-up, each run
  *   pp: a fresh session state, one qmap_eval of -p token ids (the GEMM path), timed; beside it the
  *       multiply-add peak (int8 VNNI for a Q8_ROW model, FMA otherwise): the fraction of the peak that the
- *       product's operations (2 per weight per token) reach;
+ *       product's operations (2 per weight per token, twice that with two int8 terms) reach;
  *   tg: a fresh state, -n qmap_eval calls of one token each (the decode path), timed; beside it the best
  *       read bandwidth (bench_measure.h) with up to the same number of threads (qmap runs a small product
  *       on one), over anonymous memory and over a mapping of the model's own file, read just before and
@@ -131,13 +131,22 @@ static void print_header(const bm_cfg *c)
     }
 }
 
+/* The int8 terms a Q8_ROW model's prompt products run with (2 for auto and int8x2, 1 for int8), or 0:
+ * float (an F32/F16 model, or --act f32), measured against the FMA peak instead. */
+static int pp_int8_terms(const bm_cfg *c, const qmap_model_info *in)
+{
+    if (strcmp(in->file_type, "q8_row") != 0 || c->act == QMAP_ACT_F32) return 0;
+    return c->act == QMAP_ACT_INT8 ? 1 : 2;
+}
+
 static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, const model_facts *mf, const char *label,
                       const row *r)
 {
     char test[32], size[32], params[32], tps[64], limit[64], frac[48];
     snprintf(test, sizeof test, "%s%ld", r->test, r->n);
     bool tg = r->test[0] == 't';
-    const char *unit = tg ? "t/s" : !strcmp(in->file_type, "q8_row") ? "GOP/s int8" : "GFLOP/s fma";
+    const int terms = pp_int8_terms(c, in);
+    const char *unit = tg ? "t/s" : terms == 2 ? "GOP/s int8, 2 terms" : terms ? "GOP/s int8" : "GFLOP/s fma";
     if (c->json) {
         json_begin_object(j, NULL);
         json_cstring(j, "model", in->path);
@@ -277,8 +286,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
         goto out;
     }
     for (long i = 0; i < n_ids; i++) ids[i] = (int32_t)((uint64_t)(i * 7919 + 13) % in.vocab_size);
-    bool int8 = !strcmp(in.file_type, "q8_row");
-    bm_peak_kind pk = int8 ? BM_PEAK_INT8 : BM_PEAK_FMA;
+    const int terms = pp_int8_terms(c, &in);
+    bm_peak_kind pk = terms ? BM_PEAK_INT8 : BM_PEAK_FMA;
     uint64_t peak_iters = 4000000;
 
     for (int ti = 0; ti < c->n_threads; ti++) {
@@ -320,8 +329,10 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
                         /* every token goes through the layers, only the last through the head (a
                          * prompt keeps the last logits): counting the head n times put GPT-2's F16
                          * pp512, whose tied head is 31% of its weights, at 1.06 x the FMA peak */
-                        const double ops = 2.0 * ((double)(mf.matmul_params - mf.head_params) * (double)n +
-                                                  (double)mf.head_params);
+                        /* two int8 terms execute every multiply-add twice: the units' work is counted */
+                        const double ops = 2.0 * (terms == 2 ? 2.0 : 1.0) *
+                                           ((double)(mf.matmul_params - mf.head_params) * (double)n +
+                                            (double)mf.head_params);
                         w[FRAC][run] = bm_ratio(ops / (double)n * tps / 1e9, peak);
                     } else {
                         /* the better of the readings before and after the run */
@@ -413,9 +424,10 @@ int bench_model(int argc, char **argv)
         "before and just after the run (the better reading counts): the speed of light is that bandwidth\n"
         "divided by the bytes one token reads (every matrix once, one embedding row), and 'x limit' the\n"
         "fraction of it reached. Beside each pp run (before and after, the better reading) the multiply-add\n"
-        "peak is measured (int8 VNNI for a Q8_ROW model, FMA otherwise): 'x limit' counts 2 operations per\n"
-        "weight per token, the output head once per prompt (only the last token's logits are computed), and\n"
-        "no attention.\n"
+        "peak is measured (int8 VNNI for a Q8_ROW model, FMA otherwise or with --act f32): 'x limit' counts\n"
+        "2 operations per weight per token (4 with two int8 terms, --act auto or int8x2: each multiply-add runs\n"
+        "once per term), the output head once per prompt (only the last token's logits are computed), and no\n"
+        "attention.\n"
         "A fraction above 1.05 means a baseline is wrong: the command stops with an error instead.",
         opts, sizeof opts / sizeof opts[0],
         "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"
