@@ -54,14 +54,17 @@ static void *xalloc(size_t bytes) /* 64-byte aligned, exactly `bytes` long (ASan
 
 static const char *dtype_name(qm_dtype d) { return qm_dtype_info(d) ? qm_dtype_info(d)->name : "?"; }
 
-/* The variants under test: each table this CPU has, then k = NULL (qr_matmul uses qr_kernels_get(),
- * which honours QMAP_CPU). */
+/* The variants under test: each table this CPU has (with AVX-512 VNNI both AVX-512 tables, which share
+ * their kernels but the decode choices: qr_kernels_for picks one by core), then k = NULL (qr_matmul uses
+ * qr_kernels_get(), which honours QMAP_CPU). */
 typedef struct variant {
     const qr_kernels *k;
     char label[48];
 } variant;
 
-static size_t get_variants(variant out[4])
+#define MAX_VARIANTS 5
+
+static size_t get_variants(variant out[MAX_VARIANTS])
 {
     static const qm_cpu_level levels[3] = {QM_CPU_GENERIC, QM_CPU_AVX2, QM_CPU_AVX512};
     size_t n = 0;
@@ -71,6 +74,11 @@ static size_t get_variants(variant out[4])
         out[n].k = k;
         snprintf(out[n].label, sizeof out[n].label, "%s", qr_kernels_name(k));
         n++;
+        if (levels[i] == QM_CPU_AVX512) {
+            out[n].k = k == &qr_kernels_avx512 ? &qr_kernels_avx512_halves : &qr_kernels_avx512;
+            snprintf(out[n].label, sizeof out[n].label, "%s", qr_kernels_name(out[n].k));
+            n++;
+        }
     }
     out[n].k = NULL;
     snprintf(out[n].label, sizeof out[n].label, "NULL=get()=%s", qr_kernels_name(qr_kernels_get()));
@@ -632,7 +640,7 @@ static qr_act act_at(int a)
 /* Every variant, every path of w's dtype (Q8_ROW: all three activation modes), one call each. */
 static void run_all(const tmat *w, const xmat *x, const expect *e, int threads, size_t ldy)
 {
-    variant vs[4];
+    variant vs[MAX_VARIANTS];
     size_t nv = get_variants(vs);
     for (size_t vi = 0; vi < nv; vi++)
         for (int a = 0; a < n_acts(w->m.dtype); a++) {
@@ -798,7 +806,7 @@ static void test_f16_every_half(void **state)
     float *y = malloc(COLS * rows * sizeof *y), *ys = malloc(nspec * sizeof *ys);
     assert_true(y != NULL && ys != NULL);
     qr_matmul_opts o = {NULL, QR_ACT_F32, NULL};
-    variant vs[4];
+    variant vs[MAX_VARIANTS];
     size_t nv = get_variants(vs);
     for (size_t vi = 0; vi < nv; vi++) {
         qm_status st = qr_matmul(vs[vi].k, &wf, COLS, x, COLS, y, rows, NULL, 0, &o);
@@ -829,7 +837,7 @@ static void test_f16_every_half(void **state)
 static void test_int8_limit(void **state)
 {
     (void)state;
-    variant vs[4];
+    variant vs[MAX_VARIANTS];
     size_t nv = get_variants(vs);
     for (int more = 0; more < 2; more++) {
         size_t cols = QR_INT8_MAX_COLS + (size_t)more, rows = 4, n = 3;
@@ -1070,7 +1078,7 @@ static void test_decode_paths(void **state)
     (void)state;
     static const qm_dtype dts[3] = {QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW};
     static const size_t shapes[3][2] = {{67, 4095}, {259, 4095}, {1027, 784}}; /* rows, cols */
-    variant vs[4];
+    variant vs[MAX_VARIANTS];
     size_t nv = get_variants(vs);
     for (int si = 0; si < 3; si++)
         for (int d = 0; d < 3; d++) {
@@ -1119,7 +1127,7 @@ static void test_threads(void **state)
     static const qm_dtype dts[3] = {QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW};
     static const size_t shapes[6][3] = {{515, 784, 12}, {13, 4095, 17}, {33, 784, 20}, {33, 4095, 3},
                                         {130, 784, 150}, {42, 11008, 9}}; /* rows, cols, n */
-    variant vs[4];
+    variant vs[MAX_VARIANTS];
     size_t nv = get_variants(vs);
     for (int si = 0; si < 6; si++)
         for (int d = 0; d < 3; d++) {
@@ -1159,7 +1167,7 @@ static void test_split(void **state)
     (void)state;
     static const qm_dtype dts[3] = {QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW};
     static const size_t shapes[2][2] = {{33, 784}, {13, 65}};
-    variant vs[4];
+    variant vs[MAX_VARIANTS];
     size_t nv = get_variants(vs);
     for (int si = 0; si < 2; si++)
         for (int d = 0; d < 3; d++) {
@@ -1283,7 +1291,7 @@ static void expect_invalid(const char *what, const variant *v, call c, ybuf *yb)
 static void test_errors(void **state)
 {
     (void)state;
-    variant vs[4];
+    variant vs[MAX_VARIANTS];
     size_t nv = get_variants(vs);
     static const qm_dtype dts[3] = {QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW};
     for (int d = 0; d < 3; d++) {
