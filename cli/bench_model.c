@@ -121,7 +121,7 @@ static void print_header(const bm_cfg *c)
 {
     if (c->csv) {
         printf("model,file_type,size_bytes,params,dtypes,threads,mmap,test,tokens,tps_median,tps_min,tps_max,runs,"
-               "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,act\n");
+               "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,act,kernels\n");
     } else if (!c->json) {
         printf("| %-28s | %9s | %8s | %-22s | %3s | %4s | %6s | %-22s | %-26s | %-16s |\n", "model", "size", "params",
                "dtypes", "thr", "mmap", "test", "t/s median [min-max]", "limit (measured beside)", "x limit");
@@ -146,7 +146,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     snprintf(test, sizeof test, "%s%ld", r->test, r->n);
     bool tg = r->test[0] == 't';
     const int terms = pp_int8_terms(c, in);
-    const char *unit = tg ? "t/s" : terms == 2 ? "GOP/s int8, 2 terms" : terms ? "GOP/s int8" : "GFLOP/s fma";
+    const char *unit = tg ? "t/s" : terms == 2 ? "GOP/s int8 (2 terms)" : terms ? "GOP/s int8" : "GFLOP/s fma";
     if (c->json) {
         json_begin_object(j, NULL);
         json_cstring(j, "model", in->path);
@@ -159,6 +159,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         json_u64(j, "threads", (uint64_t)r->threads);
         json_bool(j, "mmap", r->mmap != 0);
         json_cstring(j, "act", cli_act_choices[c->act]);
+        json_cstring(j, "kernels", qr_kernels_name(qr_kernels_get()));
         json_cstring(j, "test", test);
         json_begin_object(j, "tokens_per_second");
         bm_json_stats(j, &r->tps, "t/s");
@@ -181,11 +182,11 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         return;
     }
     if (c->csv) {
-        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%s\n", in->path,
+        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%s,%s\n", in->path,
                in->file_type, (unsigned long long)in->file_size, (unsigned long long)in->n_params, mf->mix, r->threads,
                r->mmap, r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
                r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN,
-               cli_act_choices[c->act]);
+               cli_act_choices[c->act], qr_kernels_name(qr_kernels_get()));
         return;
     }
     snprintf(size, sizeof size, "%.2f GiB", (double)in->file_size / (1 << 30));

@@ -24,6 +24,8 @@ checkpoint (torch.save or safetensors), converted by `qmap convert`, quantized b
 - The same runs under ASan+UBSan (lm_logits built with sanitizers) for every family and dtype.
 """
 import argparse
+import csv
+import io
 import json
 import os
 import subprocess
@@ -324,9 +326,16 @@ def error_cases(env, llama_f32, workdir):
             and lines[0].startswith("model,") and ",pp," in lines[1] and ",tg," in lines[2], r.stdout + r.stderr)
     r = run([env.qmap, "bench", llama_f32, "-p", "4", "-n", "2", "-r", "1", "-t", "1", "--act", "int8", "--csv"])
     lines = r.stdout.strip().split("\n")
-    c.check(g, "qmap bench --act int8 --csv: the activation mode in the last column of every row",
-            r.returncode == 0 and lines[0].endswith(",act") and len(lines) == 3
-            and all(x.endswith(",int8") for x in lines[1:]), r.stdout + r.stderr)
+    c.check(g, "qmap bench --act int8 --csv: the activation mode in the column act of every row",
+            r.returncode == 0 and lines[0].endswith(",act,kernels") and len(lines) == 3
+            and all(x.split(",")[-2] == "int8" for x in lines[1:]), r.stdout + r.stderr)
+    # a Q8_ROW model's pp unit names the two int8 terms: every row still has the header's fields
+    q8 = os.path.join(os.path.dirname(llama_f32), "q8.qmap")
+    r = run([env.qmap, "bench", q8, "-p", "4", "-n", "2", "-r", "1", "-t", "1", "--csv"])
+    rows = list(csv.reader(io.StringIO(r.stdout)))
+    c.check(g, "qmap bench --csv on Q8_ROW: every row has the header's fields; pp counts two int8 terms",
+            r.returncode == 0 and len(rows) == 3 and all(len(x) == len(rows[0]) for x in rows)
+            and rows[1][rows[0].index("limit_unit")] == "GOP/s int8 (2 terms)", r.stdout + r.stderr)
     r = run([env.qmap, "bench", llama_f32, "-n", "2", "--act", "int4"])
     c.check(g, "qmap bench --act int4: not a mode, usage error (2) naming the choices",
             r.returncode == 2 and "auto" in r.stderr and "int8" in r.stderr, r.stderr)
