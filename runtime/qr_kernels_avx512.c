@@ -38,14 +38,6 @@ INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i b)
     return acc;
 }
 
-/* The same with b in a register: where one W vector meets two X terms, the "vm" form led gcc 12 to keep
- * a copy of it on the stack. */
-INLINE __m512i dpbusd_r(__m512i acc, __m512i a, __m512i b)
-{
-    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-    return acc;
-}
-
 /* Sum of the 16 lanes, wrapping: GCC's _mm512_reduce_add_epi32 adds in signed vector arithmetic, whose
  * overflow is undefined, while these sums are meant to wrap (see tile_int8). The add intrinsics used
  * here are unsigned in GCC's headers. */
@@ -309,48 +301,58 @@ INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w
 }
 
 /* Four W rows far apart (w, w + qs, w + 2·qs, w + 3·qs) against one int8 term of X, or two (x2 not
- * NULL); integer sums, so any order. Not inlined: inside the block's loop gcc 12 kept the four row
- * pointers on the stack and reloaded them at every step (and, with two terms, stored a W vector to the
- * stack each step); on its own the loop holds everything in registers (no speed change measured).
- * Two terms without software prefetch: on a Zen 4 core the prefetches cost that loop more than they
- * gave (a 1 GiB read in this pattern, 1 thread, medians of 9: 20.8 GB/s with them, 23.8-25.8 without,
- * one term with them 25-26; the 1.1B decode in two terms, 4 interleaved rounds: 0.62-0.69 -> 0.66-0.74
- * of the speed of light). Two vpdpbusd per W vector waiting on its load appear to fill the scheduler
- * sooner: one term issued twice per vector was as slow. */
-__attribute__((noinline)) static void rows4_int8(const uint8_t *x, const uint8_t *x2, const uint8_t *w, size_t qs,
-                                                 size_t k, uint32_t d1[4], uint32_t d2[4])
+ * NULL); integer sums, so any order. Instantiated out of line (rows4_int8, rows4_int8_no_prefetch):
+ * inlined in the block's loop, gcc 12 kept the four row pointers on the stack and reloaded them at every
+ * step; on its own the loop holds everything in registers (no speed change measured).
+ * `prefetch` = 0 drops the software prefetch of the two-term loop. On a Zen 4 core the prefetches cost
+ * that loop more than they gave (a 1 GiB read in this pattern, 1 thread, medians of 9: 20.8 GB/s with
+ * them, 23.8-25.8 without, one term with them 25-26; the 1.1B decode in two terms, 4 interleaved rounds:
+ * 0.62-0.69 -> 0.66-0.74 of the speed of light): two vpdpbusd per W vector waiting on its load appear to
+ * fill the scheduler sooner (one term issued twice per vector was as slow). The one-term loop keeps its
+ * prefetch everywhere (without it: 0.85 -> 0.81 on the same core). */
+INLINE void rows4_int8_body(const uint8_t *x, const uint8_t *x2, const uint8_t *w, size_t qs, size_t k,
+                            uint32_t d1[4], uint32_t d2[4], const int prefetch)
 {
     const uint8_t *w1 = w + qs, *w2 = w + 2 * qs, *w3 = w + 3 * qs;
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    if (x2) {
-        for (size_t c = 0; c < k; c += 64) { /* k is a multiple of 64 */
-            const __m512i xv = _mm512_loadu_si512(x + c), xv2 = _mm512_loadu_si512(x2 + c);
-            const __m512i v0 = _mm512_loadu_si512(w + c), v1 = _mm512_loadu_si512(w1 + c);
-            const __m512i v2 = _mm512_loadu_si512(w2 + c), v3 = _mm512_loadu_si512(w3 + c);
-            a0 = dpbusd_r(a0, xv, v0);
-            b0 = dpbusd_r(b0, xv2, v0);
-            a1 = dpbusd_r(a1, xv, v1);
-            b1 = dpbusd_r(b1, xv2, v1);
-            a2 = dpbusd_r(a2, xv, v2);
-            b2 = dpbusd_r(b2, xv2, v2);
-            a3 = dpbusd_r(a3, xv, v3);
-            b3 = dpbusd_r(b3, xv2, v3);
-        }
-    } else {
-        for (size_t c = 0; c < k; c += 64) {
-            const __m512i xv = _mm512_loadu_si512(x + c);
+    for (size_t c = 0; c < k; c += 64) { /* k is a multiple of 64 */
+        const __m512i xv = _mm512_loadu_si512(x + c);
+        if (prefetch || !x2) {
             PREFETCH((const char *)w + c + QR_PREFETCH4_BYTES);
             PREFETCH((const char *)w1 + c + QR_PREFETCH4_BYTES);
             PREFETCH((const char *)w2 + c + QR_PREFETCH4_BYTES);
             PREFETCH((const char *)w3 + c + QR_PREFETCH4_BYTES);
-            a0 = dpbusd(a0, xv, _mm512_loadu_si512(w + c));
-            a1 = dpbusd(a1, xv, _mm512_loadu_si512(w1 + c));
-            a2 = dpbusd(a2, xv, _mm512_loadu_si512(w2 + c));
-            a3 = dpbusd(a3, xv, _mm512_loadu_si512(w3 + c));
+        }
+        const __m512i v0 = _mm512_loadu_si512(w + c), v1 = _mm512_loadu_si512(w1 + c);
+        const __m512i v2 = _mm512_loadu_si512(w2 + c), v3 = _mm512_loadu_si512(w3 + c);
+        a0 = dpbusd(a0, xv, v0);
+        a1 = dpbusd(a1, xv, v1);
+        a2 = dpbusd(a2, xv, v2);
+        a3 = dpbusd(a3, xv, v3);
+        if (x2) {
+            const __m512i xv2 = _mm512_loadu_si512(x2 + c);
+            b0 = dpbusd(b0, xv2, v0);
+            b1 = dpbusd(b1, xv2, v1);
+            b2 = dpbusd(b2, xv2, v2);
+            b3 = dpbusd(b3, xv2, v3);
         }
     }
     _mm_storeu_si128((__m128i *)(void *)d1, reduce4_u32(a0, a1, a2, a3));
-    _mm_storeu_si128((__m128i *)(void *)d2, reduce4_u32(b0, b1, b2, b3));
+    if (x2) _mm_storeu_si128((__m128i *)(void *)d2, reduce4_u32(b0, b1, b2, b3));
+}
+
+__attribute__((noinline)) static void rows4_int8(const uint8_t *x, const uint8_t *x2, const uint8_t *w, size_t qs,
+                                                 size_t k, uint32_t d1[4], uint32_t d2[4])
+{
+    if (x2) rows4_int8_body(x, x2, w, qs, k, d1, d2, 1);
+    else rows4_int8_body(x, NULL, w, qs, k, d1, d2, 1);
+}
+
+__attribute__((noinline)) static void rows4_int8_no_prefetch(const uint8_t *x, const uint8_t *x2, const uint8_t *w,
+                                                             size_t qs, size_t k, uint32_t d1[4], uint32_t d2[4])
+{
+    if (x2) rows4_int8_body(x, x2, w, qs, k, d1, d2, 0);
+    else rows4_int8_body(x, NULL, w, qs, k, d1, d2, 0);
 }
 
 INLINE uint32_t row_int8(const uint8_t *x, const uint8_t *w, size_t k)
@@ -493,14 +495,17 @@ INLINE float q8_int8_out(const qr_block *b, size_t r, uint32_t u1, uint32_t u2)
     return b->x2 ? t1 + ((float)(int32_t)(u2 - bias) * b->x2_scales[0]) * b->w_scales[r] : t1;
 }
 
-INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2)
+typedef void rows4_int8_fn(const uint8_t *x, const uint8_t *x2, const uint8_t *w, size_t qs, size_t k, uint32_t d1[4],
+                           uint32_t d2[4]);
+
+INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2, rows4_int8_fn *rows4)
 {
     const uint8_t *x = b->x, *w = b->w;
 #define INT8_ROW4(i)                                                                                          \
     do {                                                                                                      \
         const size_t r_[4] = { (i), q + (i), 2 * q + (i), 3 * q + (i) };                                      \
-        uint32_t d1_[4], d2_[4];                                                                              \
-        rows4_int8(x, x2, w + r_[0] * b->w_stride, q * b->w_stride, b->k, d1_, d2_);                          \
+        uint32_t d1_[4], d2_[4] = { 0 };                                                                      \
+        rows4(x, x2, w + r_[0] * b->w_stride, q * b->w_stride, b->k, d1_, d2_);                               \
         for (int u_ = 0; u_ < 4; u_++) b->y[r_[u_]] = q8_int8_out(b, r_[u_], d1_[u_], d2_[u_]);             \
     } while (0)
 #define INT8_ROW1(r)                                                                                          \
@@ -515,17 +520,12 @@ INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2)
 #undef INT8_ROW1
 }
 
-static void block_q8_int8(const qr_block *b)
+/* Long rows in K slices: a tile reads RM rows of X and RN of W over its columns, and once those pass L1's
+ * size (4 + 4 rows of 11008 bytes: 88 KB) every step of every tile loads both from L2. With slices of at
+ * most QR_K_SLICE_BYTES bytes, an X tile's slice stays in L1 while the W rows of the block pass it, as in
+ * a product of shorter rows. */
+INLINE void gemm_q8_int8(const qr_block *b)
 {
-    if (b->decode) { /* two instantiations: in the one-term one x2 is a constant NULL */
-        if (b->x2) decode_q8_int8(b, b->x2);
-        else decode_q8_int8(b, NULL);
-        return;
-    }
-    /* Long rows in K slices: a tile reads RM rows of X and RN of W over its columns, and once those pass
-     * L1's size (4 + 4 rows of 11008 bytes: 88 KB) every step of every tile loads both from L2. With
-     * slices of at most QR_K_SLICE_BYTES bytes, an X tile's slice stays in L1 while the W rows of the block
-     * pass it, as in a product of shorter rows. */
     const size_t slices = (b->k + QR_K_SLICE_BYTES - 1) / QR_K_SLICE_BYTES;
     const size_t width = (b->k / 64 + slices - 1) / slices * 64;
     for (size_t s = 0; s < slices; s++) {
@@ -535,6 +535,21 @@ static void block_q8_int8(const qr_block *b)
         FOR_TILES(b, CALL_INT8);
 #undef CALL_INT8
     }
+}
+
+static void block_q8_int8(const qr_block *b)
+{
+    if (!b->decode) gemm_q8_int8(b);
+    else if (b->x2) decode_q8_int8(b, b->x2, rows4_int8);
+    else decode_q8_int8(b, NULL, rows4_int8); /* x2 a constant NULL: the lone rows' one-term loop */
+}
+/* The two-term decode without software prefetch (rows4_int8_body), for cores that run 512-bit operations
+ * in halves. */
+static void block_q8_int8_no_prefetch(const qr_block *b)
+{
+    if (!b->decode) gemm_q8_int8(b);
+    else if (b->x2) decode_q8_int8(b, b->x2, rows4_int8_no_prefetch);
+    else decode_q8_int8(b, NULL, rows4_int8_no_prefetch);
 }
 
 static float quantize_x_unsigned(const float *x, size_t cols, size_t kpad, uint8_t *out)
@@ -564,15 +579,15 @@ const qr_kernels qr_kernels_avx512 = {
  * There, widening Q8_ROW weights to float ran at 26.7 GB/s from L1 against two int8 terms' 81 GB/s,
  * below the ~30 GB/s one core reads from memory, and QR_ACT_AUTO's decode in two terms was 8-16% faster
  * (runtime/README.md); on Zen 5 (full-width 512-bit units) widening ran at ~50 GB/s from cache and
- * decoded 12% faster than two terms, so the plain table keeps it. And the F16 decode goes without
- * software prefetch (block_f16_no_prefetch). */
+ * decoded 12% faster than two terms, so the plain table keeps it. And the two-term and F16 decodes go
+ * without software prefetch (block_q8_int8_no_prefetch, block_f16_no_prefetch). */
 const qr_kernels qr_kernels_avx512_halves = {
     .name = "avx512-vnni-2x256",
     .level = QM_CPU_AVX512,
     .f32 = block_f32,
     .f16 = block_f16_no_prefetch,
     .q8_f32 = block_q8_f32,
-    .q8_int8 = block_q8_int8,
+    .q8_int8 = block_q8_int8_no_prefetch,
     .k_slice_bytes = QR_K_SLICE_BYTES,
     .quantize_x = quantize_x_unsigned,
     .quantize_x_residual = quantize_x_residual_unsigned,

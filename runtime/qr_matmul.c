@@ -10,27 +10,14 @@
 
 /* ---- variant choice ------------------------------------------------------------------------- */
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <cpuid.h>
-
-/* AMD family 19h with AVX-512 is Zen 4 (Zen 3, the same family, has none), whose cores run 512-bit
- * operations as two 256-bit halves. */
-static bool avx512_in_halves(void)
-{
-    unsigned a, b, c, d;
-    if (!__builtin_cpu_is("amd") || !__get_cpuid(1, &a, &b, &c, &d)) return false;
-    const unsigned base = (a >> 8) & 0xf, family = base == 0xf ? base + ((a >> 20) & 0xff) : base;
-    return family == 0x19;
-}
-#endif
-
 const qr_kernels *qr_kernels_for(qm_cpu_level level)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (level == QM_CPU_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")
-                   ? (avx512_in_halves() ? &qr_kernels_avx512_halves : &qr_kernels_avx512)
+                   /* AMD family 19h with AVX-512 is Zen 4 (Zen 3 has none): 512-bit operations in two halves */
+                   ? (__builtin_cpu_is("amdfam19h") ? &qr_kernels_avx512_halves : &qr_kernels_avx512)
                    : NULL;
     if (level == QM_CPU_AVX2)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")
@@ -113,12 +100,13 @@ static size_t pad64(size_t cols)
  * beat widening the weights to float by 1.3-2.2x. With one row (decode) every weight is read once and
  * memory should set the pace; whether widening keeps up with it depends on the core, so the variant says
  * (qr_kernels.auto_decode_terms). */
-/* How many int8 terms X is split into: 0 (float X), 1 (QR_ACT_INT8) or 2 (QR_ACT_INT8X2). */
+/* How many int8 terms X is split into: 0 (float X), 1 (QR_ACT_INT8) or 2 (QR_ACT_INT8X2). With k = NULL,
+ * the most any variant uses (what a work buffer must hold). */
 static int int8_terms(const qr_kernels *k, const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
 {
     if (w->dtype != QM_DTYPE_Q8_ROW || w->cols > QR_INT8_MAX_COLS || opts->act == QR_ACT_F32) return 0;
     if (opts->act == QR_ACT_INT8) return 1;
-    if (opts->act == QR_ACT_AUTO && n == 1) return k->auto_decode_terms;
+    if (opts->act == QR_ACT_AUTO && n == 1 && k) return k->auto_decode_terms;
     return 2;
 }
 
@@ -197,8 +185,7 @@ size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *o
     if (!opts) opts = &default_opts;
     if (!w || n == 0) return 0;
     /* QR_ACT_AUTO with one row is sized for two terms, whichever variant the call will use */
-    const qr_matmul_opts two = {opts->pool, QR_ACT_INT8X2, NULL};
-    int terms = int8_terms(&qr_kernels_ref, w, n, opts->act == QR_ACT_AUTO ? &two : opts);
+    int terms = int8_terms(NULL, w, n, opts);
     return layout_of(w, n, terms, terms == 2 ? thread_count(opts) : 1).total;
 }
 
