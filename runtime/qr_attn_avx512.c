@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include "qr_attn_kernels.h"
+#include "qr_exp_consts.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -103,21 +104,21 @@ DEFINE_WSUM(wsum_f32, float, load_f32)
 DEFINE_WSUM(wsum_f16, uint16_t, load_f16)
 
 /* e^x for x <= 0 (or -inf), sixteen lanes: qr_exp_avx2.h's reduction, polynomial and exponent build, step
- * for step (its comment has the derivation and the 2 ulp bound). */
+ * for step, with the same constants (qr_exp_consts.h; its comment has the method and the 2 ulp bound). */
 INLINE __m512 exp16(__m512 x)
 {
-    const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654475f), _CMP_LT_OQ);
-    x = _mm512_min_ps(_mm512_set1_ps(88.0f), x);   /* min(c, NaN) is NaN: NaN passes through */
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(QR_EXP_UNDER), _CMP_LT_OQ);
+    x = _mm512_min_ps(_mm512_set1_ps(QR_EXP_OVER), x);   /* min(c, NaN) is NaN: NaN passes through */
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(QR_EXP_LOG2E)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(QR_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(QR_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(QR_EXP_P0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(QR_EXP_P1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(QR_EXP_P2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(QR_EXP_P3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(QR_EXP_P4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(QR_EXP_P5));
     __m512 y = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
     y = _mm512_mul_ps(y, _mm512_castsi512_ps(e));
