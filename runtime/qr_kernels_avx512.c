@@ -300,6 +300,36 @@ INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w
         out[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]), _mm512_add_ps(a[r][2], a[r][3])));
 }
 
+INLINE float q8_int8_out(const qr_block *b, size_t r, uint32_t u1, uint32_t u2)
+{
+    const uint32_t bias = 128u * (uint32_t)b->w_sums[r]; /* the +128 of X's unsigned encoding */
+    const float t1 = ((float)(int32_t)(u1 - bias) * b->x_scales[0]) * b->w_scales[r];
+    return b->x2 ? t1 + ((float)(int32_t)(u2 - bias) * b->x2_scales[0]) * b->w_scales[r] : t1;
+}
+
+/* q8_int8_out of four rows r[0..3] at once: the same operations in the same order, one lane a row, so
+ * each output has the bits the one-row form gives it. The four-stream loop's function ends with it, on
+ * its reduced sums in registers: done after the call, four at a time in scalar from sums stored to the
+ * stack, it took ~4% of the 1.1B decode (perf, 1 thread). Zen 4, qmap bench -p 0 -n 64 -r 3, 1 thread,
+ * builds alternated: 1.1B Q8_ROW 24.8-25.3 -> 26.1-26.4 tok/s, Llama 110M 201-206 -> 214-217, GPT-2 124M
+ * 175-176 -> 184-195. */
+INLINE void q8_int8_out4(const qr_block *b, const size_t r[4], __m128i u1, __m128i u2, const int two)
+{
+    const int32_t *ws = b->w_sums;
+    const float *sc = b->w_scales;
+    /* 128 · sum as uint32, as q8_int8_out computes it: a shift left by 7 has the same bits */
+    const __m128i bias = _mm_slli_epi32(_mm_setr_epi32(ws[r[0]], ws[r[1]], ws[r[2]], ws[r[3]]), 7);
+    const __m128 scale = _mm_setr_ps(sc[r[0]], sc[r[1]], sc[r[2]], sc[r[3]]);
+    __m128 t = _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(u1, bias)), _mm_set1_ps(b->x_scales[0])), scale);
+    if (two) {
+        const __m128 t2 = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(u2, bias)), _mm_set1_ps(b->x2_scales[0]));
+        t = _mm_add_ps(t, _mm_mul_ps(t2, scale));
+    }
+    float out[4];
+    _mm_storeu_ps(out, t);
+    for (int u = 0; u < 4; u++) b->y[r[u]] = out[u];
+}
+
 /* Four W rows far apart (w, w + qs, w + 2·qs, w + 3·qs) against one int8 term of X, or two (x2 not
  * NULL); integer sums, so any order. Instantiated out of line (rows4_int8, rows4_int8_no_prefetch):
  * inlined in the block's loop, gcc 12 kept the four row pointers on the stack and reloaded them at every
@@ -310,9 +340,10 @@ INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w
  * 0.62-0.69 -> 0.66-0.74 of the speed of light): two vpdpbusd per W vector waiting on its load appear to
  * fill the scheduler sooner (one term issued twice per vector was as slow). The one-term loop keeps its
  * prefetch everywhere (without it: 0.85 -> 0.81 on the same core). */
-INLINE void rows4_int8_body(const uint8_t *x, const uint8_t *x2, const uint8_t *w, size_t qs, size_t k,
-                            uint32_t d1[4], uint32_t d2[4], const int prefetch)
+INLINE void rows4_int8_body(const qr_block *b, const uint8_t *x2, size_t i, size_t q, const int prefetch)
 {
+    const uint8_t *x = b->x, *w = (const uint8_t *)b->w + i * b->w_stride;
+    const size_t qs = q * b->w_stride, k = b->k;
     const uint8_t *w1 = w + qs, *w2 = w + 2 * qs, *w3 = w + 3 * qs;
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (size_t c = 0; c < k; c += 64) { /* k is a multiple of 64 */
@@ -337,22 +368,20 @@ INLINE void rows4_int8_body(const uint8_t *x, const uint8_t *x2, const uint8_t *
             b3 = dpbusd(b3, xv2, v3);
         }
     }
-    _mm_storeu_si128((__m128i *)(void *)d1, reduce4_u32(a0, a1, a2, a3));
-    if (x2) _mm_storeu_si128((__m128i *)(void *)d2, reduce4_u32(b0, b1, b2, b3));
+    const size_t r[4] = { i, q + i, 2 * q + i, 3 * q + i };
+    q8_int8_out4(b, r, reduce4_u32(a0, a1, a2, a3), x2 ? reduce4_u32(b0, b1, b2, b3) : _mm_setzero_si128(), x2 != NULL);
 }
 
-__attribute__((noinline)) static void rows4_int8(const uint8_t *x, const uint8_t *x2, const uint8_t *w, size_t qs,
-                                                 size_t k, uint32_t d1[4], uint32_t d2[4])
+__attribute__((noinline)) static void rows4_int8(const qr_block *b, const uint8_t *x2, size_t i, size_t q)
 {
-    if (x2) rows4_int8_body(x, x2, w, qs, k, d1, d2, 1);
-    else rows4_int8_body(x, NULL, w, qs, k, d1, d2, 1);
+    if (x2) rows4_int8_body(b, x2, i, q, 1);
+    else rows4_int8_body(b, NULL, i, q, 1);
 }
 
-__attribute__((noinline)) static void rows4_int8_no_prefetch(const uint8_t *x, const uint8_t *x2, const uint8_t *w,
-                                                             size_t qs, size_t k, uint32_t d1[4], uint32_t d2[4])
+__attribute__((noinline)) static void rows4_int8_no_prefetch(const qr_block *b, const uint8_t *x2, size_t i, size_t q)
 {
-    if (x2) rows4_int8_body(x, x2, w, qs, k, d1, d2, 0);
-    else rows4_int8_body(x, NULL, w, qs, k, d1, d2, 0);
+    if (x2) rows4_int8_body(b, x2, i, q, 0);
+    else rows4_int8_body(b, NULL, i, q, 0);
 }
 
 INLINE uint32_t row_int8(const uint8_t *x, const uint8_t *w, size_t k)
@@ -488,26 +517,13 @@ static void block_q8_f32(const qr_block *b)
 }
 
 /* y[r] of one W row from its integer dots: ((float)dᵢ·sᵢ)·scale_r per term, added (qr_block.x2). */
-INLINE float q8_int8_out(const qr_block *b, size_t r, uint32_t u1, uint32_t u2)
-{
-    const uint32_t bias = 128u * (uint32_t)b->w_sums[r]; /* the +128 of X's unsigned encoding */
-    const float t1 = ((float)(int32_t)(u1 - bias) * b->x_scales[0]) * b->w_scales[r];
-    return b->x2 ? t1 + ((float)(int32_t)(u2 - bias) * b->x2_scales[0]) * b->w_scales[r] : t1;
-}
 
-typedef void rows4_int8_fn(const uint8_t *x, const uint8_t *x2, const uint8_t *w, size_t qs, size_t k, uint32_t d1[4],
-                           uint32_t d2[4]);
+typedef void rows4_int8_fn(const qr_block *b, const uint8_t *x2, size_t i, size_t q);
 
 INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2, rows4_int8_fn *rows4)
 {
     const uint8_t *x = b->x, *w = b->w;
-#define INT8_ROW4(i)                                                                                          \
-    do {                                                                                                      \
-        const size_t r_[4] = { (i), q + (i), 2 * q + (i), 3 * q + (i) };                                      \
-        uint32_t d1_[4], d2_[4] = { 0 };                                                                      \
-        rows4(x, x2, w + r_[0] * b->w_stride, q * b->w_stride, b->k, d1_, d2_);                               \
-        for (int u_ = 0; u_ < 4; u_++) b->y[r_[u_]] = q8_int8_out(b, r_[u_], d1_[u_], d2_[u_]);             \
-    } while (0)
+#define INT8_ROW4(i) rows4(b, x2, (i), q)
 #define INT8_ROW1(r)                                                                                          \
     do {                                                                                                      \
         uint32_t d1_, d2_ = 0;                                                                                \
