@@ -309,9 +309,14 @@ static void run_share(const job *jb, const job_part *pt, size_t thread, size_t i
 #define QR_PARALLEL_MIN_MACS ((size_t)1 << 18)
 
 /* Chunks per thread. A decode product is short (tens of microseconds) and bound by memory: eight chunks
- * a thread leave little to wait for when one thread starts late or is preempted. A GEMM chunk walks all
- * of X over its W rows, so fewer, larger chunks keep X's passes few. */
+ * a thread leave little to wait for when one thread starts late or is preempted. Alone, a thread has no
+ * one to wait for, and one chunk keeps its four streams (qr_kernels_avx512.c, QUARTERS) as long as the
+ * product. Zen 4, qmap bench -p 0 -n 64 -r 3 -t 1, builds alternated: Llama 110M Q8_ROW 208-223 -> 220-235
+ * tok/s, GPT-2 124M Q8_ROW 206 -> 217-228, 110M F16 115-116 -> 117-120; the 1.1B unchanged (its products
+ * are long either way). A GEMM chunk walks
+ * all of X over its W rows, so fewer, larger chunks keep X's passes few. */
 #define QR_CHUNKS_DECODE 8
+#define QR_CHUNKS_DECODE_ALONE 1
 #define QR_CHUNKS_GEMM 4
 
 /* Chunk c: a range of row units across the parts (a chunk may end in one part and go on in the next),
@@ -443,7 +448,8 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
      * few rows for that, split X's rows instead. */
     jb.n = n;
     jb.split_rows = jb.rows >= (size_t)threads * QR_ROW_GRAIN || n == 1;
-    jb.chunks = qr_pool_chunks(pool, jb.split_rows ? jb.units : n, n == 1 ? QR_CHUNKS_DECODE : QR_CHUNKS_GEMM);
+    const size_t per_thread = n > 1 ? QR_CHUNKS_GEMM : qr_pool_threads(pool) > 1 ? QR_CHUNKS_DECODE : QR_CHUNKS_DECODE_ALONE;
+    jb.chunks = qr_pool_chunks(pool, jb.split_rows ? jb.units : n, per_thread);
     qr_pool_run(pool, jb.chunks, product_chunk, &jb);
     return QM_OK;
 }
