@@ -568,14 +568,65 @@ static void block_q8_int8_no_prefetch(const qr_block *b)
     else decode_q8_int8(b, NULL, rows4_int8_no_prefetch);
 }
 
+/* ---- X to int8: qr_quantize_x.h's rule sixteen lanes at a time ------------------------------------
+ * The header's portable loop compiled to 128-bit operations with its lane arrays on the stack (gcc 12);
+ * this is the same rule step for step: max|value| (vmaxps(a, m) is the header's a > m ? a : m, NaN
+ * included), NaN/Inf found by !(a <= FLT_MAX), the binary32 division, the ±1.5·2²³ rounding, the clamp,
+ * the integer's low byte XOR 0x80. test_matmul holds every variant's products (which start from these
+ * bytes and scales) to the rule's bits, NaN, Inf, ties, subnormals and the 2⁻¹⁰⁰ floor included. */
+
+/* Values c..c+15 of the row (lanes outside m: 0): x, or the residual x − s₁·q₁ of its first term
+ * (binary32, multiply then subtract, as qr_qx_value). */
+INLINE __m512 qx_values(const float *x, const uint8_t *q1, float s1, size_t c, __mmask16 m)
+{
+    const __m512 xv = _mm512_maskz_loadu_ps(m, x + c);
+    if (!q1) return xv;
+    const __m128i q = _mm_xor_si128(_mm_maskz_loadu_epi8(m, q1 + c), _mm_set1_epi8((char)0x80));
+    const __m512 qf = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q));
+    return _mm512_maskz_sub_ps(m, xv, _mm512_mul_ps(_mm512_set1_ps(s1), qf));
+}
+
+INLINE __mmask16 qx_mask(size_t c, size_t cols)
+{
+    return c + 16 <= cols ? (__mmask16)0xffff : (__mmask16)((1u << (cols - c)) - 1u);
+}
+
+INLINE float quantize_unsigned(const float *x, const uint8_t *q1, float s1, size_t cols, size_t kpad, uint8_t *out)
+{
+    __m512 vmax = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (size_t c = 0; c < cols; c += 16) {
+        const __m512 a = _mm512_abs_ps(qx_values(x, q1, s1, c, qx_mask(c, cols)));
+        bad |= _mm512_cmp_ps_mask(a, _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
+        vmax = _mm512_max_ps(a, vmax);
+    }
+    const float amax = _mm512_reduce_max_ps(vmax);
+    if (bad || amax < QM_Q8_ACT_FLOOR) {
+        memset(out, 0x80, kpad);
+        return bad ? NAN : 0.0f;
+    }
+    const float s = qm_q8_scale(amax);
+    const __m512 sv = _mm512_set1_ps(s), magic = _mm512_set1_ps(12582912.0f), qmax = _mm512_set1_ps(QM_Q8_QMAX);
+    for (size_t c = 0; c < cols; c += 16) {
+        const __mmask16 m = qx_mask(c, cols);
+        __m512 r = _mm512_div_ps(qx_values(x, q1, s1, c, m), sv);
+        r = _mm512_sub_ps(_mm512_add_ps(r, magic), magic);            /* qm_q8_round: nearest, ties to even */
+        r = _mm512_max_ps(_mm512_min_ps(r, qmax), _mm512_sub_ps(_mm512_setzero_ps(), qmax));
+        const __m128i b = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)); /* exact integers in [-127, 127] */
+        _mm_mask_storeu_epi8(out + c, m, _mm_xor_si128(b, _mm_set1_epi8((char)0x80)));
+    }
+    memset(out + cols, 0x80, kpad - cols);
+    return s;
+}
+
 static float quantize_x_unsigned(const float *x, size_t cols, size_t kpad, uint8_t *out)
 {
-    return qr_quantize_x_row(x, cols, kpad, out, 0x80);
+    return quantize_unsigned(x, NULL, 0.0f, cols, kpad, out);
 }
 
 static float quantize_x_residual_unsigned(const float *x, const uint8_t *q1, float s1, size_t cols, size_t kpad, uint8_t *out)
 {
-    return qr_quantize_x_residual_row(x, q1, s1, cols, kpad, out, 0x80);
+    return quantize_unsigned(x, q1, s1, cols, kpad, out);
 }
 
 const qr_kernels qr_kernels_avx512 = {
