@@ -1,7 +1,9 @@
 /* qr_quantize_x.h — the one rule that turns a row of X into int8, included by every kernel variant so
- * each compiles it with its own vector width. Every step is exact IEEE arithmetic (max, compare,
- * division, the round-to-nearest-even of adding and subtracting 1.5·2²³) and max is order-independent,
- * so every variant writes the same bytes and returns the same scale.
+ * each compiles it with its own vector width (the AVX-512 variant writes the same steps in 512-bit
+ * intrinsics, which gcc did not make of this loop: qr_kernels_avx512.c). Every step is exact IEEE
+ * arithmetic (max, compare, division, the round-to-nearest-even of adding and subtracting 1.5·2²³) and
+ * max is order-independent, so every variant writes the same bytes and returns the same scale
+ * (test_matmul holds each to the rule).
  *
  * Rule: spec/FORMAT.md 6.1's, for weight rows, through format/qm_q8.h (s = max|x| / 127;
  * q = round_half_even(x / s) in [-127, 127]); at the edges, as qm_q8.h documents, s = 0 and q = 0 for a row
