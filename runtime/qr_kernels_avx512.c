@@ -300,6 +300,7 @@ INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w
         out[r] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]), _mm512_add_ps(a[r][2], a[r][3])));
 }
 
+/* y[r] of one W row from its integer dots: ((float)dᵢ·sᵢ)·scale_r per term, added (qr_block.x2). */
 INLINE float q8_int8_out(const qr_block *b, size_t r, uint32_t u1, uint32_t u2)
 {
     const uint32_t bias = 128u * (uint32_t)b->w_sums[r]; /* the +128 of X's unsigned encoding */
@@ -516,8 +517,6 @@ static void block_q8_f32(const qr_block *b)
     else gemm_float(b, w_q8, w_q8_tail, 1);
 }
 
-/* y[r] of one W row from its integer dots: ((float)dᵢ·sᵢ)·scale_r per term, added (qr_block.x2). */
-
 typedef void rows4_int8_fn(const qr_block *b, const uint8_t *x2, size_t i, size_t q);
 
 INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2, rows4_int8_fn *rows4)
@@ -611,7 +610,7 @@ INLINE float quantize_unsigned(const float *x, const uint8_t *q1, float s1, size
         const __mmask16 m = qx_mask(c, cols);
         __m512 r = _mm512_div_ps(qx_values(x, q1, s1, c, m), sv);
         r = _mm512_sub_ps(_mm512_add_ps(r, magic), magic);            /* qm_q8_round: nearest, ties to even */
-        r = _mm512_max_ps(_mm512_min_ps(r, qmax), _mm512_sub_ps(_mm512_setzero_ps(), qmax));
+        r = _mm512_max_ps(_mm512_min_ps(r, qmax), _mm512_set1_ps(-QM_Q8_QMAX));
         const __m128i b = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)); /* exact integers in [-127, 127] */
         _mm_mask_storeu_epi8(out + c, m, _mm_xor_si128(b, _mm_set1_epi8((char)0x80)));
     }
