@@ -331,8 +331,8 @@ INLINE void q8_int8_out4(const qr_block *b, const size_t r[4], __m128i u1, __m12
     for (int u = 0; u < 4; u++) b->y[r[u]] = out[u];
 }
 
-/* Four W rows far apart (w, w + qs, w + 2·qs, w + 3·qs) against one int8 term of X, or two (x2 not
- * NULL); integer sums, so any order. Instantiated out of line (rows4_int8, rows4_int8_no_prefetch):
+/* Four W rows far apart (rows i, q + i, 2q + i, 3q + i of the block) against one int8 term of X, or two
+ * (x2 not NULL), and their four outputs (q8_int8_out4); integer sums, so any order. Instantiated out of line (rows4_int8, rows4_int8_no_prefetch):
  * inlined in the block's loop, gcc 12 kept the four row pointers on the stack and reloaded them at every
  * step; on its own the loop holds everything in registers (no speed change measured).
  * `prefetch` = 0 drops the software prefetch of the two-term loop. On a Zen 4 core the prefetches cost
