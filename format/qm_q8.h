@@ -16,6 +16,8 @@
 
 #define QM_Q8_QMAX 127.0f
 #define QM_Q8_ACT_FLOOR 0x1p-100f
+/* 1.5·2²³: adding and subtracting it rounds a float of magnitude below 2²² to an integer (qm_q8_round) */
+#define QM_Q8_ROUND_MAGIC 12582912.0f
 
 /* Step 2: the scale of a row whose largest magnitude is amax (finite, >= 0): a binary32 division. */
 static inline float qm_q8_scale(float amax)
@@ -28,7 +30,7 @@ static inline float qm_q8_scale(float amax)
  * (nearest-even) mode, and |v| <= 127·(1 + a few ulps) here. */
 static inline float qm_q8_round(float v)
 {
-    float r = (v + 12582912.0f) - 12582912.0f;
+    float r = (v + QM_Q8_ROUND_MAGIC) - QM_Q8_ROUND_MAGIC;
     r = r > QM_Q8_QMAX ? QM_Q8_QMAX : r;
     return r < -QM_Q8_QMAX ? -QM_Q8_QMAX : r;
 }

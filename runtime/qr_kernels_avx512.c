@@ -332,9 +332,10 @@ INLINE void q8_int8_out4(const qr_block *b, const size_t r[4], __m128i u1, __m12
 }
 
 /* Four W rows far apart (rows i, q + i, 2q + i, 3q + i of the block) against one int8 term of X, or two
- * (x2 not NULL), and their four outputs (q8_int8_out4); integer sums, so any order. Instantiated out of line (rows4_int8, rows4_int8_no_prefetch):
- * inlined in the block's loop, gcc 12 kept the four row pointers on the stack and reloaded them at every
- * step; on its own the loop holds everything in registers (no speed change measured).
+ * (x2 not NULL), and their four outputs (q8_int8_out4); integer sums, so any order. Instantiated out of
+ * line (rows4_int8, rows4_int8_no_prefetch): inlined in the block's loop, gcc 12 kept the four row
+ * pointers on the stack and reloaded them at every step; on its own the loop holds everything in
+ * registers (no speed change measured).
  * `prefetch` = 0 drops the software prefetch of the two-term loop. On a Zen 4 core the prefetches cost
  * that loop more than they gave (a 1 GiB read in this pattern, 1 thread, medians of 9: 20.8 GB/s with
  * them, 23.8-25.8 without, one term with them 25-26; the 1.1B decode in two terms, 4 interleaved rounds:
@@ -605,7 +606,7 @@ INLINE float quantize_unsigned(const float *x, const uint8_t *q1, float s1, size
         return bad ? NAN : 0.0f;
     }
     const float s = qm_q8_scale(amax);
-    const __m512 sv = _mm512_set1_ps(s), magic = _mm512_set1_ps(12582912.0f), qmax = _mm512_set1_ps(QM_Q8_QMAX);
+    const __m512 sv = _mm512_set1_ps(s), magic = _mm512_set1_ps(QM_Q8_ROUND_MAGIC), qmax = _mm512_set1_ps(QM_Q8_QMAX);
     for (size_t c = 0; c < cols; c += 16) {
         const __mmask16 m = qx_mask(c, cols);
         __m512 r = _mm512_div_ps(qx_values(x, q1, s1, c, m), sv);
