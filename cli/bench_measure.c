@@ -2,7 +2,9 @@
  * (bench_measure.h). */
 #include <errno.h>
 #include <math.h>
-#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,89 @@ int bm_parse_threads(const char *s, int *out, int cap, int *n)
         if (*end != ',') return -1;
         p = end + 1;
     }
+}
+
+/* ---- threads ------------------------------------------------------------------------------------- */
+/* Each measurement starts its own threads and joins them before it returns. OpenMP's team (how this was
+ * done before) stays alive after a parallel region and its idle threads spin for a while (libgomp's
+ * default, several ms on Zen 4), on the cores the kernel timed next is running on: `qmap bench kernels`
+ * put the 4096x4096 int8 GEMM at 0.67 of the VNNI peak with 2 threads against 0.82 with
+ * OMP_WAIT_POLICY=passive (and 0.88 / 1 thread), the two-term one at 0.74 against 0.88. */
+
+/* All nt threads arrive before any leaves. They spin (the threads are running, and a sleeping one would
+ * add its wake-up to the timed region), yielding now and then in case there are more threads than CPUs. */
+static void rendezvous(atomic_int *count, int nt)
+{
+    atomic_fetch_add(count, 1);
+    for (unsigned spins = 0; atomic_load(count) < nt; spins++) {
+#if BENCH_X86
+        _mm_pause();
+#endif
+        if (spins % 1024 == 1023) sched_yield();
+    }
+}
+
+typedef struct thread_run {
+    bm_thread_fn *fn;
+    void *ctx;
+    int nt;
+    atomic_int started, finished;
+    double t0, t1;
+} thread_run;
+
+typedef struct thread_arg {
+    thread_run *run;
+    int t;
+} thread_arg;
+
+static void *thread_main(void *p)
+{
+    const thread_arg *a = p;
+    thread_run *r = a->run;
+    rendezvous(&r->started, r->nt);
+    if (a->t == 0) r->t0 = bm_now();
+    if (r->fn) r->fn(r->ctx, a->t, r->nt);
+    rendezvous(&r->finished, r->nt);
+    if (a->t == 0) r->t1 = bm_now();
+    return NULL;
+}
+
+double bm_run_threads(int threads, bm_thread_fn *fn, void *ctx)
+{
+    if (threads < 1) threads = 1;
+    thread_run r = { .fn = fn, .ctx = ctx, .nt = threads };
+    atomic_init(&r.started, 0);
+    atomic_init(&r.finished, 0);
+    pthread_t *tid = malloc((size_t)threads * sizeof *tid);
+    thread_arg *arg = malloc((size_t)threads * sizeof *arg);
+    if (!tid || !arg) {
+        free(tid);
+        free(arg);
+        return NAN;
+    }
+    int started = 1;
+    for (; started < threads; started++) {
+        arg[started] = (thread_arg){ &r, started };
+        if (pthread_create(&tid[started], NULL, thread_main, &arg[started]) != 0) break;
+    }
+    if (started < threads) {
+        /* fewer threads than asked for would time the wrong thing: let the started ones through the
+         * rendezvous without running fn, join them, and report no time */
+        r.fn = NULL;
+        atomic_fetch_add(&r.finished, threads - started + 1);   /* the caller and those never started */
+        atomic_fetch_add(&r.started, threads - started + 1);
+        for (int t = 1; t < started; t++) pthread_join(tid[t], NULL);
+        free(tid);
+        free(arg);
+        errno = EAGAIN;
+        return NAN;
+    }
+    arg[0] = (thread_arg){ &r, 0 };
+    thread_main(&arg[0]);
+    for (int t = 1; t < threads; t++) pthread_join(tid[t], NULL);
+    free(tid);
+    free(arg);
+    return r.t1 - r.t0;
 }
 
 /* ---- statistics ------------------------------------------------------------------------------------ */
@@ -226,23 +311,43 @@ size_t bm_readers(const bm_reader **out)
  * not count as time spent reading (a small model's weights: their speed of light is the cache's). */
 #define MIN_READ_BYTES ((size_t)64 << 20)
 
+typedef struct read_job {
+    const bm_reader *r;
+    const uint8_t *buf;
+    size_t len, passes;
+    uint64_t *total;   /* per thread */
+    size_t *read;      /* per thread */
+} read_job;
+
+static void read_part(void *ctx, int t, int nt)
+{
+    const read_job *j = ctx;
+    size_t chunk = j->len / (size_t)nt / j->r->granule * j->r->granule;
+    uint64_t total = 0;
+    for (size_t p = 0; p < j->passes; p++) total += j->r->fn(j->buf + (size_t)t * chunk, chunk);
+    j->total[t] = total;
+    j->read[t] = j->passes * chunk;
+}
+
 double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads)
 {
-    uint64_t total = 0;
-    size_t read = 0, passes = len >= MIN_READ_BYTES ? 1 : (MIN_READ_BYTES + len - 1) / (len ? len : 1);
-    double t0 = bm_now();
-#pragma omp parallel num_threads(threads) reduction(+ : total, read)
-    {
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-        size_t chunk = len / nt / r->granule * r->granule;
-        for (size_t p = 0; p < passes; p++) {
-            total += r->fn(buf + t * chunk, chunk);
-            read += chunk;
-        }
+    if (threads < 1) threads = 1;
+    size_t passes = len >= MIN_READ_BYTES ? 1 : (MIN_READ_BYTES + len - 1) / (len ? len : 1);
+    uint64_t *total = calloc((size_t)threads, sizeof *total);
+    size_t *read = calloc((size_t)threads, sizeof *read);
+    double s = NAN;
+    if (total && read) {
+        read_job j = { r, buf, len, passes, total, read };
+        s = bm_run_threads(threads, read_part, &j);
     }
-    double s = bm_now() - t0;
-    g_sink += total;
-    return (double)read / s / 1e9;
+    size_t bytes = 0;
+    for (int t = 0; total && read && t < threads; t++) {
+        g_sink += total[t];
+        bytes += read[t];
+    }
+    free(total);
+    free(read);
+    return (double)bytes / s / 1e9;
 }
 
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best)
@@ -260,6 +365,19 @@ double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **be
     return top;
 }
 
+typedef struct touch_job {
+    uint8_t *buf;
+    size_t len;
+} touch_job;
+
+static void touch_part(void *ctx, int t, int nt)
+{
+    const touch_job *j = ctx;
+    size_t chunk = j->len / (size_t)nt / 512 * 512;
+    size_t end = t + 1 == nt ? j->len : ((size_t)t + 1) * chunk;
+    memset(j->buf + (size_t)t * chunk, 0x5a, end - (size_t)t * chunk);
+}
+
 uint8_t *bm_anon_buffer(size_t len, int threads)
 {
     uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -271,12 +389,12 @@ uint8_t *bm_anon_buffer(size_t len, int threads)
     (void)madvise(buf, len, MADV_HUGEPAGE);
 #endif
     /* the same split as bm_read_once at the coarsest granule, so each thread faults in what it reads */
-#pragma omp parallel num_threads(threads)
-    {
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-        size_t chunk = len / nt / 512 * 512;
-        size_t end = t + 1 == nt ? len : (t + 1) * chunk;
-        memset(buf + t * chunk, 0x5a, end - t * chunk);
+    touch_job j = { buf, len };
+    if (isnan(bm_run_threads(threads, touch_part, &j))) {
+        int e = errno;
+        munmap(buf, len);
+        errno = e;
+        return NULL;
     }
     return buf;
 }
@@ -401,19 +519,29 @@ double bm_peak_ops_per_trip(bm_peak_kind k)
 
 uint64_t bm_peak_instructions(bm_peak_kind k, uint64_t iters) { return iters * (uint64_t)peak_loop_of(k).accumulators; }
 
+typedef struct peak_job {
+    peak_fn *fn;
+    uint64_t iters;
+    uint64_t *total;   /* per thread */
+} peak_job;
+
+static void peak_part(void *ctx, int t, int nt)
+{
+    (void)nt;
+    const peak_job *j = ctx;
+    j->total[t] = j->fn(j->iters, t);
+}
+
 double bm_peak_once(bm_peak_kind k, uint64_t iters, int threads)
 {
     peak_loop p = peak_loop_of(k);
     if (!p.fn) return NAN;
-    uint64_t total = 0;
-    int ran = 0;
-    double t0 = bm_now();
-#pragma omp parallel num_threads(threads) reduction(+ : total, ran)
-    {
-        total += p.fn(iters, omp_get_thread_num());
-        ran += 1;
-    }
-    double s = bm_now() - t0;
-    g_sink += total;
-    return 2.0 * p.lanes * p.accumulators * (double)iters * ran / s / 1e9;
+    if (threads < 1) threads = 1;
+    uint64_t *total = calloc((size_t)threads, sizeof *total);
+    if (!total) return NAN;
+    peak_job j = { p.fn, iters, total };
+    double s = bm_run_threads(threads, peak_part, &j);
+    for (int t = 0; t < threads; t++) g_sink += total[t];
+    free(total);
+    return 2.0 * p.lanes * p.accumulators * (double)iters * threads / s / 1e9;
 }

@@ -37,6 +37,16 @@ double bm_ratio(double a, double b);         /* a / b, NaN unless b > 0 */
 void bm_json_stats(json_out *j, const bm_stats *s, const char *unit);   /* members of the open object */
 void bm_print_stats(const bm_stats *s, const char *unit);               /* "41.23 GB/s  [40.10-42.00]" */
 
+/* ---- threads ------------------------------------------------------------------------------------ */
+
+/* One thread's part of a measurement: thread t of nt (0 is the caller). */
+typedef void bm_thread_fn(void *ctx, int t, int nt);
+/* Runs fn on `threads` threads at once — the calling thread and threads - 1 started for this call — and
+ * returns the seconds from the moment all of them were running to the moment the last one finished. Every
+ * thread it started has been joined when it returns, so nothing of a measurement runs on (or spins on) a
+ * core during the next one. NaN with errno set when a thread cannot start (then fn runs on none). */
+double bm_run_threads(int threads, bm_thread_fn *fn, void *ctx);
+
 /* ---- memory read bandwidth ------------------------------------------------------------------------ */
 
 typedef struct bm_reader {
@@ -51,7 +61,7 @@ size_t bm_readers(const bm_reader **out);
 uint64_t bm_read_reference(const uint8_t *p, size_t n);
 /* One timed pass of reader r: `threads` threads each read their own contiguous part of buf[0..len) (len
  * rounded down per thread to the granule); a buffer under 64 MiB is read as many times as make 64 MiB, in
- * the same parallel region. GB/s (1e9 bytes/s) of the bytes actually read. */
+ * the same timed region (bm_run_threads). GB/s (1e9 bytes/s) of the bytes actually read. */
 double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads);
 /* The baseline: one pass of every reader, the best GB/s; *best (if not NULL) names the winner. */
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best);

@@ -38,6 +38,53 @@ void tensor_free(bench_tensor *t)
     t->bytes = NULL;
 }
 
+/* Rows of one tensor_make, filled by bm_run_threads' threads in contiguous parts (the threads end with
+ * the fill: no team left spinning beside the measurements that follow). */
+typedef struct fill_job {
+    uint8_t *base;
+    size_t stride, rows, cols;
+    qm_dtype dtype;
+    uint64_t scales_offset, sums_offset;   /* Q8_ROW */
+    uint64_t seed;
+} fill_job;
+
+static void fill_part(void *ctx, int t, int nt)
+{
+    const fill_job *j = ctx;
+    const size_t r0 = j->rows * (size_t)t / (size_t)nt, r1 = j->rows * ((size_t)t + 1) / (size_t)nt;
+    const size_t cols = j->cols;
+    for (size_t r = r0; r < r1; r++) {
+        uint64_t s = j->seed ^ (r * 0x2545f4914f6cdd1dull), x = 0;
+        uint8_t *row = j->base + r * j->stride;
+        if (j->dtype == QM_DTYPE_Q8_ROW) {
+            int32_t sum = 0;
+            for (size_t c = 0; c < cols; c++) {
+                if (c % 8 == 0) x = splitmix64(&s);
+                int8_t q = (int8_t)(uint8_t)(x >> (8 * (c % 8)));
+                if (q == -128) q = -127;
+                row[c] = (uint8_t)q;
+                sum += q;
+            }
+            float scale = (1.0f + (float)(splitmix64(&s) & 255) / 256.0f) / 127.0f;
+            memcpy(j->base + j->scales_offset + 4 * r, &scale, 4);
+            memcpy(j->base + j->sums_offset + 4 * r, &sum, 4);
+        } else if (j->dtype == QM_DTYPE_F16) {
+            for (size_t c = 0; c < cols; c++) {
+                if (c % 4 == 0) x = splitmix64(&s);
+                uint16_t b = (uint16_t)(x >> (16 * (c % 4)));
+                /* sign, exponent 11..14 (|h| in [2^-4, 1)), mantissa: all finite normals */
+                uint16_t h = (uint16_t)((b & 0x83ffu) | ((11u + ((b >> 10) & 3u)) << 10));
+                memcpy(row + 2 * c, &h, 2);
+            }
+        } else {
+            for (size_t c = 0; c < cols; c++) {
+                float f = (float)((int64_t)(splitmix64(&s) >> 40) - (1 << 23)) / (float)(1 << 23);
+                memcpy(row + 4 * c, &f, 4);
+            }
+        }
+    }
+}
+
 /* Random contents: int8 in [-127, 127] with valid row sums and positive scales, or floats/halves in
  * [-1, 1]. Rows are filled in parallel from per-row seeds (the same bytes for any thread count). */
 int tensor_make(bench_tensor *t, qm_dtype dtype, size_t rows, size_t cols, uint64_t seed)
@@ -74,38 +121,12 @@ int tensor_make(bench_tensor *t, qm_dtype dtype, size_t rows, size_t cols, uint6
         v->row_stride = cols * (dtype == QM_DTYPE_F16 ? 2 : 4);
         t->read_bytes = rows * v->row_stride;
     }
-    uint8_t *base = t->bytes;
-    size_t stride = v->row_stride;
-#pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < rows; r++) {
-        uint64_t s = seed ^ (r * 0x2545f4914f6cdd1dull), x = 0;
-        uint8_t *row = base + r * stride;
-        if (dtype == QM_DTYPE_Q8_ROW) {
-            int32_t sum = 0;
-            for (size_t j = 0; j < cols; j++) {
-                if (j % 8 == 0) x = splitmix64(&s);
-                int8_t q = (int8_t)(uint8_t)(x >> (8 * (j % 8)));
-                if (q == -128) q = -127;
-                row[j] = (uint8_t)q;
-                sum += q;
-            }
-            float scale = (1.0f + (float)(splitmix64(&s) & 255) / 256.0f) / 127.0f;
-            memcpy(base + lay.scales_offset + 4 * r, &scale, 4);
-            memcpy(base + lay.sums_offset + 4 * r, &sum, 4);
-        } else if (dtype == QM_DTYPE_F16) {
-            for (size_t j = 0; j < cols; j++) {
-                if (j % 4 == 0) x = splitmix64(&s);
-                uint16_t b = (uint16_t)(x >> (16 * (j % 4)));
-                /* sign, exponent 11..14 (|h| in [2^-4, 1)), mantissa: all finite normals */
-                uint16_t h = (uint16_t)((b & 0x83ffu) | ((11u + ((b >> 10) & 3u)) << 10));
-                memcpy(row + 2 * j, &h, 2);
-            }
-        } else {
-            for (size_t j = 0; j < cols; j++) {
-                float f = (float)((int64_t)(splitmix64(&s) >> 40) - (1 << 23)) / (float)(1 << 23);
-                memcpy(row + 4 * j, &f, 4);
-            }
-        }
+    fill_job j = { t->bytes, v->row_stride, rows, cols, dtype, lay.scales_offset, lay.sums_offset, seed };
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (isnan(bm_run_threads(cpus > 0 && cpus < 256 ? (int)cpus : 1, fill_part, &j))) {
+        set_error("cannot start threads to fill the %s %zux%zu matrix: %s", dtype_label(dtype), rows, cols, strerror(errno));
+        tensor_free(t);
+        return -1;
     }
     return 0;
 }

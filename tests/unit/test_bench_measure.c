@@ -3,7 +3,10 @@
  * Every read method the CPU has must return exactly bm_read_reference's sum (the 64-bit words of the
  * buffer, wrapping) on buffers of every multiple of its granule up to 8 granules and on a large one, so
  * that each reads every byte once and nothing else; bm_read_once over several threads must read the parts
- * the threads were given; the anonymous buffer is filled; the statistics are the median, min and max. */
+ * the threads were given; the anonymous buffer is filled; the statistics are the median, min and max.
+ * bm_run_threads runs its function on as many threads as asked, all at once (each waits, with a time
+ * limit, until all have arrived: run one after another, they would time out), each on its own thread,
+ * and leaves no thread behind; the time it returns covers the slowest thread's work. */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -13,7 +16,11 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "bench_measure.h"
 
@@ -101,6 +108,64 @@ static void peak(void **state)
     }
 }
 
+/* Threads of this process now (/proc/self/task). */
+static int task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
+typedef struct meet {
+    atomic_int arrived;
+    atomic_int all_met;     /* threads that saw every thread arrive */
+    pthread_t self[8];
+    int seen[8];
+    int nt_seen[8];
+} meet;
+
+static void meet_part(void *ctx, int t, int nt)
+{
+    meet *m = ctx;
+    m->self[t] = pthread_self();
+    m->seen[t]++;
+    m->nt_seen[t] = nt;
+    atomic_fetch_add(&m->arrived, 1);
+    double t0 = bm_now();
+    while (atomic_load(&m->arrived) < nt && bm_now() - t0 < 5.0) {}
+    if (atomic_load(&m->arrived) == nt) atomic_fetch_add(&m->all_met, 1);
+    if (t == nt - 1) {   /* the slowest: the returned time must cover it */
+        struct timespec ts = { 0, 30 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void threads_run_at_once(void **state)
+{
+    (void)state;
+    const int before = task_count();
+    for (int nt = 1; nt <= 4; nt++) {
+        meet m;
+        memset(&m, 0, sizeof m);
+        atomic_init(&m.arrived, 0);
+        atomic_init(&m.all_met, 0);
+        double s = bm_run_threads(nt, meet_part, &m);
+        assert_true(s >= 0.030 && s < 4.0);
+        assert_int_equal(atomic_load(&m.all_met), nt);
+        assert_true(pthread_equal(m.self[0], pthread_self()));   /* thread 0 is the caller */
+        for (int t = 0; t < nt; t++) {
+            assert_int_equal(m.seen[t], 1);
+            assert_int_equal(m.nt_seen[t], nt);
+            for (int u = 0; u < t; u++) assert_false(pthread_equal(m.self[t], m.self[u]));
+        }
+        assert_int_equal(task_count(), before);   /* every started thread was joined */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -109,6 +174,7 @@ int main(void)
         cmocka_unit_test(bandwidth_and_buffer),
         cmocka_unit_test(statistics),
         cmocka_unit_test(peak),
+        cmocka_unit_test(threads_run_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
