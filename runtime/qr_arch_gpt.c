@@ -13,6 +13,7 @@
 
 #include "qr_model.h"
 #include "qr_ops.h"
+#include "qr_rows.h"
 
 typedef struct gpt_layer {
     const float *ln1_w, *ln1_b;   /* (dim)            ln_1 */
@@ -170,7 +171,7 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const int32_t *ids, 
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         const gpt_layer *L = &w->layers[l];
         /* h = ln_1(x) */
-        for (size_t i = 0; i < n; i++) qr_layernorm(s->xb + i * d, s->x + i * d, L->ln1_w, L->ln1_b, d, eps);
+        qr_rows_layernorm(s->pool, s->xb, s->x, L->ln1_w, L->ln1_b, n, d, eps);
         if (w->neo) {
             /* q, k, v = q_proj(h), k_proj(h), v_proj(h) */
             const qr_matrix *qkv_w[3] = { &L->wq, &L->wk, &L->wv };
@@ -185,13 +186,13 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const int32_t *ids, 
         qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, d, s->attn_scratch, s->pool);
         /* x = x + c_proj(attn) */
         TRY(qr_linear(s, &L->wo, L->bo, n, s->att, d, s->xb, d));
-        qr_add(s->x, s->xb, n * d);
+        qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* x = x + mlp.c_proj(act(mlp.c_fc(ln_2(x)))) */
-        for (size_t i = 0; i < n; i++) qr_layernorm(s->xb + i * d, s->x + i * d, L->ln2_w, L->ln2_b, d, eps);
+        qr_rows_layernorm(s->pool, s->xb, s->x, L->ln2_w, L->ln2_b, n, d, eps);
         TRY(qr_linear(s, &L->w_up, L->b_up, n, s->xb, d, s->hb, f));
-        qr_activate(w->act, s->hb, n * f);
+        qr_rows_activate(s->pool, w->act, s->hb, n * f);
         TRY(qr_linear(s, &L->w_down, L->b_down, n, s->hb, f, s->xb, d));
-        qr_add(s->x, s->xb, n * d);
+        qr_rows_add(s->pool, s->x, s->xb, n * d);
     }
 
     /* logits = lm_head(ln_f(x)), for every token or only the last */

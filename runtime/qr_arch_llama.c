@@ -10,6 +10,7 @@
 
 #include "qr_model.h"
 #include "qr_ops.h"
+#include "qr_rows.h"
 
 typedef struct llama_layer {
     const float *attn_norm;     /* (dim)                      input_layernorm.weight */
@@ -153,32 +154,30 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         const llama_layer *L = &w->layers[l];
         /* h = input_layernorm(x) */
-        for (size_t i = 0; i < n; i++) qr_rmsnorm(s->xb + i * d, s->x + i * d, L->attn_norm, d, eps);
+        qr_rows_rmsnorm(s->pool, s->xb, s->x, L->attn_norm, n, d, eps);
         /* q, k, v = q_proj(h), k_proj(h), v_proj(h) */
         const qr_matrix *qkv_w[3] = { &L->wq, &L->wk, &L->wv };
         const float *qkv_b[3] = { L->bq, L->bk, L->bv };
         float *qkv_y[3] = { q, k, v };
         TRY(qr_linear_many(s, qkv_w, qkv_b, 3, n, s->xb, d, qkv_y, ldqkv));
         /* q, k = apply_rotary_pos_emb(q, k, cos, sin) */
-        for (size_t i = 0; i < n; i++) {
-            qr_rope_half(q + i * ldqkv, hp->n_heads, hd, pos0 + (uint32_t)i, w->inv_freq);
-            qr_rope_half(k + i * ldqkv, hp->n_kv_heads, hd, pos0 + (uint32_t)i, w->inv_freq);
-        }
+        qr_rows_rope_half(s->pool, q, ldqkv, n, hp->n_heads, hd, pos0, w->inv_freq);
+        qr_rows_rope_half(s->pool, k, ldqkv, n, hp->n_kv_heads, hd, pos0, w->inv_freq);
         /* past_key_value.update(k, v); attn = softmax(q·kᵀ/√hd + causal/window mask)·v, kv heads repeated */
         qr_kv_store(&s->kv[l], pos0, n, k, ldqkv, v, ldqkv);
         qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, q_dim, s->attn_scratch, s->pool);
         /* x = x + o_proj(attn) */
         TRY(qr_linear(s, &L->wo, NULL, n, s->att, q_dim, s->xb, d));
-        qr_add(s->x, s->xb, n * d);
+        qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* h = post_attention_layernorm(x) */
-        for (size_t i = 0; i < n; i++) qr_rmsnorm(s->xb + i * d, s->x + i * d, L->ffn_norm, d, eps);
+        qr_rows_rmsnorm(s->pool, s->xb, s->x, L->ffn_norm, n, d, eps);
         /* x = x + down_proj(silu(gate_proj(h)) * up_proj(h)) */
         const qr_matrix *gate_up_w[2] = { &L->w_gate, &L->w_up };
         float *gate_up_y[2] = { s->hb, s->hb2 };
         TRY(qr_linear_many(s, gate_up_w, NULL, 2, n, s->xb, d, gate_up_y, f));
-        qr_swiglu(s->hb, s->hb2, n * f);
+        qr_rows_swiglu(s->pool, s->hb, s->hb2, n * f);
         TRY(qr_linear(s, &L->w_down, NULL, n, s->hb, f, s->xb, d));
-        qr_add(s->x, s->xb, n * d);
+        qr_rows_add(s->pool, s->x, s->xb, n * d);
     }
 
     /* logits = lm_head(norm(x)), for every token or only the last */

@@ -2,7 +2,8 @@
  * shares (norms, activations, softmax, rotary positions), written once.
  *
  * Contract: pure functions over caller-owned arrays; no allocation, no state, no threads (the families
- * call them per row, between the matmuls that carry the work). Every output may alias its input (y == x)
+ * call them between the matmuls that carry the work; qr_rows.h splits a batch of rows between a pool's
+ * threads). Every output may alias its input (y == x)
  * and is computed in place when it does; partial overlaps other than y == x are not allowed.
  * Accuracy: each op is held to a double-precision reference written from the math in
  * tests/unit/test_ops.c; reductions (sums of squares, softmax denominators) accumulate in double, so a
