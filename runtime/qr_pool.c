@@ -141,6 +141,20 @@ static int cpus_available(void)
     return 1;
 }
 
+/* The CPU worker i (1 .. threads-1) is pinned to, or -1 for none: the i-th CPU this process may run on,
+ * when the pool takes all of them (qr_pool.h says why) and QMAP_PIN is not "0". */
+static void worker_cpus(int threads, int *cpu)
+{
+    for (int i = 0; i < threads; i++) cpu[i] = -1;
+    const char *env = getenv("QMAP_PIN");
+    cpu_set_t set;
+    if ((env && strcmp(env, "0") == 0) || threads < 2 || sched_getaffinity(0, sizeof set, &set) != 0 ||
+        CPU_COUNT(&set) != threads)
+        return;
+    for (int c = 0, i = 0; c < CPU_SETSIZE && i < threads; c++)
+        if (CPU_ISSET(c, &set)) cpu[i++] = c;
+}
+
 qm_status qr_pool_new(int threads, qr_pool **out, qm_error *err)
 {
     *out = NULL;
@@ -172,13 +186,26 @@ qm_status qr_pool_new(int threads, qr_pool **out, qm_error *err)
             return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory for a thread pool");
         }
     }
+    int cpu[QR_POOL_MAX_THREADS];
+    worker_cpus(threads, cpu);
     for (int i = 1; i < threads; i++) {
         worker_arg *a = malloc(sizeof *a);
         int rc = a ? 0 : ENOMEM;
+        pthread_attr_t attr;
+        if (a && (rc = pthread_attr_init(&attr)) != 0) free(a), a = NULL;
         if (a) {
             a->pool = p;
             a->id = i;
-            rc = pthread_create(&p->workers[i - 1], NULL, worker_main, a);
+            if (cpu[i] >= 0) {
+                cpu_set_t one;
+                CPU_ZERO(&one);
+                CPU_SET(cpu[i], &one);
+                (void)pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+            }
+            rc = pthread_create(&p->workers[i - 1], &attr, worker_main, a);
+            if (rc != 0 && cpu[i] >= 0)   /* the pin is a preference: refused (the CPU set changed), go unpinned */
+                rc = pthread_create(&p->workers[i - 1], NULL, worker_main, a);
+            pthread_attr_destroy(&attr);
             if (rc != 0) free(a);
         }
         if (rc != 0) {

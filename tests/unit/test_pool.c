@@ -4,8 +4,13 @@
  * sleep or spin, and the back-off (a worker that holds a chunk for a long time). Built also with
  * ThreadSanitizer by `make pool-tsan`, which checks the memory ordering the caller relies on.
  * Nothing here is timed: the back-off is exercised, and its only observable effect — who runs the chunks
- * — is allowed either way. */
+ * — is allowed either way. Pinning: a pool of as many threads as the process has CPUs runs worker i on the
+ * i-th of them and nowhere else; with QMAP_PIN=0, or with more threads than CPUs, a worker may run on all. */
+#define _GNU_SOURCE /* sched_getaffinity, pthread_getaffinity_np */
 #include "test_util.h"
+
+#include <pthread.h>
+#include <sched.h>
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -222,6 +227,76 @@ static void test_chunks(void **state)
     qr_pool_free(p);
 }
 
+/* What each worker's affinity mask is while it runs a chunk. */
+typedef struct mask_job {
+    cpu_set_t mask[8];
+    _Atomic int seen[8];
+} mask_job;
+
+static void mask_chunk(void *ctx, size_t c, int worker)
+{
+    (void)c;
+    mask_job *j = ctx;
+    if (worker < 8 && !atomic_load(&j->seen[worker])) {
+        cpu_set_t m;
+        if (pthread_getaffinity_np(pthread_self(), sizeof m, &m) == 0) {
+            j->mask[worker] = m;
+            atomic_store(&j->seen[worker], 1);
+        }
+    }
+    struct timespec ts = { 0, 200 * 1000 };   /* long enough that every worker takes some chunks */
+    nanosleep(&ts, NULL);
+}
+
+/* Runs jobs on a pool of `threads` until every worker has reported its mask (bounded), and checks it. */
+static void check_masks(int threads, bool expect_pinned)
+{
+    cpu_set_t all;
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    int cpus[8], n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 8; c++)
+        if (CPU_ISSET(c, &all)) cpus[n++] = c;
+    qr_pool *p = NULL;
+    qm_error err;
+    assert_int_equal(qr_pool_new(threads, &p, &err), QM_OK);
+    mask_job j;
+    memset(&j, 0, sizeof j);
+    for (int tries = 0; tries < 200; tries++) {
+        qr_pool_run(p, 64, mask_chunk, &j);
+        bool all_seen = true;
+        for (int w = 1; w < threads; w++) all_seen = all_seen && atomic_load(&j.seen[w]);
+        if (all_seen) break;
+    }
+    for (int w = 1; w < threads; w++) {
+        if (!atomic_load(&j.seen[w])) fail_msg("worker %d of %d never ran a chunk", w, threads);
+        if (expect_pinned) {
+            assert_int_equal(CPU_COUNT(&j.mask[w]), 1);
+            assert_true(CPU_ISSET(cpus[w], &j.mask[w]));
+        } else {
+            assert_true(CPU_EQUAL(&j.mask[w], &all));
+        }
+    }
+    qr_pool_free(p);
+}
+
+static void test_pinning(void **state)
+{
+    (void)state;
+    cpu_set_t all;
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    const int cpus = CPU_COUNT(&all);
+    if (cpus < 2 || cpus > 7) {
+        print_message("test_pinning: %d CPUs, checked with 2-7 only\n", cpus);
+        return;
+    }
+    unsetenv("QMAP_PIN");
+    check_masks(cpus, true);
+    check_masks(cpus + 1, false);   /* more threads than CPUs: nothing pinned */
+    setenv("QMAP_PIN", "0", 1);
+    check_masks(cpus, false);
+    unsetenv("QMAP_PIN");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_sleep_and_wake),
         cmocka_unit_test(test_slow_worker),
         cmocka_unit_test(test_chunks),
+        cmocka_unit_test(test_pinning),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
