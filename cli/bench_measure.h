@@ -44,7 +44,9 @@ typedef void bm_thread_fn(void *ctx, int t, int nt);
 /* Runs fn on `threads` threads at once — the calling thread and threads - 1 started for this call — and
  * returns the seconds from the moment all of them were running to the moment the last one finished. Every
  * thread it started has been joined when it returns, so nothing of a measurement runs on (or spins on) a
- * core during the next one. NaN with errno set when a thread cannot start (then fn runs on none). */
+ * core during the next one. When the process may use at least `threads` CPUs, each thread is pinned to
+ * one of its own (the caller to the CPU it is on) for the call, and the caller's mask is put back after.
+ * NaN with errno set when a thread cannot start (then fn runs on none). */
 double bm_run_threads(int threads, bm_thread_fn *fn, void *ctx);
 
 /* ---- memory read bandwidth ------------------------------------------------------------------------ */
