@@ -358,17 +358,18 @@ typedef struct read_job {
     const uint8_t *buf;
     size_t len, passes;
     uint64_t *total;   /* per thread */
-    size_t *read;      /* per thread */
 } read_job;
+
+/* Bytes each of nt threads reads in one pass: its part of len, rounded down to the granule. */
+static size_t read_chunk(const bm_reader *r, size_t len, int nt) { return len / (size_t)nt / r->granule * r->granule; }
 
 static void read_part(void *ctx, int t, int nt)
 {
     const read_job *j = ctx;
-    size_t chunk = j->len / (size_t)nt / j->r->granule * j->r->granule;
+    const size_t chunk = read_chunk(j->r, j->len, nt);
     uint64_t total = 0;
     for (size_t p = 0; p < j->passes; p++) total += j->r->fn(j->buf + (size_t)t * chunk, chunk);
     j->total[t] = total;
-    j->read[t] = j->passes * chunk;
 }
 
 double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads)
@@ -376,20 +377,12 @@ double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int thre
     if (threads < 1) threads = 1;
     size_t passes = len >= MIN_READ_BYTES ? 1 : (MIN_READ_BYTES + len - 1) / (len ? len : 1);
     uint64_t *total = calloc((size_t)threads, sizeof *total);
-    size_t *read = calloc((size_t)threads, sizeof *read);
-    double s = NAN;
-    if (total && read) {
-        read_job j = { r, buf, len, passes, total, read };
-        s = bm_run_threads(threads, read_part, &j);
-    }
-    size_t bytes = 0;
-    for (int t = 0; total && read && t < threads; t++) {
-        g_sink += total[t];
-        bytes += read[t];
-    }
+    if (!total) return NAN;
+    read_job j = { r, buf, len, passes, total };
+    const double s = bm_run_threads(threads, read_part, &j);
+    for (int t = 0; t < threads; t++) g_sink += total[t];
     free(total);
-    free(read);
-    return (double)bytes / s / 1e9;
+    return (double)((size_t)threads * passes * read_chunk(r, len, threads)) / s / 1e9;
 }
 
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best)

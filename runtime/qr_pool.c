@@ -190,9 +190,12 @@ qm_status qr_pool_new(int threads, qr_pool **out, qm_error *err)
     worker_cpus(threads, cpu);
     for (int i = 1; i < threads; i++) {
         worker_arg *a = malloc(sizeof *a);
-        int rc = a ? 0 : ENOMEM;
         pthread_attr_t attr;
-        if (a && (rc = pthread_attr_init(&attr)) != 0) free(a), a = NULL;
+        int rc = !a ? ENOMEM : pthread_attr_init(&attr);
+        if (rc != 0) {
+            free(a);
+            a = NULL;
+        }
         if (a) {
             a->pool = p;
             a->id = i;

@@ -18,9 +18,9 @@
  * When a pool takes every CPU the process may run on, worker i is pinned to the i-th of them (the caller
  * stays free, and the scheduler keeps it on the one left). With all CPUs in use no idle one is lost as an
  * escape, and the workers stop moving between CPUs mid-decode: on a 2-vCPU Zen 4 VM, TinyLlama 1.1B
- * Q8_ROW decode on 2 threads at moments when 2 threads read ~60 GB/s reached 0.70-0.86 of the speed of
- * light pinned (9 runs, mean 0.76, 44 tok/s) against 0.57-0.82 unpinned (8 runs, mean 0.70, 39 tok/s;
- * half of them at 0.57-0.63); at ~35 GB/s both 0.94-0.95. A pool of fewer threads than CPUs is not
+ * Q8_ROW decode on 2 threads at moments when 2 threads read 55-67 GB/s reached 0.54-0.86 of the speed of
+ * light pinned (14 runs, mean 0.76) against 0.55-0.82 unpinned (14 runs, mean 0.67; 8 of them at
+ * 0.55-0.63); at ~35 GB/s both 0.94-0.95. A pool of fewer threads than CPUs is not
  * pinned, and QMAP_PIN=0 turns pinning off.
  *
  * Ownership and threads: qr_pool_new allocates the pool and starts threads - 1 workers; qr_pool_free

@@ -3,12 +3,13 @@
 
 typedef enum rows_op { OP_RMSNORM, OP_LAYERNORM, OP_ROPE_HALF, OP_SWIGLU, OP_ADD, OP_ACTIVATE } rows_op;
 
-/* One batch op: rows [0, n) for the row ops, elements [0, count) for the elementwise ones. */
+/* One batch op over `units`: rows for the row ops, QR_ROWS_ALIGN-element pieces of `count` elements for
+ * the elementwise ones. */
 typedef struct rows_job {
     rows_op op;
     float *y;
     const float *x, *w, *b;
-    size_t n, d, ld, n_heads, count, units, chunks;
+    size_t d, ld, n_heads, count, units, chunks;
     float eps;
     uint32_t pos0;
     qr_actfn f;
@@ -67,14 +68,14 @@ static size_t align_units(size_t count) { return (count + QR_ROWS_ALIGN - 1) / Q
 
 void qr_rows_rmsnorm(qr_pool *pool, float *y, const float *x, const float *w, size_t n, size_t d, float eps)
 {
-    rows_job j = { .op = OP_RMSNORM, .y = y, .x = x, .w = w, .n = n, .d = d, .eps = eps, .units = n };
+    rows_job j = { .op = OP_RMSNORM, .y = y, .x = x, .w = w, .d = d, .eps = eps, .units = n };
     run_job(pool, &j, n * d);
 }
 
 void qr_rows_layernorm(qr_pool *pool, float *y, const float *x, const float *w, const float *b, size_t n, size_t d,
                        float eps)
 {
-    rows_job j = { .op = OP_LAYERNORM, .y = y, .x = x, .w = w, .b = b, .n = n, .d = d, .eps = eps, .units = n };
+    rows_job j = { .op = OP_LAYERNORM, .y = y, .x = x, .w = w, .b = b, .d = d, .eps = eps, .units = n };
     run_job(pool, &j, n * d);
 }
 
@@ -82,7 +83,7 @@ void qr_rows_rope_half(qr_pool *pool, float *x, size_t ldx, size_t n, size_t n_h
                        const float *inv_freq)
 {
     /* each rotated pair costs a sine and a cosine: weigh a row as four times its floats */
-    rows_job j = { .op = OP_ROPE_HALF, .y = x, .w = inv_freq, .n = n, .d = head_dim, .ld = ldx, .n_heads = n_heads,
+    rows_job j = { .op = OP_ROPE_HALF, .y = x, .w = inv_freq, .d = head_dim, .ld = ldx, .n_heads = n_heads,
                    .pos0 = pos0, .units = n };
     run_job(pool, &j, 4 * n * n_heads * head_dim);
 }

@@ -228,16 +228,18 @@ static void test_chunks(void **state)
 }
 
 /* What each worker's affinity mask is while it runs a chunk. */
+#define MASK_MAX 65   /* threads: up to 64 CPUs, and one more */
+
 typedef struct mask_job {
-    cpu_set_t mask[8];
-    _Atomic int seen[8];
+    cpu_set_t mask[MASK_MAX];
+    _Atomic int seen[MASK_MAX];
 } mask_job;
 
 static void mask_chunk(void *ctx, size_t c, int worker)
 {
     (void)c;
     mask_job *j = ctx;
-    if (worker < 8 && !atomic_load(&j->seen[worker])) {
+    if (worker < MASK_MAX && !atomic_load(&j->seen[worker])) {
         cpu_set_t m;
         if (pthread_getaffinity_np(pthread_self(), sizeof m, &m) == 0) {
             j->mask[worker] = m;
@@ -253,30 +255,31 @@ static void check_masks(int threads, bool expect_pinned)
 {
     cpu_set_t all;
     assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
-    int cpus[8], n = 0;
-    for (int c = 0; c < CPU_SETSIZE && n < 8; c++)
+    int cpus[MASK_MAX], n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < MASK_MAX; c++)
         if (CPU_ISSET(c, &all)) cpus[n++] = c;
     qr_pool *p = NULL;
     qm_error err;
     assert_int_equal(qr_pool_new(threads, &p, &err), QM_OK);
-    mask_job j;
-    memset(&j, 0, sizeof j);
+    mask_job *j = calloc(1, sizeof *j);
+    assert_non_null(j);
     for (int tries = 0; tries < 200; tries++) {
-        qr_pool_run(p, 64, mask_chunk, &j);
+        qr_pool_run(p, 4 * (size_t)threads, mask_chunk, j);
         bool all_seen = true;
-        for (int w = 1; w < threads; w++) all_seen = all_seen && atomic_load(&j.seen[w]);
+        for (int w = 1; w < threads; w++) all_seen = all_seen && atomic_load(&j->seen[w]);
         if (all_seen) break;
     }
     for (int w = 1; w < threads; w++) {
-        if (!atomic_load(&j.seen[w])) fail_msg("worker %d of %d never ran a chunk", w, threads);
+        if (!atomic_load(&j->seen[w])) fail_msg("worker %d of %d never ran a chunk", w, threads);
         if (expect_pinned) {
-            assert_int_equal(CPU_COUNT(&j.mask[w]), 1);
-            assert_true(CPU_ISSET(cpus[w], &j.mask[w]));
+            assert_int_equal(CPU_COUNT(&j->mask[w]), 1);
+            assert_true(CPU_ISSET(cpus[w], &j->mask[w]));
         } else {
-            assert_true(CPU_EQUAL(&j.mask[w], &all));
+            assert_true(CPU_EQUAL(&j->mask[w], &all));
         }
     }
     qr_pool_free(p);
+    free(j);
 }
 
 static void test_pinning(void **state)
@@ -285,8 +288,8 @@ static void test_pinning(void **state)
     cpu_set_t all;
     assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
     const int cpus = CPU_COUNT(&all);
-    if (cpus < 2 || cpus > 7) {
-        print_message("test_pinning: %d CPUs, checked with 2-7 only\n", cpus);
+    if (cpus < 2 || cpus + 1 > MASK_MAX) {
+        print_message("test_pinning: %d CPUs, checked with 2-%d only\n", cpus, MASK_MAX - 1);
         return;
     }
     unsetenv("QMAP_PIN");
