@@ -53,6 +53,8 @@ bool qa_act_of(qmap_act_mode a, qr_act *out)
     case QMAP_ACT_INT8: *out = QR_ACT_INT8; return true;
     case QMAP_ACT_F32: *out = QR_ACT_F32; return true;
     case QMAP_ACT_INT8X2: *out = QR_ACT_INT8X2; return true;
+    case QMAP_ACT_PRECISE: *out = QR_ACT_AUTO; return true; /* differs from AUTO in an LM session's prompts
+                                                              * only (qmap_session.c: one_term_prompts) */
     }
     return false;
 }

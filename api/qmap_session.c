@@ -66,6 +66,7 @@ qmap_status qmap_session_new(const qmap_model *m, const qmap_session_params *par
         .n_batch = n_batch,
         .threads = params->threads ? params->threads : omp_get_max_threads(),
         .act = act,
+        .one_term_prompts = params->act == QMAP_ACT_AUTO,
         .kv_type = params->kv_type == QMAP_KV_F32 ? QR_KV_F32 : QR_KV_F16,
         .logits_all = params->logits_all,
     };
@@ -132,6 +133,11 @@ const float *qmap_logits(const qmap_session *s, size_t i)
 }
 
 uint32_t qmap_session_pos(const qmap_session *s) { return s ? s->pos : 0; }
+
+void qmap_session_get_counters(const qmap_session *s, qmap_session_counters *out)
+{
+    *out = (qmap_session_counters){ s ? s->st->int8_madds : 0, s ? s->st->float_madds : 0 };
+}
 
 void qmap_session_reset(qmap_session *s)
 {

@@ -4,7 +4,8 @@
  * For each model and thread count: -r timed runs after one warm-up, each run
  *   pp: a fresh session state, one qmap_eval of -p token ids (the GEMM path), timed; beside it the
  *       multiply-add peak (int8 VNNI for a Q8_ROW model, FMA otherwise): the fraction of the peak that the
- *       product's operations (2 per weight per token, twice that with two int8 terms) reach;
+ *       products' operations reach (2 per multiply-add the session counted: qmap_session_get_counters,
+ *       each int8 term of X counted once, attention not at all);
  *   tg: a fresh state, -n qmap_eval calls of one token each (the decode path), timed; beside it the best
  *       read bandwidth (bench_measure.h) with up to the same number of threads (qmap runs a small product
  *       on one), over anonymous memory and over a mapping of the model's own file, read just before and
@@ -115,13 +116,15 @@ typedef struct row {
     long n;
     int threads, mmap;
     bm_stats tps, limit, frac, bw_anon, bw_map;
+    double int8_terms;        /* pp: int8 multiply-adds per weight multiply-add (0: float; 2: every product
+                               * in two terms; between 1 and 2: some in one, some in two) */
 } row;
 
 static void print_header(const bm_cfg *c)
 {
     if (c->csv) {
         printf("model,file_type,size_bytes,params,dtypes,threads,mmap,test,tokens,tps_median,tps_min,tps_max,runs,"
-               "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,act,kernels\n");
+               "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,int8_terms,act,kernels\n");
     } else if (!c->json) {
         printf("| %-28s | %9s | %8s | %-22s | %3s | %4s | %6s | %-22s | %-26s | %-16s |\n", "model", "size", "params",
                "dtypes", "thr", "mmap", "test", "t/s median [min-max]", "limit (measured beside)", "x limit");
@@ -131,12 +134,11 @@ static void print_header(const bm_cfg *c)
     }
 }
 
-/* The int8 terms a Q8_ROW model's prompt products run with (2 for auto and int8x2, 1 for int8), or 0:
- * float (an F32/F16 model, or --act f32), measured against the FMA peak instead. */
-static int pp_int8_terms(const bm_cfg *c, const qmap_model_info *in)
+/* Whether a model's prompt products run on int8 (a Q8_ROW model, unless --act f32), measured against the
+ * VNNI peak, or on float, against the FMA peak. */
+static bool pp_on_int8(const bm_cfg *c, const qmap_model_info *in)
 {
-    if (strcmp(in->file_type, "q8_row") != 0 || c->act == QMAP_ACT_F32) return 0;
-    return c->act == QMAP_ACT_INT8 ? 1 : 2;
+    return strcmp(in->file_type, "q8_row") == 0 && c->act != QMAP_ACT_F32;
 }
 
 static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, const model_facts *mf, const char *label,
@@ -145,8 +147,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     char test[32], size[32], params[32], tps[64], limit[64], frac[48];
     snprintf(test, sizeof test, "%s%ld", r->test, r->n);
     bool tg = r->test[0] == 't';
-    const int terms = pp_int8_terms(c, in);
-    const char *unit = tg ? "t/s" : terms == 2 ? "GOP/s int8 (2 terms)" : terms ? "GOP/s int8" : "GFLOP/s fma";
+    const char *unit = tg ? "t/s" : pp_on_int8(c, in) ? "GOP/s int8" : "GFLOP/s fma";
     if (c->json) {
         json_begin_object(j, NULL);
         json_cstring(j, "model", in->path);
@@ -164,6 +165,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         json_begin_object(j, "tokens_per_second");
         bm_json_stats(j, &r->tps, "t/s");
         json_end_object(j);
+        if (!tg) json_f64(j, "int8_terms", r->int8_terms);
         json_begin_object(j, tg ? "speed_of_light" : "peak");
         bm_json_stats(j, &r->limit, unit);
         json_end_object(j);
@@ -182,11 +184,11 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         return;
     }
     if (c->csv) {
-        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%s,%s\n", in->path,
+        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%.6f,%s,%s\n", in->path,
                in->file_type, (unsigned long long)in->file_size, (unsigned long long)in->n_params, mf->mix, r->threads,
                r->mmap, r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
                r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN,
-               cli_act_choices[c->act], qr_kernels_name(qr_kernels_get()));
+               tg ? NAN : r->int8_terms, cli_act_choices[c->act], qr_kernels_name(qr_kernels_get()));
         return;
     }
     snprintf(size, sizeof size, "%.2f GiB", (double)in->file_size / (1 << 30));
@@ -198,6 +200,8 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         snprintf(limit, sizeof limit, "%.1f t/s (%.1f GB/s)", r->limit.median,
                  fmax(r->bw_anon.median, r->bw_map.median));
     else if (isnan(r->limit.median)) snprintf(limit, sizeof limit, "n/a (no %s)", unit + 6);
+    else if (r->int8_terms > 1.005) /* not every product in one term: say how many on average */
+        snprintf(limit, sizeof limit, "%.0f %s, %.2f terms", r->limit.median, unit, r->int8_terms);
     else snprintf(limit, sizeof limit, "%.0f %s", r->limit.median, unit);
     if (isnan(r->frac.median)) snprintf(frac, sizeof frac, "-");
     else snprintf(frac, sizeof frac, "%.2f [%.2f-%.2f]", r->frac.median, r->frac.min, r->frac.max);
@@ -219,14 +223,21 @@ static void best_bandwidth(const uint8_t *anon, size_t anon_len, const uint8_t *
     }
 }
 
-static qmap_status time_test(qmap_session *s, int test, const int32_t *ids, long n, double *tps, qmap_error *qe)
+/* One timed run; *work: the multiply-adds its products counted (qmap_session_counters, during the run). */
+static qmap_status time_test(qmap_session *s, int test, const int32_t *ids, long n, double *tps,
+                             qmap_session_counters *work, qmap_error *qe)
 {
     qmap_session_reset(s);
+    qmap_session_counters before, after;
+    qmap_session_get_counters(s, &before);
     double t0 = bm_now();
     qmap_status st = QMAP_OK;
     if (test == 0) st = qmap_eval(s, ids, (size_t)n, qe);
     else for (long i = 0; i < n && st == QMAP_OK; i++) st = qmap_eval(s, ids + i, 1, qe);
     *tps = (double)n / (bm_now() - t0);
+    qmap_session_get_counters(s, &after);
+    work->int8_madds = after.int8_madds - before.int8_madds;
+    work->float_madds = after.float_madds - before.float_madds;
     return st;
 }
 
@@ -287,8 +298,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
         goto out;
     }
     for (long i = 0; i < n_ids; i++) ids[i] = (int32_t)((uint64_t)(i * 7919 + 13) % in.vocab_size);
-    const int terms = pp_int8_terms(c, &in);
-    bm_peak_kind pk = terms ? BM_PEAK_INT8 : BM_PEAK_FMA;
+    bm_peak_kind pk = pp_on_int8(c, &in) ? BM_PEAK_INT8 : BM_PEAK_FMA;
+    double int8_terms = 0;
     uint64_t peak_iters = 4000000;
 
     for (int ti = 0; ti < c->n_threads; ti++) {
@@ -317,7 +328,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
                      * speed of light, and 1.09 x a 2-thread FMA peak, were seen with one reading after) */
                     if (test == 1 && run >= 0) best_bandwidth(anon, anon_len, map, map_len, t, &pre_a, &pre_b);
                     if (test == 0 && run >= 0) pre_peak = bm_peak_once(pk, peak_iters, t);
-                    if (time_test(s[mi], test, ids, n, &tps, &qe) != QMAP_OK) {
+                    qmap_session_counters work;
+                    if (time_test(s[mi], test, ids, n, &tps, &work, &qe) != QMAP_OK) {
                         snprintf(err, err_size, "%s", qe.message);
                         goto out;
                     }
@@ -327,14 +339,16 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
                     if (test == 0) {
                         double peak = fmax(pre_peak, bm_peak_once(pk, peak_iters, t));
                         w[LIMIT][run] = peak;
-                        /* every token goes through the layers, only the last through the head (a
-                         * prompt keeps the last logits): counting the head n times put GPT-2's F16
-                         * pp512, whose tied head is 31% of its weights, at 1.06 x the FMA peak */
-                        /* two int8 terms execute every multiply-add twice: the units' work is counted */
-                        const double ops = 2.0 * (terms == 2 ? 2.0 : 1.0) *
-                                           ((double)(mf.matmul_params - mf.head_params) * (double)n +
-                                            (double)mf.head_params);
+                        /* the work the session counted: each int8 term of X once (two terms run every
+                         * multiply-add twice), the head only for the last token (a prompt keeps the
+                         * last logits; counting it n times put GPT-2's F16 pp512, whose tied head is 31%
+                         * of its weights, at 1.06 x the FMA peak) */
+                        const double ops = 2.0 * (double)(work.int8_madds + work.float_madds);
                         w[FRAC][run] = bm_ratio(ops / (double)n * tps / 1e9, peak);
+                        /* every token through the layers' matrices, the head once */
+                        const double weight_madds = (double)(mf.matmul_params - mf.head_params) * (double)n +
+                                                    (double)mf.head_params;
+                        int8_terms = (double)work.int8_madds / weight_madds;
                     } else {
                         /* the better of the readings before and after the run */
                         double a, b;
@@ -351,7 +365,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
                 if (run >= 0 && nm == 2) ratio[run] = bm_ratio(v[c->mmaps[0] ? 0 : 1][TPS][run], v[c->mmaps[0] ? 1 : 0][TPS][run]);
             }
             for (int mi = 0; mi < nm; mi++) {
-                row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t, .mmap = c->mmaps[mi] };
+                row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t, .mmap = c->mmaps[mi],
+                          .int8_terms = int8_terms };
                 r.tps = bm_stats_of(v[mi][TPS], (int)c->runs);
                 r.limit = bm_stats_of(v[mi][LIMIT], (int)c->runs);
                 r.frac = bm_stats_of(v[mi][FRAC], (int)c->runs);
@@ -410,7 +425,7 @@ int bench_model(int argc, char **argv)
         { "threads", 't', CLI_STRING, &threads, "LIST", 0, 0, NULL, "thread counts, comma-separated (default: 1 and every core)", true },
         { "repetitions", 'r', CLI_INT, &c.runs, "N", 1, 1000, NULL, "timed runs of each test, after one warm-up", false },
         { "kv", 0, CLI_CHOICE, &c.kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
-        { "act", 0, CLI_CHOICE, &c.act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations, as qmap run --act: auto keeps float accuracy; int8 is faster; int8x2 two terms always", false },
+        { "act", 0, CLI_CHOICE, &c.act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations, as qmap run --act: auto (one int8 term after a norm or attention, two elsewhere), precise (float accuracy), int8 (one term), int8x2 (two terms always)", false },
         { "mmap", 0, CLI_STRING, &mmaps, "LIST", 0, 0, NULL, "1: over the file mapping, 0: over an anonymous copy; 0,1: both, and the ratio (default: 1)", true },
         { "no-mmap", 0, CLI_FLAG, &no_mmap, NULL, 0, 0, NULL, "the same as --mmap 0", false },
         { "json", 0, CLI_FLAG, &c.json, NULL, 0, 0, NULL, "print one JSON array of results", false },
@@ -426,9 +441,9 @@ int bench_model(int argc, char **argv)
         "divided by the bytes one token reads (every matrix once, one embedding row), and 'x limit' the\n"
         "fraction of it reached. Beside each pp run (before and after, the better reading) the multiply-add\n"
         "peak is measured (int8 VNNI for a Q8_ROW model, FMA otherwise or with --act f32): 'x limit' counts\n"
-        "2 operations per weight per token (4 with two int8 terms, --act auto or int8x2: each multiply-add runs\n"
-        "once per term), the output head once per prompt (only the last token's logits are computed), and no\n"
-        "attention.\n"
+        "2 operations per multiply-add the session ran (qmap_session_get_counters: a product in two int8\n"
+        "terms runs each multiply-add twice, and 'limit' says how many terms a weight took on average), the\n"
+        "output head once per prompt (only the last token's logits are computed), and no attention.\n"
         "A fraction above 1.05 means a baseline is wrong: the command stops with an error instead.",
         opts, sizeof opts / sizeof opts[0],
         "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"

@@ -105,7 +105,7 @@ int cmd_perplexity(int argc, char **argv)
           "save every scored token's log-probabilities (n_vocab float32 each) for a later --kl-base", true },
         { "kv", 0, CLI_CHOICE, &kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
         { "act", 0, CLI_CHOICE, &act, "MODE", 0, 0, cli_act_choices,
-          "Q8_ROW activations: auto (float accuracy), int8 (one term, fastest), f32, int8x2 (two terms, also for one row)", false },
+          "Q8_ROW activations: auto (products after a norm or attention in one int8 term, the rest at float accuracy), precise (float accuracy everywhere), int8 (one term everywhere: fastest), f32, int8x2 (two terms, also for one row)", false },
         { "json", 0, CLI_FLAG, &json, NULL, 0, 0, NULL, "print the result as one JSON object", true },
         { "quiet", 'q', CLI_FLAG, &quiet, NULL, 0, 0, NULL, "no running estimate on stderr", true },
     };

@@ -44,9 +44,10 @@ static void usage(FILE *fp)
 }
 
 const char *const cli_kv_choices[] = { "f16", "f32", NULL };
-const char *const cli_act_choices[] = { "auto", "int8", "f32", "int8x2", NULL };
+const char *const cli_act_choices[] = { "auto", "int8", "f32", "int8x2", "precise", NULL };
 _Static_assert(QMAP_KV_F16 == 0 && QMAP_KV_F32 == 1, "cli_kv_choices lists qmap_kv_type in order");
-_Static_assert(QMAP_ACT_AUTO == 0 && QMAP_ACT_INT8 == 1 && QMAP_ACT_F32 == 2 && QMAP_ACT_INT8X2 == 3,
+_Static_assert(QMAP_ACT_AUTO == 0 && QMAP_ACT_INT8 == 1 && QMAP_ACT_F32 == 2 && QMAP_ACT_INT8X2 == 3 &&
+                   QMAP_ACT_PRECISE == 4,
                "cli_act_choices lists qmap_act_mode in order");
 
 const char *cli_human_bytes(uint64_t n, char *buf, size_t size)

@@ -177,11 +177,18 @@ typedef enum qmap_kv_type { QMAP_KV_F16 = 0, QMAP_KV_F32 = 1 } qmap_kv_type;
 /* How Q8_ROW products treat activations (runtime/README.md). A value outside the enum is
  * QMAP_ERR_INVALID_ARGUMENT from qmap_session_new, qmap_classifier_new and qmap_translator_new. */
 typedef enum qmap_act_mode {
-    QMAP_ACT_AUTO = 0,           /* float accuracy: two int8 terms for batches; for one row float X, or two
-                                  * int8 terms on CPUs where widening cannot keep up with memory (Zen 4) */
+    QMAP_ACT_AUTO = 0,           /* an LM session: QMAP_ACT_PRECISE, except that a prompt's (a batch of
+                                  * several tokens) products whose input comes out of a norm or out of
+                                  * attention run in one int8 term (Q/K/V, attention output, the FFN's
+                                  * gate/up or first matrix); the FFN's down projection and the head keep
+                                  * float accuracy (README, Accuracy: 1.6x the KL divergence of PRECISE,
+                                  * a sixth of INT8's). Classifiers and translators: QMAP_ACT_PRECISE */
     QMAP_ACT_INT8 = 1,           /* one int8 term per row: fastest, adds activation rounding error */
     QMAP_ACT_F32 = 2,            /* weights widened to float */
     QMAP_ACT_INT8X2 = 3,         /* two int8 terms per row for every product, one row or many (float accuracy) */
+    QMAP_ACT_PRECISE = 4,        /* float accuracy, the faster way: two int8 terms for batches; for one row
+                                  * float X, or two int8 terms on CPUs where widening cannot keep up with
+                                  * memory (Zen 4) */
 } qmap_act_mode;
 
 typedef struct qmap_session_params {
@@ -218,6 +225,15 @@ QMAP_API const float *qmap_logits(const qmap_session *s, size_t i);
 QMAP_API uint32_t qmap_session_pos(const qmap_session *s);
 /* Forget every position (the next eval starts at 0). Allocates nothing. */
 QMAP_API void qmap_session_reset(qmap_session *s);
+
+/* The work a session's weight products have done since it was made (qmap_session_reset keeps it), as
+ * benchmarks count it: multiply-adds of weight by activation. Attention over the cache is not counted. */
+typedef struct qmap_session_counters {
+    uint64_t int8_madds;       /* run on int8 (Q8_ROW with int8 activations; two terms count twice) */
+    uint64_t float_madds;      /* run on float (F32/F16 weights, Q8_ROW widened) */
+} qmap_session_counters;
+/* Fill *out (zeros for s = NULL). */
+QMAP_API void qmap_session_get_counters(const qmap_session *s, qmap_session_counters *out);
 
 /* ---- classifiers (mlp): rows of features -> class scores --------------------------------------------- */
 

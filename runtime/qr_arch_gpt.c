@@ -176,22 +176,22 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const int32_t *ids, 
             /* q, k, v = q_proj(h), k_proj(h), v_proj(h) */
             const qr_matrix *qkv_w[3] = { &L->wq, &L->wk, &L->wv };
             float *qkv_y[3] = { q, k, v };
-            TRY(qr_linear_many(s, qkv_w, NULL, 3, n, s->xb, d, qkv_y, ldqkv));
+            TRY(qr_linear_many(s, QR_X_NORMED, qkv_w, NULL, 3, n, s->xb, d, qkv_y, ldqkv));
         } else {
             /* q, k, v = c_attn(h).split(n_embd, dim=2) */
-            TRY(qr_linear(s, &L->wqkv, L->bqkv, n, s->xb, d, s->qkv, ldqkv));
+            TRY(qr_linear(s, QR_X_NORMED, &L->wqkv, L->bqkv, n, s->xb, d, s->qkv, ldqkv));
         }
         /* attn = softmax(scale·q·kᵀ + causal mask (window on local layers))·v over the cache */
         qr_kv_store(&s->kv[l], pos0, n, k, ldqkv, v, ldqkv);
         qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, d, s->attn_scratch, s->pool);
         /* x = x + c_proj(attn) */
-        TRY(qr_linear(s, &L->wo, L->bo, n, s->att, d, s->xb, d));
+        TRY(qr_linear(s, QR_X_NORMED, &L->wo, L->bo, n, s->att, d, s->xb, d));
         qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* x = x + mlp.c_proj(act(mlp.c_fc(ln_2(x)))) */
         qr_rows_layernorm(s->pool, s->xb, s->x, L->ln2_w, L->ln2_b, n, d, eps);
-        TRY(qr_linear(s, &L->w_up, L->b_up, n, s->xb, d, s->hb, f));
+        TRY(qr_linear(s, QR_X_NORMED, &L->w_up, L->b_up, n, s->xb, d, s->hb, f));
         qr_rows_activate(s->pool, w->act, s->hb, n * f);
-        TRY(qr_linear(s, &L->w_down, L->b_down, n, s->hb, f, s->xb, d));
+        TRY(qr_linear(s, QR_X_FLOAT, &L->w_down, L->b_down, n, s->hb, f, s->xb, d));
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }
 

@@ -159,7 +159,7 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids
         const qr_matrix *qkv_w[3] = { &L->wq, &L->wk, &L->wv };
         const float *qkv_b[3] = { L->bq, L->bk, L->bv };
         float *qkv_y[3] = { q, k, v };
-        TRY(qr_linear_many(s, qkv_w, qkv_b, 3, n, s->xb, d, qkv_y, ldqkv));
+        TRY(qr_linear_many(s, QR_X_NORMED, qkv_w, qkv_b, 3, n, s->xb, d, qkv_y, ldqkv));
         /* q, k = apply_rotary_pos_emb(q, k, cos, sin) */
         qr_rows_rope_half(s->pool, q, ldqkv, n, hp->n_heads, hd, pos0, w->inv_freq);
         qr_rows_rope_half(s->pool, k, ldqkv, n, hp->n_kv_heads, hd, pos0, w->inv_freq);
@@ -167,16 +167,16 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids
         qr_kv_store(&s->kv[l], pos0, n, k, ldqkv, v, ldqkv);
         qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, q_dim, s->attn_scratch, s->pool);
         /* x = x + o_proj(attn) */
-        TRY(qr_linear(s, &L->wo, NULL, n, s->att, q_dim, s->xb, d));
+        TRY(qr_linear(s, QR_X_NORMED, &L->wo, NULL, n, s->att, q_dim, s->xb, d));
         qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* h = post_attention_layernorm(x) */
         qr_rows_rmsnorm(s->pool, s->xb, s->x, L->ffn_norm, n, d, eps);
         /* x = x + down_proj(silu(gate_proj(h)) * up_proj(h)) */
         const qr_matrix *gate_up_w[2] = { &L->w_gate, &L->w_up };
         float *gate_up_y[2] = { s->hb, s->hb2 };
-        TRY(qr_linear_many(s, gate_up_w, NULL, 2, n, s->xb, d, gate_up_y, f));
+        TRY(qr_linear_many(s, QR_X_NORMED, gate_up_w, NULL, 2, n, s->xb, d, gate_up_y, f));
         qr_rows_swiglu(s->pool, s->hb, s->hb2, n * f);
-        TRY(qr_linear(s, &L->w_down, NULL, n, s->hb, f, s->xb, d));
+        TRY(qr_linear(s, QR_X_FLOAT, &L->w_down, NULL, n, s->hb, f, s->xb, d));
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }
 

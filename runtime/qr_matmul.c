@@ -110,6 +110,11 @@ static int int8_terms(const qr_kernels *k, const qr_matrix *w, size_t n, const q
     return 2;
 }
 
+int qr_matmul_int8_terms(const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
+{
+    return int8_terms(opts->kernels ? opts->kernels : qr_kernels_get(), w, n, opts);
+}
+
 static int thread_count(const qr_matmul_opts *opts)
 {
     return qr_pool_threads(opts->pool);

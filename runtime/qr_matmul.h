@@ -88,6 +88,11 @@ typedef struct qr_matmul_opts {
                               * call (which reads QMAP_CPU each time). A session sets it once. */
 } qr_matmul_opts;
 
+/* The int8 terms a product of n rows of X by w runs with: 0 (float X: F32/F16 weights, QR_ACT_F32, rows
+ * longer than QR_INT8_MAX_COLS, or an n = 1 product the variant widens), 1 or 2. What qr_matmul does for
+ * the same arguments; for counting the work done (qmap bench). */
+int qr_matmul_int8_terms(const qr_matrix *w, size_t n, const qr_matmul_opts *opts);
+
 /* The widest variant this CPU runs, capped by QMAP_CPU (format/qm_cpu.h). Never NULL. */
 const qr_kernels *qr_kernels_get(void);
 /* The variant of `level`, or NULL if this build or this CPU lacks it (tests and benchmarks). The AVX-512

@@ -296,6 +296,7 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
     }
     s->mm.pool = s->pool;
     s->mm.act = p->act;
+    s->normed_prompt_act = p->one_term_prompts && p->act == QR_ACT_AUTO ? QR_ACT_INT8 : p->act;
     s->mm.kernels = qr_kernels_get();
     size_t nb = p->n_batch;
     size_t q_dim = (size_t)hp->n_heads * hp->head_dim, kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
@@ -391,20 +392,43 @@ void qr_add_position_rows(const qr_matrix *pos, uint32_t pos0, size_t n, float *
     }
 }
 
-qm_status qr_linear(qr_lm_state *s, const qr_matrix *w, const float *b, size_t n, const float *x, size_t ldx,
-                    float *y, size_t ldy)
+/* The options of a product of n rows of this kind: the session's, or its one-term prompt mode. */
+static const qr_matmul_opts *opts_for(const qr_lm_state *s, qr_x_kind kind, size_t n, qr_matmul_opts *tmp)
 {
-    qm_status st = qr_matmul(NULL, w, n, x, ldx, y, ldy, s->work, s->work_size, &s->mm);
+    if (kind != QR_X_NORMED || n < 2 || s->normed_prompt_act == s->mm.act) return &s->mm;
+    *tmp = s->mm;
+    tmp->act = s->normed_prompt_act;
+    return tmp;
+}
+
+static void count_madds(qr_lm_state *s, const qr_matrix *w, size_t n, const qr_matmul_opts *o)
+{
+    const uint64_t madds = (uint64_t)n * w->rows * w->cols;
+    const int terms = qr_matmul_int8_terms(w, n, o);
+    if (terms) s->int8_madds += madds * (uint64_t)terms;
+    else s->float_madds += madds;
+}
+
+qm_status qr_linear(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t n, const float *x,
+                    size_t ldx, float *y, size_t ldy)
+{
+    qr_matmul_opts tmp;
+    const qr_matmul_opts *o = opts_for(s, kind, n, &tmp);
+    qm_status st = qr_matmul(NULL, w, n, x, ldx, y, ldy, s->work, s->work_size, o);
     if (st != QM_OK) return st;
+    count_madds(s, w, n, o);
     if (b) qr_add_bias_rows(y, ldy, n, b, w->rows);
     return QM_OK;
 }
 
-qm_status qr_linear_many(qr_lm_state *s, const qr_matrix *const *w, const float *const *b, size_t count, size_t n,
-                         const float *x, size_t ldx, float *const *y, size_t ldy)
+qm_status qr_linear_many(qr_lm_state *s, qr_x_kind kind, const qr_matrix *const *w, const float *const *b,
+                         size_t count, size_t n, const float *x, size_t ldx, float *const *y, size_t ldy)
 {
-    qm_status st = qr_matmul_many(NULL, w, count, n, x, ldx, y, ldy, s->work, s->work_size, &s->mm);
+    qr_matmul_opts tmp;
+    const qr_matmul_opts *o = opts_for(s, kind, n, &tmp);
+    qm_status st = qr_matmul_many(NULL, w, count, n, x, ldx, y, ldy, s->work, s->work_size, o);
     if (st != QM_OK) return st;
+    for (size_t p = 0; p < count; p++) count_madds(s, w[p], n, o);
     for (size_t p = 0; b && p < count; p++)
         if (b[p]) qr_add_bias_rows(y[p], ldy, n, b[p], w[p]->rows);
     return QM_OK;
@@ -413,8 +437,8 @@ qm_status qr_linear_many(qr_lm_state *s, const qr_matrix *const *w, const float 
 qm_status qr_lm_logits(qr_lm_state *s, const qr_matrix *head, const float *head_bias, size_t n, size_t dim,
                        size_t vocab, bool all_logits)
 {
-    if (all_logits) return qr_linear(s, head, head_bias, n, s->xb, dim, s->logits, vocab);
-    return qr_linear(s, head, head_bias, 1, s->xb + (n - 1) * dim, dim, s->logits, vocab);
+    if (all_logits) return qr_linear(s, QR_X_FLOAT, head, head_bias, n, s->xb, dim, s->logits, vocab);
+    return qr_linear(s, QR_X_FLOAT, head, head_bias, 1, s->xb + (n - 1) * dim, dim, s->logits, vocab);
 }
 
 /* ---- the family table ------------------------------------------------------------------------------ */

@@ -86,12 +86,27 @@ typedef struct qr_lm_hparams {
     bool learned_positions;  /* a position table of ctx rows: no position at or past ctx can be run */
 } qr_lm_hparams;
 
+/* What a product's input rows tolerate in a prompt (n > 1) when the session lets prompts use one int8 term
+ * (qr_lm_state_params.one_term_prompts: QMAP_ACT_AUTO). Measured on the King James Llama (README,
+ * Accuracy), one group of products at a time in one int8 term instead of two, the mean KL divergence of
+ * the logits against F32 rose from 1.57e-5 by 0.1-0.5e-5 for Q/K/V, the attention output and gate/up
+ * (rows out of a norm or out of attention), by 11e-5 for the FFN's down projection (its gated hidden rows
+ * are heavy-tailed) and by 0.9e-5 for the head (its rounding lands in the logits). */
+typedef enum qr_x_kind {
+    QR_X_NORMED,  /* a norm's or attention's output rows: one int8 term in a prompt */
+    QR_X_FLOAT,   /* the session's act as given (float-X accuracy unless the caller chose otherwise) */
+} qr_x_kind;
+
 /* Buffers of one session, sized once. Rows are tokens of one batch (<= n_batch). */
 typedef struct qr_lm_state {
     uint32_t n_batch;        /* most tokens per forward call */
     uint32_t n_ctx;          /* positions the cache holds */
     qr_pool *pool;           /* the session's threads (owned), started once */
     qr_matmul_opts mm;       /* the pool, activation mode and kernel variant (chosen once) of every product */
+    qr_act normed_prompt_act; /* act of a QR_X_NORMED product of n > 1 rows: QR_ACT_INT8 with
+                              * one_term_prompts and mm.act = QR_ACT_AUTO, else mm.act */
+    uint64_t int8_madds;     /* multiply-adds the products ran on int8 (each term counted) since creation */
+    uint64_t float_madds;    /* and on float (F32/F16 weights, Q8_ROW widened) */
     float *x;                /* [n_batch][dim] residual stream */
     float *xb;               /* [n_batch][dim] normed input of a sub-layer / scratch row */
     float *qkv;              /* [n_batch][qkv_stride]: q (n_heads*head_dim), k, v (n_kv_heads*head_dim each) */
@@ -111,6 +126,7 @@ typedef struct qr_lm_state_params {
     uint32_t n_ctx, n_batch;
     int threads;             /* the pool's size (<= 0: one per CPU this process may use) */
     qr_act act;
+    bool one_term_prompts;   /* with act = QR_ACT_AUTO: QR_X_NORMED products of a prompt in one int8 term */
     qr_kv_type kv_type;
     bool logits_all;
 } qr_lm_state_params;
@@ -149,14 +165,16 @@ extern const qr_lm_family qr_family_gpt2, qr_family_gpt_neo, qr_family_llama;
 void qr_embed_rows(const qr_matrix *embd, const int32_t *ids, size_t n, float *x, size_t ldx);
 /* x[i] += row (pos0 + i) of a position table. */
 void qr_add_position_rows(const qr_matrix *pos, uint32_t pos0, size_t n, float *x, size_t ldx, float *tmp);
-/* y = x·Wᵀ (+ b) for n rows, with the session's threads, activation mode and work buffer. */
-qm_status qr_linear(qr_lm_state *s, const qr_matrix *w, const float *b, size_t n, const float *x, size_t ldx,
-                    float *y, size_t ldy);
+/* y = x·Wᵀ (+ b) for n rows, with the session's threads, work buffer and the activation mode for rows of
+ * this kind (qr_x_kind); the multiply-adds are added to the session's counters. */
+qm_status qr_linear(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t n, const float *x,
+                    size_t ldx, float *y, size_t ldy);
 /* y[p] = x·W[p]ᵀ (+ b[p]) for the `count` matrices (<= QR_MATMUL_MAX_PARTS) that read the same rows x, as one
  * product where they can be (qr_matmul_many: q/k/v, gate/up); b may be NULL, or hold NULL entries. */
-qm_status qr_linear_many(qr_lm_state *s, const qr_matrix *const *w, const float *const *b, size_t count, size_t n,
+qm_status qr_linear_many(qr_lm_state *s, qr_x_kind kind, const qr_matrix *const *w, const float *const *b, size_t count, size_t n,
                          const float *x, size_t ldx, float *const *y, size_t ldy);
-/* Logits of the final normed rows xb: every row or only the last, per all_logits. */
+/* Logits of the final normed rows xb: every row or only the last, per all_logits (QR_X_FLOAT: the head's
+ * rounding would land in the logits). */
 qm_status qr_lm_logits(qr_lm_state *s, const qr_matrix *head, const float *head_bias, size_t n, size_t dim,
                        size_t vocab, bool all_logits);
 

@@ -1,6 +1,6 @@
 /* lm_logits — the test suite's window into a decoder LM session, through the public API (qmap.h) only.
  *
- *   lm_logits MODEL OUT.f32 [-t THREADS] [-b BATCH] [--kv f16|f32] [--act auto|int8|f32|int8x2] [--step]
+ *   lm_logits MODEL OUT.f32 [-t THREADS] [-b BATCH] [--kv f16|f32] [--act auto|int8|f32|int8x2|precise] [--step]
  *             [--greedy N] [--alloc-check] ID...
  *
  * Default: the IDs are evaluated with one qmap_eval per batch of -b tokens and the logits of every position
@@ -55,7 +55,7 @@ static int fail(const char *what, const qmap_error *e)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: lm_logits MODEL OUT [-t N] [-b N] [--kv f16|f32] [--act auto|int8|f32|int8x2] [--step] "
+        fprintf(stderr, "usage: lm_logits MODEL OUT [-t N] [-b N] [--kv f16|f32] [--act auto|int8|f32|int8x2|precise] [--step] "
                         "[--greedy N] [--alloc-check] ID...\n");
         return 2;
     }
@@ -70,10 +70,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--kv") && i + 1 < argc) sp.kv_type = !strcmp(argv[++i], "f32") ? QMAP_KV_F32 : QMAP_KV_F16;
         else if (!strcmp(argv[i], "--act") && i + 1 < argc) {
             const char *a = argv[++i];
-            sp.act = !strcmp(a, "int8")     ? QMAP_ACT_INT8
-                     : !strcmp(a, "f32")    ? QMAP_ACT_F32
-                     : !strcmp(a, "int8x2") ? QMAP_ACT_INT8X2
-                                            : QMAP_ACT_AUTO;
+            sp.act = !strcmp(a, "int8")      ? QMAP_ACT_INT8
+                     : !strcmp(a, "f32")     ? QMAP_ACT_F32
+                     : !strcmp(a, "int8x2")  ? QMAP_ACT_INT8X2
+                     : !strcmp(a, "precise") ? QMAP_ACT_PRECISE
+                                             : QMAP_ACT_AUTO;
         } else if (!strcmp(argv[i], "--step")) step = true;
         else if (!strcmp(argv[i], "--greedy") && i + 1 < argc) greedy = atol(argv[++i]);
         else if (!strcmp(argv[i], "--alloc-check")) alloc_check = true;

@@ -11,11 +11,12 @@ as the file qmap reads, and:
 - F32: `qmap perplexity -c 256 --chunks N --kv f32` equals torch's perplexity on the same windows of qmap's
   own ids (first token replaced by BOS, second half scored, as llama.cpp) to 4 significant digits
   (relative 5e-5);
-- F16 weights: perplexity at most +0.05% over F32; Q8_ROW (default activations): at most +0.5%, top-1
+- F16 weights: perplexity at most +0.05% over F32; Q8_ROW (default activations, `--act auto`): at most +0.5%, top-1
   agreement with F32 at least 98%, mean KL printed. The F32 run saves its logits (--save-logits) and the
   others take that file as --kl-base; every run uses an F32 KV cache so that only the weights differ;
 - measured, not asserted: Q8_ROW with the output head and/or the token embeddings kept in F32
-  (`quantize --keep output.weight`, `--keep tok_embd.weight`), and with `--act int8`, in a table.
+  (`quantize --keep output.weight`, `--keep tok_embd.weight`), with `--act precise` (float-X accuracy in
+  every product) and with `--act int8` (one term in every product), in a table.
 
     /usr/bin/python3 tests/run/test_kjv.py --qmap build/qmap --workdir build/tests/kjv [--chunks 64]
 """
@@ -144,7 +145,8 @@ def main():
     # the quantized containers against the F32 logits
     rows = []
     runs = [(name, files[name], []) for name, _ in quants]
-    runs.insert(2, ("Q8_ROW, --act int8", files["Q8_ROW"], ["--act", "int8"]))
+    runs.insert(2, ("Q8_ROW, --act precise", files["Q8_ROW"], ["--act", "precise"]))
+    runs.insert(3, ("Q8_ROW, --act int8", files["Q8_ROW"], ["--act", "int8"]))
     res = {}
     for name, path, extra in runs:
         j = ppl_json(c, q, path, text_path, n, ["--kl-base", logits_file] + extra, "perplexity %s" % name)

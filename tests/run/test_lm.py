@@ -11,9 +11,11 @@ checkpoint (torch.save or safetensors), converted by `qmap convert`, quantized b
 - F16 weights: within 1e-3 of torch running the same F16-rounded weights, and 1e-2 of torch in F32.
 - Q8_ROW: against torch running the weights dequantized by spec/FORMAT.md 6.1 (quantized here with the
   independent numpy transcription tests/spec_writer.py, and checked equal to the container's own tensors
-  read by tests/spec_reader.py): top-1 agreement >= 95% and mean KL(torch || qmap) <= 1e-3 nats (the
-  default activations keep float accuracy, so what remains is summation order); the cost of quantizing
-  (against torch in F32) is printed, not bounded.
+  read by tests/spec_reader.py): with `--act precise` (float-X accuracy, so what remains is summation
+  order) top-1 agreement >= 95% and mean KL(torch || qmap) <= 1e-3 nats; with the default `--act auto` (a
+  prompt's products after a norm or attention in one int8 term) >= 95% and <= 2e-3, and its logits differ
+  from both pure modes; `--act int8` >= 90% and <= 1e-2. The cost of quantizing (against torch in F32) is
+  printed, not bounded.
 - Prefill in one batch = token by token (the decode path) within 1e-5 · max|logit|; batches of 7 = one
   batch; 1 and 2 threads bit for bit.
 - Cases that matter: gpt_neo and mistral run past their attention windows (asserted), llama has fewer kv
@@ -229,25 +231,38 @@ def family_case(env, name, mod, kw, saver, window, workdir, summary):
     c.check(name, "the numpy transcription of spec 6.1 equals the container's Q8_ROW bytes",
             np.array_equal(qf.tensors[emb_name].q, q) and np.array_equal(qf.tensors[emb_name].scales, scales))
     refq = torch_logits(quantized_copy(model, name if name == "gpt2" else "", "q8"), ids)
-    for act in ("auto", "int8"):
-        got = env.logits(paths["q8"], ids, V, "--kv", "f32", "--act", act)
+    got_by_act = {}
+    for act in ("precise", "auto", "int8"):
+        got = got_by_act[act] = env.logits(paths["q8"], ids, V, "--kv", "f32", "--act", act)
         top1 = float(np.mean(got.argmax(-1) == refq.argmax(-1)))
         mkl = float(kl(refq, got).mean())
         top1_f32 = float(np.mean(got.argmax(-1) == ref.argmax(-1)))
         mkl_f32 = float(kl(ref, got).mean())
         row["q8_" + act] = (top1, mkl, top1_f32, mkl_f32)
-        if act == "auto":
-            c.check(name, "Q8_ROW: top-1 agreement with torch on the dequantized weights >= 95%", top1 >= 0.95,
-                    "%.3f" % top1)
-            c.check(name, "Q8_ROW: mean KL to torch on the dequantized weights <= 1e-3", mkl <= 1e-3, "%.3g" % mkl)
+        if act == "precise":
+            c.check(name, "Q8_ROW --act precise: top-1 agreement with torch on the dequantized weights >= 95%",
+                    top1 >= 0.95, "%.3f" % top1)
+            c.check(name, "Q8_ROW --act precise: mean KL to torch on the dequantized weights <= 1e-3", mkl <= 1e-3,
+                    "%.3g" % mkl)
             # two int8 terms in decode too: every product of a token computed alone gives the bits it has in
             # the batch (integer dots; attention and the row-wise ops are the same bits either way)
             step = env.logits(paths["q8"], ids, V, "--kv", "f32", "--act", "int8x2", "--step")
-            c.check(name, "Q8_ROW --act int8x2 token by token: the same bits as the batched --act auto",
+            c.check(name, "Q8_ROW --act int8x2 token by token: the same bits as the batched --act precise",
                     np.array_equal(step, got), "max |diff| %.3g" % float(np.abs(step - got).max()))
+        elif act == "auto":
+            # the default: a prompt's products after a norm or attention in one int8 term, the FFN's down
+            # projection and the head in two; between the other two modes
+            c.check(name, "Q8_ROW (--act auto): top-1 agreement with torch on the dequantized weights >= 95%",
+                    top1 >= 0.95, "%.3f" % top1)
+            c.check(name, "Q8_ROW (--act auto): mean KL to torch on the dequantized weights <= 2e-3", mkl <= 2e-3,
+                    "%.3g" % mkl)
         else:   # one int8 term per activation row adds its rounding: a looser bound, still far from noise
             c.check(name, "Q8_ROW --act int8: top-1 agreement >= 90%", top1 >= 0.90, "%.3f" % top1)
             c.check(name, "Q8_ROW --act int8: mean KL <= 1e-2", mkl <= 1e-2, "%.3g" % mkl)
+    # auto is neither of the pure modes: some products in one term, some in two
+    c.check(name, "Q8_ROW --act auto differs from both --act precise and --act int8",
+            not np.array_equal(got_by_act["auto"], got_by_act["precise"])
+            and not np.array_equal(got_by_act["auto"], got_by_act["int8"]))
 
     # the same paths under ASan+UBSan
     if env.asan_tool:
@@ -255,7 +270,9 @@ def family_case(env, name, mod, kw, saver, window, workdir, summary):
             try:
                 a = env.logits(paths[how], ids[:20], V, "-b", "7", tool=env.asan_tool)
                 b = env.logits(paths[how], ids[:20], V, "--step", tool=env.asan_tool)
-                ok = np.isfinite(a).all() and rel(a, b) <= 1e-3
+                # Q8_ROW's batches (the default --act auto) round a prompt's normed rows to one int8 term,
+                # its steps do not: 3e-3 seen for llama, 7e-3 with --act int8
+                ok = np.isfinite(a).all() and rel(a, b) <= (1e-2 if how == "q8" else 1e-3)
                 c.check(name, "ASan+UBSan: %s batches and steps run clean" % how, ok)
             except RuntimeError as ex:
                 c.check(name, "ASan+UBSan: %s batches and steps run clean" % how, False, str(ex)[-400:])
@@ -329,13 +346,30 @@ def error_cases(env, llama_f32, workdir):
     c.check(g, "qmap bench --act int8 --csv: the activation mode in the column act of every row",
             r.returncode == 0 and lines[0].endswith(",act,kernels") and len(lines) == 3
             and all(x.split(",")[-2] == "int8" for x in lines[1:]), r.stdout + r.stderr)
-    # a Q8_ROW model's pp unit names the two int8 terms: every row still has the header's fields
+    # a Q8_ROW model's pp row counts the int8 terms the session ran (qmap_session_get_counters), which
+    # show which products took one term and which two: int8_terms = int8 multiply-adds / weight multiply-adds
+    # of the prompt (every layer matrix P times, the head once, as the one-row decode product it is: in 0
+    # terms where the CPU widens one row, 2 where it splits it in two)
     q8 = os.path.join(os.path.dirname(llama_f32), "q8.qmap")
-    r = run([env.qmap, "bench", q8, "-p", "4", "-n", "2", "-r", "1", "-t", "1", "--csv"])
-    rows = list(csv.reader(io.StringIO(r.stdout)))
-    c.check(g, "qmap bench --csv on Q8_ROW: every row has the header's fields; pp counts two int8 terms",
-            r.returncode == 0 and len(rows) == 3 and all(len(x) == len(rows[0]) for x in rows)
-            and rows[1][rows[0].index("limit_unit")] == "GOP/s int8 (2 terms)", r.stdout + r.stderr)
+    P = 4
+    mats = {t.name: int(np.prod(t.shape)) for t in spec_reader.read(q8).tensors.values() if len(t.shape) == 2}
+    down = sum(v for k, v in mats.items() if k.endswith("ffn_down.weight"))
+    head = mats["output.weight"]
+    layers = sum(v for k, v in mats.items() if k.startswith("blk."))
+    weight_madds = layers * P + head
+    want = {"precise": [(2 * layers * P + h * head) / weight_madds for h in (0, 2)],
+            "int8x2": [2.0], "int8": [1.0],
+            "auto": [((layers - down) * P + 2 * down * P + h * head) / weight_madds for h in (0, 2)]}
+    for act, wanted in want.items():
+        r = run([env.qmap, "bench", q8, "-p", str(P), "-n", "2", "-r", "1", "-t", "1", "--csv", "--act", act])
+        rows = list(csv.reader(io.StringIO(r.stdout)))
+        ok = r.returncode == 0 and len(rows) == 3 and all(len(x) == len(rows[0]) for x in rows)
+        terms = float(rows[1][rows[0].index("int8_terms")]) if ok else float("nan")
+        c.check(g, "qmap bench --csv on Q8_ROW --act %s: every row has the header's fields; pp ran %.4f int8 "
+                "terms per weight multiply-add (the model's shapes give %s)"
+                % (act, terms, " or ".join("%.4f" % x for x in wanted)),
+                ok and rows[1][rows[0].index("limit_unit")] == "GOP/s int8"
+                and any(abs(terms - x) < 1e-5 for x in wanted), r.stdout + r.stderr)
     r = run([env.qmap, "bench", llama_f32, "-n", "2", "--act", "int4"])
     c.check(g, "qmap bench --act int4: not a mode, usage error (2) naming the choices",
             r.returncode == 2 and "auto" in r.stderr and "int8" in r.stderr, r.stderr)
@@ -425,13 +459,15 @@ def main():
     if llama_f32 and c.want("errors"):
         error_cases(env, llama_f32, args.workdir)
 
-    print("\n%-8s %6s %10s %10s %10s   %-28s %-28s" % ("model", "std", "F32", "F32 kv16", "F16", "Q8 auto: top1 KL (vs F32)",
-                                                   "Q8 int8: top1 KL (vs F32)"))
+    print("\n%-8s %6s %10s %10s %10s   %-28s %-28s %-28s" % ("model", "std", "F32", "F32 kv16", "F16",
+                                                          "Q8 precise: top1 KL (vs F32)", "Q8 auto: top1 KL (vs F32)",
+                                                          "Q8 int8: top1 KL (vs F32)"))
     for r in summary:
-        qa, qi = r.get("q8_auto"), r.get("q8_int8")
+        qp, qa, qi = r.get("q8_precise"), r.get("q8_auto"), r.get("q8_int8")
         fmt = lambda q: "%.3f %.1e (%.3f %.1e)" % q if q else "-"  # noqa: E731
-        print("%-8s %6.2f %10.2e %10.2e %10.2e   %-28s %-28s" % (r["case"], r["std"], r.get("f32", np.nan), r.get("f32_kv16", np.nan),
-                                                           r.get("f16", np.nan), fmt(qa), fmt(qi)))
+        print("%-8s %6.2f %10.2e %10.2e %10.2e   %-28s %-28s %-28s" % (r["case"], r["std"], r.get("f32", np.nan),
+                                                                  r.get("f32_kv16", np.nan), r.get("f16", np.nan),
+                                                                  fmt(qp), fmt(qa), fmt(qi)))
     return c.finish()
 
 
