@@ -13,7 +13,8 @@ llama.cpp does (first token of each window replaced by BOS, second half scored) 
   dequantized Q8_ROW weights (spec/FORMAT.md 6.1 via tests/spec_writer.py) on the same windows; qmap's mean
   KL, its median and 99th percentile, top-1 agreement and ln(PPL/PPL_base) must match the statistics
   numpy computes from torch's logits (KL and the ratio within 10% + 1e-6 / 1e-5 of each other, top-1 within 1
-  point: qmap's Q8 products sum in another order than the dequantized float model).
+  point: qmap's Q8 products sum in another order than the dequantized float model). qmap runs with
+  `--act precise` here, float activations as torch's.
 - --save-logits of the F32 run, then the Q8_ROW run with that file as --kl-base: the same statistics as
   the same-pass run; a file from another -c, window count or text, or a truncated one, is refused.
 - Errors: a text shorter than two windows (says how many tokens it needs), a base with another vocabulary,
@@ -148,8 +149,10 @@ def main():
         same.append(lb[sl].argmax(axis=-1) == lq[sl].argmax(axis=-1))
         d_nll.append(scored(lq, w) - scored(lb, w))
     kl, same, d_nll = np.concatenate(kl), np.concatenate(same), np.concatenate(d_nll)
+    # --act precise: torch's dequantized model multiplies float activations, as qmap's precise mode does
+    # (the default rounds a prompt's normed rows to one int8 term, a difference of its own)
     r = subprocess.run([a.qmap, "perplexity", q8, "-f", txt, "-c", str(CTX), "--chunks", str(CHUNKS), "--kv", "f32", "--kl-base", f32,
-                        "--json", "-q"], capture_output=True, text=True)
+                        "--act", "precise", "--json", "-q"], capture_output=True, text=True)
     res = json.loads(r.stdout) if r.returncode == 0 else {}
     b = res.get("base", {})
     c.check("kl", "--kl-base runs; the base's PPL is the F32 one", r.returncode == 0
@@ -179,7 +182,7 @@ def main():
     c.check("saved", "--save-logits writes 64 + tokens x vocab x 4 bytes",
             r.returncode == 0 and os.path.getsize(saved) == 64 + CHUNKS * per * len(vocab) * 4, r.stderr.strip())
     r = subprocess.run([a.qmap, "perplexity", q8, "-f", txt, "-c", str(CTX), "--chunks", str(CHUNKS), "--kv", "f32",
-                        "--kl-base", saved, "--json", "-q"], capture_output=True, text=True)
+                        "--kl-base", saved, "--act", "precise", "--json", "-q"], capture_output=True, text=True)
     bf = json.loads(r.stdout).get("base", {}) if r.returncode == 0 else {}
     c.check("saved", "--kl-base FILE gives the same-pass statistics (PPL, KL mean/p99, top-1, ratio; 1e-5)",
             r.returncode == 0 and all(near(bf.get(k, -1), b.get(k, 0), 1e-5, 1e-9)
