@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qr_rows.h"
+
 #define MLP_MAX_LAYERS 1024u
 #define MLP_MAX_WIDTH (1u << 24)
 
@@ -173,14 +175,13 @@ qm_status qr_mlp_forward(const qr_mlp *m, qr_mlp_run *r, const float *x, size_t 
         const qr_matrix *w = &m->w[i];
         bool last = i + 1 == m->n_layers;
         float *y = last ? out : (h == r->a ? r->b : r->a);
-        size_t ld_out = last ? m->output_dim : m->max_width;
+        size_t ld_out = last ? m->output_dim : w->rows; /* rows packed: one block for the activation */
         /* h = h @ W_iᵀ + b_i */
         qm_status st = qr_matmul(NULL, w, n, h, ld_in, y, ld_out, r->work, r->work_size, &r->mm);
         if (st != QM_OK) return st;
         if (m->b[i]) qr_add_bias_rows(y, ld_out, n, m->b[i], w->rows);
         /* h = act_i(h) */
-        if (m->act[i] != QR_ACTFN_IDENTITY)
-            for (size_t row = 0; row < n; row++) qr_activate(m->act[i], y + row * ld_out, w->rows);
+        if (m->act[i] != QR_ACTFN_IDENTITY) qr_rows_activate(r->pool, m->act[i], y, n * w->rows);
         h = y;
         ld_in = ld_out;
     }

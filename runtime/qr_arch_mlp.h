@@ -37,7 +37,7 @@ typedef struct qr_mlp_run {
     size_t max_batch;
     qr_pool *pool;               /* the run's threads (owned) */
     qr_matmul_opts mm;
-    float *a, *b;                /* [max_batch][max_width] ping-pong activations */
+    float *a, *b;                /* max_batch x max_width floats each: ping-pong activations, a layer's rows packed */
     void *work;
     size_t work_size;
 } qr_mlp_run;

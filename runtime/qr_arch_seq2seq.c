@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qr_rows.h"
+
 #define S2S_MAX_LAYERS 256u
 #define S2S_MAX_DIM (1u << 16)
 #define S2S_MAX_VOCAB (1u << 24)
@@ -260,30 +262,20 @@ static qm_status linear(qr_s2s_state *s, const qr_matrix *w, const float *b, siz
     return st;
 }
 
-static void layernorm_rows(float *y, const float *x, size_t n, size_t d, const float *w, const float *b, float eps)
-{
-    for (size_t i = 0; i < n; i++) qr_layernorm(y + i * d, x + i * d, w, b, d, eps);
-}
-
-/* x = x + t over n rows of d */
-static void add_rows(float *x, const float *t, size_t n, size_t d)
-{
-    qr_add(x, t, n * d);
-}
-
 /* The residual step of a sub-layer: post-norm x = LN(x + t), pre-norm x = x + t. */
-static void residual(const qr_s2s *m, float *x, const float *t, size_t n, const float *ln, const float *ln_b)
+static void residual(const qr_s2s *m, qr_pool *pool, float *x, const float *t, size_t n, const float *ln,
+                     const float *ln_b)
 {
-    add_rows(x, t, n, m->dim);
-    if (!m->norm_first) layernorm_rows(x, x, n, m->dim, ln, ln_b, m->norm_eps);
+    qr_rows_add(pool, x, t, n * m->dim);
+    if (!m->norm_first) qr_rows_layernorm(pool, x, x, ln, ln_b, n, m->dim, m->norm_eps);
 }
 
 /* The input of a sub-layer: pre-norm LN(x) into xb, post-norm x itself. */
-static const float *sublayer_input(const qr_s2s *m, const float *x, float *xb, size_t n, const float *ln,
-                                   const float *ln_b)
+static const float *sublayer_input(const qr_s2s *m, qr_pool *pool, const float *x, float *xb, size_t n,
+                                   const float *ln, const float *ln_b)
 {
     if (!m->norm_first) return x;
-    layernorm_rows(xb, x, n, m->dim, ln, ln_b, m->norm_eps);
+    qr_rows_layernorm(pool, xb, x, ln, ln_b, n, m->dim, m->norm_eps);
     return xb;
 }
 
@@ -293,7 +285,7 @@ static qm_status ffn(const qr_s2s *m, qr_s2s_state *s, const qr_s2s_layer *L, co
 {
     qm_status st = linear(s, &L->ffn_up, L->ffn_up_b, n, in, m->dim, h, m->ffn_dim);
     if (st != QM_OK) return st;
-    qr_activate(m->act, h, n * m->ffn_dim);
+    qr_rows_activate(s->pool, m->act, h, n * m->ffn_dim);
     return linear(s, &L->ffn_down, L->ffn_down_b, n, h, m->ffn_dim, out, m->dim);
 }
 
@@ -330,7 +322,7 @@ qm_status qr_s2s_encode(const qr_s2s *m, qr_s2s_state *s, const int32_t *ids, co
     for (uint32_t l = 0; l < m->n_enc; l++) {
         const qr_s2s_layer *L = &m->enc[l];
         /* self-attention, each sentence over its own tokens */
-        const float *in = sublayer_input(m, x, s->exb, total, L->ln1, L->ln1_b);
+        const float *in = sublayer_input(m, s->pool, x, s->exb, total, L->ln1, L->ln1_b);
         qm_status st = linear(s, &L->attn_qkv, L->attn_qkv_b, total, in, d, s->eqkv, 3 * d);
         if (st != QM_OK) return st;
         for (size_t i = 0, off = 0; i < n_sent; off += lens[i], i++) {
@@ -339,13 +331,13 @@ qm_status qr_s2s_encode(const qr_s2s *m, qr_s2s_state *s, const int32_t *ids, co
                          s->attn_scratch, s->pool);
         }
         if ((st = linear(s, &L->attn_out, L->attn_out_b, total, s->eatt, d, s->exb, d)) != QM_OK) return st;
-        residual(m, x, s->exb, total, L->ln1, L->ln1_b);
+        residual(m, s->pool, x, s->exb, total, L->ln1, L->ln1_b);
         /* feed-forward */
-        in = sublayer_input(m, x, s->exb, total, L->ln2, L->ln2_b);
+        in = sublayer_input(m, s->pool, x, s->exb, total, L->ln2, L->ln2_b);
         if ((st = ffn(m, s, L, in, s->eh, s->eatt, total)) != QM_OK) return st;
-        residual(m, x, s->eatt, total, L->ln2, L->ln2_b);
+        residual(m, s->pool, x, s->eatt, total, L->ln2, L->ln2_b);
     }
-    layernorm_rows(s->mem, x, total, d, m->enc_norm, m->enc_norm_b, m->norm_eps);
+    qr_rows_layernorm(s->pool, s->mem, x, m->enc_norm, m->enc_norm_b, total, d, m->norm_eps);
     s->n_mem = (uint32_t)total;
     s->n_ckv = 0;
     return QM_OK;
@@ -391,7 +383,7 @@ qm_status qr_s2s_decode(const qr_s2s *m, qr_s2s_state *s, const int32_t *ids, si
     for (uint32_t l = 0; l < m->n_dec; l++) {
         const qr_s2s_layer *L = &m->dec[l];
         /* causal self-attention, each hypothesis over its own cache */
-        const float *in = sublayer_input(m, x, s->dxb, rows, L->ln1, L->ln1_b);
+        const float *in = sublayer_input(m, s->pool, x, s->dxb, rows, L->ln1, L->ln1_b);
         qm_status st = linear(s, &L->attn_qkv, L->attn_qkv_b, rows, in, d, s->dqkv, 3 * d);
         if (st != QM_OK) return st;
         for (size_t b = 0; b < n_seqs; b++) {
@@ -401,21 +393,21 @@ qm_status qr_s2s_decode(const qr_s2s *m, qr_s2s_state *s, const int32_t *ids, si
             qr_attn_causal(&sh, kv, pos0, n_pos, q, 3 * d, s->datt + b * n_pos * d, d, s->attn_scratch, s->pool);
         }
         if ((st = linear(s, &L->attn_out, L->attn_out_b, rows, s->datt, d, s->dxb, d)) != QM_OK) return st;
-        residual(m, x, s->dxb, rows, L->ln1, L->ln1_b);
+        residual(m, s->pool, x, s->dxb, rows, L->ln1, L->ln1_b);
         /* cross-attention: every row over the current source's keys and values */
-        in = sublayer_input(m, x, s->dxb, rows, L->ln2, L->ln2_b);
+        in = sublayer_input(m, s->pool, x, s->dxb, rows, L->ln2, L->ln2_b);
         if ((st = linear(s, &L->cross_q, L->cross_q_b, rows, in, d, s->dqkv, d)) != QM_OK) return st;
         const float *ckv = s->ckv + (size_t)l * s->p.max_src * 2 * d;
         qr_attn_full(&sh, rows, s->dqkv, d, s->n_ckv, ckv, 2 * d, ckv + d, 2 * d, s->datt, d, s->attn_scratch,
                      s->pool);
         if ((st = linear(s, &L->cross_out, L->cross_out_b, rows, s->datt, d, s->dxb, d)) != QM_OK) return st;
-        residual(m, x, s->dxb, rows, L->ln2, L->ln2_b);
+        residual(m, s->pool, x, s->dxb, rows, L->ln2, L->ln2_b);
         /* feed-forward */
-        in = sublayer_input(m, x, s->dxb, rows, L->ln3, L->ln3_b);
+        in = sublayer_input(m, s->pool, x, s->dxb, rows, L->ln3, L->ln3_b);
         if ((st = ffn(m, s, L, in, s->dh, s->datt, rows)) != QM_OK) return st;
-        residual(m, x, s->datt, rows, L->ln3, L->ln3_b);
+        residual(m, s->pool, x, s->datt, rows, L->ln3, L->ln3_b);
     }
-    layernorm_rows(s->dxb, x, rows, d, m->dec_norm, m->dec_norm_b, m->norm_eps);
+    qr_rows_layernorm(s->pool, s->dxb, x, m->dec_norm, m->dec_norm_b, rows, d, m->norm_eps);
     return linear(s, &m->output, m->output_b, rows, s->dxb, d, s->logits, m->tgt_vocab);
 }
 
