@@ -251,7 +251,7 @@ def family_case(env, name, mod, kw, saver, window, workdir, summary):
                     np.array_equal(step, got), "max |diff| %.3g" % float(np.abs(step - got).max()))
         elif act == "auto":
             # the default: a prompt's products after a norm or attention in one int8 term, the FFN's down
-            # projection and the head in two; between the other two modes
+            # projection and the head in two (that it is neither pure mode is checked below)
             c.check(name, "Q8_ROW (--act auto): top-1 agreement with torch on the dequantized weights >= 95%",
                     top1 >= 0.95, "%.3f" % top1)
             c.check(name, "Q8_ROW (--act auto): mean KL to torch on the dequantized weights <= 2e-3", mkl <= 2e-3,
