@@ -267,6 +267,8 @@ int cmd_perplexity(int argc, char **argv)
         json_u64(&j, "text_tokens", n_tok);
         json_u64(&j, "ctx", c);
         json_u64(&j, "batch", nb);
+        json_cstring(&j, "kv", cli_kv_choices[kv]);
+        json_cstring(&j, "act", cli_act_choices[act]);
         json_u64(&j, "chunks", n_chunks);
         json_u64(&j, "scored_tokens", su.n);
         json_bool(&j, "bos_first", bos);

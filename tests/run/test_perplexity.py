@@ -157,6 +157,8 @@ def main():
     b = res.get("base", {})
     c.check("kl", "--kl-base runs; the base's PPL is the F32 one", r.returncode == 0
             and abs(b.get("ppl", 0) / ppl_torch - 1) < 5e-5, r.stderr.strip())
+    c.check("kl", "--json names the KV type and activation mode it ran with",
+            res.get("kv") == "f32" and res.get("act") == "precise", str(res)[:300])
 
     def near(x, y, rel, absol=1e-6):
         return abs(x - y) <= rel * abs(y) + absol
