@@ -98,7 +98,7 @@ static void print_stats(const run_stats *st, const qmap_model *m, FILE *fp)
 }
 
 static void print_json(const run_stats *st, const qmap_model *m, const char *text, size_t text_len,
-                       const int32_t *prompt, const int32_t *gen)
+                       const int32_t *prompt, const int32_t *gen, int kv, int act)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
@@ -119,6 +119,8 @@ static void print_json(const run_stats *st, const qmap_model *m, const char *tex
     json_f64(&j, "gen_tok_per_s", st->gen_s > 0 ? (double)st->n_gen / st->gen_s : 0.0);
     json_u64(&j, "peak_rss_bytes", (uint64_t)ru.ru_maxrss * 1024);
     json_u64(&j, "mapping_resident_bytes", qmap_model_resident_bytes(m));
+    json_cstring(&j, "kv", cli_kv_choices[kv]);
+    json_cstring(&j, "act", cli_act_choices[act]);
     json_end_object(&j);
     fputc('\n', stdout);
 }
@@ -401,7 +403,7 @@ int cmd_run(int argc, char **argv)
         if (a.json) text_append(&out_text, &out_len, &out_cap, piece, n);
         else fwrite(piece, 1, n, stdout);
     }
-    if (a.json) print_json(&st, m, out_text, out_len, ids, gen);
+    if (a.json) print_json(&st, m, out_text, out_len, ids, gen, a.kv, a.act);
     else {
         fputc('\n', stdout);
         fflush(stdout);

@@ -433,8 +433,13 @@ def error_cases(env, llama_f32, workdir):
     c.check(g, "qmap run --no-mmap: the same ids as over the mapping", ok_n, n.stderr)
     if ok:
         j = json.loads(a.stdout)
-        c.check(g, "qmap run --json: ids, counts and figures", len(j["ids"]) == 24 and j["prompt_tokens"] == 3
-                and j["gen_tok_per_s"] > 0 and j["peak_rss_bytes"] > 0, a.stdout)
+        c.check(g, "qmap run --json: ids, counts and figures, the KV type and activation mode (defaults)",
+                len(j["ids"]) == 24 and j["prompt_tokens"] == 3 and j["gen_tok_per_s"] > 0
+                and j["peak_rss_bytes"] > 0 and j.get("kv") == "f16" and j.get("act") == "auto", a.stdout)
+    r = run([env.qmap, "run", llama_f32, "--tokens", "5 6 7", "-n", "2", "--json", "--kv", "f32", "--act", "precise"])
+    jr = json.loads(r.stdout) if r.returncode == 0 else {}
+    c.check(g, "qmap run --json names --kv f32 --act precise when given", jr.get("kv") == "f32"
+            and jr.get("act") == "precise", r.stdout + r.stderr)
 
 
 def main():
