@@ -13,8 +13,8 @@ checkpoint (torch.save or safetensors), converted by `qmap convert`, quantized b
   independent numpy transcription tests/spec_writer.py, and checked equal to the container's own tensors
   read by tests/spec_reader.py): with `--act precise` (float-X accuracy, so what remains is summation
   order) top-1 agreement >= 95% and mean KL(torch || qmap) <= 1e-3 nats; with the default `--act auto` (a
-  prompt's products after a norm or attention in one int8 term) >= 95% and <= 2e-3, and its logits differ
-  from both pure modes; `--act int8` >= 90% and <= 1e-2. The cost of quantizing (against torch in F32) is
+  prompt's products after a norm or attention in one int8 term) the same bounds (measured 0.8-1.6e-5), and
+  its logits differ from both pure modes; `--act int8` >= 90% and <= 1e-2. The cost of quantizing (against torch in F32) is
   printed, not bounded.
 - Prefill in one batch = token by token (the decode path) within 1e-5 · max|logit|; batches of 7 = one
   batch; 1 and 2 threads bit for bit.
@@ -23,7 +23,8 @@ checkpoint (torch.save or safetensors), converted by `qmap convert`, quantized b
 - Errors: an id outside the vocabulary, a sequence past the context, a container that is not an LM, a
   tensor of the wrong shape, a missing metadata key — each refused with a message naming it.
 - No allocation in 100 decode steps (counted malloc family), and the counter itself seen to work.
-- The same runs under ASan+UBSan (lm_logits built with sanitizers) for every family and dtype.
+- The same runs under ASan+UBSan (lm_logits built with sanitizers) for every family and dtype: batches of 7
+  within 1e-3 of token by token (Q8_ROW: with --act precise; the default's one-term batches within 1e-2).
 """
 import argparse
 import csv
@@ -254,7 +255,7 @@ def family_case(env, name, mod, kw, saver, window, workdir, summary):
             # projection and the head in two (that it is neither pure mode is checked below)
             c.check(name, "Q8_ROW (--act auto): top-1 agreement with torch on the dequantized weights >= 95%",
                     top1 >= 0.95, "%.3f" % top1)
-            c.check(name, "Q8_ROW (--act auto): mean KL to torch on the dequantized weights <= 2e-3", mkl <= 2e-3,
+            c.check(name, "Q8_ROW (--act auto): mean KL to torch on the dequantized weights <= 1e-3", mkl <= 1e-3,
                     "%.3g" % mkl)
         else:   # one int8 term per activation row adds its rounding: a looser bound, still far from noise
             c.check(name, "Q8_ROW --act int8: top-1 agreement >= 90%", top1 >= 0.90, "%.3f" % top1)
@@ -270,9 +271,15 @@ def family_case(env, name, mod, kw, saver, window, workdir, summary):
             try:
                 a = env.logits(paths[how], ids[:20], V, "-b", "7", tool=env.asan_tool)
                 b = env.logits(paths[how], ids[:20], V, "--step", tool=env.asan_tool)
-                # Q8_ROW's batches (the default --act auto) round a prompt's normed rows to one int8 term,
-                # its steps do not: 3e-3 seen for llama, 7e-3 with --act int8
-                ok = np.isfinite(a).all() and rel(a, b) <= (1e-2 if how == "q8" else 1e-3)
+                ok = np.isfinite(a).all() and np.isfinite(b).all()
+                if how == "q8":
+                    # the default's batches round a prompt's normed rows to one int8 term and its steps do
+                    # not (3e-3 apart seen for llama): the float-accurate batches (--act precise) are held
+                    # to the steps as the other dtypes are, the default's within that rounding
+                    p = env.logits(paths[how], ids[:20], V, "-b", "7", "--act", "precise", tool=env.asan_tool)
+                    ok = ok and np.isfinite(p).all() and rel(p, b) <= 1e-3 and rel(a, b) <= 1e-2
+                else:
+                    ok = ok and rel(a, b) <= 1e-3
                 c.check(name, "ASan+UBSan: %s batches and steps run clean" % how, ok)
             except RuntimeError as ex:
                 c.check(name, "ASan+UBSan: %s batches and steps run clean" % how, False, str(ex)[-400:])
