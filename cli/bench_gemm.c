@@ -58,7 +58,7 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
     if (!x || !y || !rates || !peaks || !ratios) { set_error("out of memory"); goto out; }
     /* Q8_ROW: int8 X, float X, two-term int8 X (whose GOP/s count the product's operations, not the
      * twice as many it executes; its fraction of the peak counts what it executes, as qmap bench MODEL
-     * does, so that 1.0 is the peak and the check above RATIO_LIMIT can catch a wrong one) */
+     * does, so that 1.0 is the peak and the check above BM_RATIO_LIMIT can catch a wrong one) */
     static const qr_act acts[3] = { QR_ACT_INT8, QR_ACT_F32, QR_ACT_INT8X2 };
     const int n_act = gc->dtype == QM_DTYPE_Q8_ROW ? 3 : 1;
     size_t work_size = 0;
@@ -92,7 +92,7 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
             bm_stats st = bm_stats_of(rates, c->runs), spk = bm_stats_of(peaks, c->runs), sr = bm_stats_of(ratios, c->runs);
             const bool have_peak = bm_peak_label(int8 ? BM_PEAK_INT8 : BM_PEAK_FMA) != NULL;
             /* a GEMM cannot run more multiply-adds than the CPU issues: above the peak, the peak is wrong */
-            if (have_peak && sr.median > RATIO_LIMIT) {
+            if (have_peak && sr.median > BM_RATIO_LIMIT) {
                 set_error("GEMM %s %zux%zu act %s threads %d ran at %.2f x the %s peak measured beside it: the "
                           "peak baseline is wrong (a kernel cannot exceed it), so no ratio is printed",
                           dtype_label(gc->dtype), gc->rows, gc->cols, act_name(&t.view, act), c->threads[ti],

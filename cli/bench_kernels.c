@@ -12,7 +12,7 @@
  *      ratios per run; and the generic (portable C) kernels once for scale (bench_gemm.c);
  *   5. the accuracy of each weight/activation path (bench_accuracy.c).
  * The ratios come from the paired measurements, because this shared host's bandwidth and clock drift by up
- * to 2x within minutes; a median ratio above RATIO_LIMIT stops the run with an error (the limit is wrong).
+ * to 2x within minutes; a median ratio above BM_RATIO_LIMIT stops the run with an error (the limit is wrong).
  * Every figure is the median of N timed runs (CLOCK_MONOTONIC) with min and max, after one untimed
  * warm-up. Buffers are allocated and filled outside the timing; the temporary container is deleted at
  * the end, on error and on SIGINT/SIGTERM/SIGHUP.

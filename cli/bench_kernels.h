@@ -18,9 +18,6 @@
 #include "qr_matmul.h"
 
 #define MAX_THREAD_COUNTS 16
-/* A kernel's median ratio to the limit measured beside it above this means the limit is mismeasured:
- * the benchmark stops with an error instead of printing it (5% for the noise of single runs). */
-#define RATIO_LIMIT 1.05
 #define GIB ((size_t)1 << 30)
 #define MIB ((size_t)1 << 20)
 

@@ -102,7 +102,7 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
             bm_stats sa = bm_stats_of(ra, c->runs), sm = bm_stats_of(rm, c->runs), sb = bm_stats_of(rb, c->runs);
             bm_stats sqa = bm_stats_of(qa, c->runs), sqm = bm_stats_of(qmp, c->runs), smo = bm_stats_of(mo, c->runs);
             /* a kernel cannot read memory faster than the best plain read of it: above, the baseline is wrong */
-            if (sqa.median > RATIO_LIMIT || sqm.median > RATIO_LIMIT) {
+            if (sqa.median > BM_RATIO_LIMIT || sqm.median > BM_RATIO_LIMIT) {
                 set_error("matvec %s %zux%zu act %s threads %d read at %.2f (anonymous) / %.2f (mapped) x the "
                           "bandwidth measured beside it: the bandwidth baseline is wrong (a kernel cannot read "
                           "faster than memory), so no ratio is printed", dtype_label(dtype), rows, cols,

@@ -37,6 +37,25 @@ double bm_ratio(double a, double b);         /* a / b, NaN unless b > 0 */
 void bm_json_stats(json_out *j, const bm_stats *s, const char *unit);   /* members of the open object */
 void bm_print_stats(const bm_stats *s, const char *unit);               /* "41.23 GB/s  [40.10-42.00]" */
 
+/* ---- a figure beside its limit ---------------------------------------------------------------- */
+
+/* A figure above this many times the limit measured beside it is impossible (a kernel cannot read faster
+ * than memory, nor multiply faster than the instruction peak): the limit is mismeasured. 5% is the noise
+ * of single readings. The benchmarks never print a ratio above it. */
+#define BM_RATIO_LIMIT 1.05
+
+/* One timed run with its limit read beside it: returns the run's figure / that limit, or NaN when the run
+ * failed (the caller has the reason in ctx). */
+typedef double bm_ratio_run_fn(void *ctx);
+
+/* Runs fn once, and again while its ratio is above BM_RATIO_LIMIT, at most max_reruns more times. On a
+ * shared host the limit can change between its readings and the run (a 2-thread bandwidth of 35 GB/s
+ * read before and after a run that met 60): then that run is mismeasured, and a new one with new readings
+ * settles it; a limit that is wrong stays wrong in every try. Returns the last ratio (still above the
+ * limit when every try was: the caller reports the limit as wrong), or NaN as soon as a run fails;
+ * *reruns (if not NULL) is increased by the runs taken again. */
+double bm_run_beside_limit(bm_ratio_run_fn *fn, void *ctx, int max_reruns, int *reruns);
+
 /* ---- threads ------------------------------------------------------------------------------------ */
 
 /* One thread's part of a measurement: thread t of nt (0 is the caller). */

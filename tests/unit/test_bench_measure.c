@@ -6,7 +6,9 @@
  * the threads were given; the anonymous buffer is filled; the statistics are the median, min and max.
  * bm_run_threads runs its function on as many threads as asked, all at once (each waits, with a time
  * limit, until all have arrived: run one after another, they would time out), each on its own thread,
- * and leaves no thread behind; the time it returns covers the slowest thread's work. */
+ * and leaves no thread behind; the time it returns covers the slowest thread's work. bm_run_beside_limit
+ * takes a run again exactly while its ratio is above BM_RATIO_LIMIT, at most the reruns it was given,
+ * counts them, and stops at a failed run (NaN). */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -166,6 +168,55 @@ static void threads_run_at_once(void **state)
     }
 }
 
+/* A run whose ratios come from a script: ratios[i] for the i-th call. */
+typedef struct scripted {
+    const double *ratios;
+    int calls;
+} scripted;
+
+static double scripted_run(void *ctx)
+{
+    scripted *sc = ctx;
+    return sc->ratios[sc->calls++];
+}
+
+static void reruns_above_the_limit(void **state)
+{
+    (void)state;
+    /* in the limit (1.05 itself included): one run, no rerun */
+    const double ok[] = { BM_RATIO_LIMIT, 9.0 };
+    scripted sc = { ok, 0 };
+    int reruns = 0;
+    assert_true(bm_run_beside_limit(scripted_run, &sc, 3, &reruns) == BM_RATIO_LIMIT);
+    assert_int_equal(sc.calls, 1);
+    assert_int_equal(reruns, 0);
+    /* a state change mid-run: two runs above, the third in the limit; reruns add to the count given */
+    const double change[] = { 1.3, 1.06, 0.91, 9.0 };
+    sc = (scripted){ change, 0 };
+    reruns = 5;
+    assert_true(bm_run_beside_limit(scripted_run, &sc, 3, &reruns) == 0.91);
+    assert_int_equal(sc.calls, 3);
+    assert_int_equal(reruns, 7);
+    /* a wrong limit: above in every try, the last ratio comes back for the caller to report */
+    const double wrong[] = { 1.4, 1.5, 1.6, 1.7, 9.0 };
+    sc = (scripted){ wrong, 0 };
+    reruns = 0;
+    assert_true(bm_run_beside_limit(scripted_run, &sc, 3, &reruns) == 1.7);
+    assert_int_equal(sc.calls, 4);
+    assert_int_equal(reruns, 3);
+    /* no reruns allowed; and reruns may be NULL */
+    sc = (scripted){ wrong, 0 };
+    assert_true(bm_run_beside_limit(scripted_run, &sc, 0, NULL) == 1.4);
+    assert_int_equal(sc.calls, 1);
+    /* a failed run (NaN) is not taken again, not even after a rerun */
+    const double failed[] = { 1.2, NAN, 0.5 };
+    sc = (scripted){ failed, 0 };
+    reruns = 0;
+    assert_true(isnan(bm_run_beside_limit(scripted_run, &sc, 3, &reruns)));
+    assert_int_equal(sc.calls, 2);
+    assert_int_equal(reruns, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -175,6 +226,7 @@ int main(void)
         cmocka_unit_test(statistics),
         cmocka_unit_test(peak),
         cmocka_unit_test(threads_run_at_once),
+        cmocka_unit_test(reruns_above_the_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
