@@ -12,7 +12,8 @@
  *      ratios per run; and the generic (portable C) kernels once for scale (bench_gemm.c);
  *   5. the accuracy of each weight/activation path (bench_accuracy.c).
  * The ratios come from the paired measurements, because this shared host's bandwidth and clock drift by up
- * to 2x within minutes; a median ratio above BM_RATIO_LIMIT stops the run with an error (the limit is wrong).
+ * to 2x within minutes; a run above BM_RATIO_LIMIT x its limit is taken again (bm_run_beside_limit), and
+ * one above it in every try stops the command with an error (the limit is wrong).
  * Every figure is the median of N timed runs (CLOCK_MONOTONIC) with min and max, after one untimed
  * warm-up. Buffers are allocated and filled outside the timing; the temporary container is deleted at
  * the end, on error and on SIGINT/SIGTERM/SIGHUP.
@@ -56,7 +57,8 @@ void bench_kernels_help(FILE *fp)
             "  1. memory read bandwidth: 1 GiB read by each of several methods (vector loads with 8\n"
             "     accumulators, with and without software prefetch, 1 or 4 streams per thread), over\n"
             "     anonymous memory and over a file mapping; the best method of each moment is the\n"
-            "     baseline of section 3, and a kernel measured above 1.05 x it is an error (exit 1)\n"
+            "     baseline of section 3; a run above 1.05 x its limit is taken again (up to 3 times),\n"
+            "     and one above it in every try is an error (exit 1)\n"
             "  2. instruction peak: independent AVX-512 VNNI vpdpbusd (int8, GOP/s) and FMA (GFLOP/s)\n"
             "     chains on every thread at once (the FMA loop is AVX2 on CPUs without AVX-512)\n"
             "  3. matvec over 1 GiB of weights, a stack of 4096x4096 matrices as in a model (Q8_ROW with\n"
@@ -175,6 +177,11 @@ static void thp_mode(char *buf, size_t size)
 /* The baselines of sections 3 and 4, kept for the whole run: each is timed again beside every run of a
  * kernel (this host's bandwidth and clock drift by 2x over minutes, so a ratio is only meaningful between
  * measurements taken moments apart). The bandwidth is bench_measure's best of several readers. */
+void print_reruns(int reruns)
+{
+    if (reruns > 0) printf(" (%d run%s above %.2f x taken again)", reruns, reruns > 1 ? "s" : "", BM_RATIO_LIMIT);
+}
+
 double bandwidth_once(const baseline *b, int threads) { return bm_bandwidth(b->buf, b->len, threads, NULL); }
 
 /* len bytes of a file in dir, mapped read-only and unlinked at once (nothing to clean up after a signal). */

@@ -89,4 +89,8 @@ int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j);       
 int bench_kernels(int argc, char **argv);
 void bench_kernels_help(FILE *fp);
 
+/* " (N runs taken again)" on stdout when reruns > 0: runs that came out above BM_RATIO_LIMIT x the limit
+ * read beside them and were measured again (bm_run_beside_limit). */
+void print_reruns(int reruns);
+
 #endif /* QM_BENCH_KERNELS_H */

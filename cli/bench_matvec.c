@@ -37,6 +37,44 @@ static int time_matvec(const qr_kernels *k, const qr_matrix *w, const float *x, 
     return 0;
 }
 
+/* One run: the streaming read, the anonymous copy and the mapping timed back to back, in an order that
+ * rotates with `run` so no measurement always follows another. A bm_ratio_run_fn: the larger of the two
+ * kernels' fractions of the bandwidth read beside them. */
+typedef struct matvec_run {
+    const qr_kernels *k;
+    const bench_tensor *t;
+    const mapped *m;
+    const float *x;
+    float *y;
+    void *work;
+    size_t work_size;
+    const qr_matmul_opts *o;
+    const baseline *base;
+    int threads, run;
+    double bw, anon, map;        /* out: GB/s */
+    bool failed;                 /* out: set_error said why */
+} matvec_run;
+
+static double matvec_run_once(void *p)
+{
+    matvec_run *v = p;
+    for (int q = 0; q < 3; q++) {
+        int which = (q + v->run) % 3;
+        if (which == 0) {
+            v->bw = bandwidth_once(v->base, v->threads);
+            continue;
+        }
+        bool anon = which == 1;
+        double s;
+        if (time_matvec(v->k, anon ? &v->t->view : &v->m->view, v->x, v->y, v->work, v->work_size, v->o, &s) != 0) {
+            v->failed = true;
+            return NAN;
+        }
+        *(anon ? &v->anon : &v->map) = (double)v->t->read_bytes / s / 1e9;
+    }
+    return fmax(bm_ratio(v->anon, v->bw), bm_ratio(v->map, v->bw));
+}
+
 static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const baseline *base, qm_dtype dtype, size_t rows,
                             size_t cols, json_out *j)
 {
@@ -74,7 +112,7 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
         qr_act act = dtype == QM_DTYPE_Q8_ROW ? acts[ai] : QR_ACT_F32;
         for (int ti = 0; ti < c->n_threads; ti++) {
             qr_matmul_opts o = { c->pools[ti], act, NULL };
-            double first_a, first_m, s;
+            double first_a, first_m;
             /* untimed warm-ups (kept as "first run": the mapped one includes the page faults) */
             if (time_matvec(k, &t.view, x, y, work, work_size, &o, &first_a) != 0) goto out;
             if (time_matvec(k, &m.view, x, y2, work, work_size, &o, &first_m) != 0) goto out;
@@ -82,33 +120,35 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
             if (memcmp(y, y2, rows * sizeof *y) != 0)
                 fprintf(stderr, "qmap bench: warning: %s %zux%zu act %s threads %d: mapped and anonymous results "
                         "differ\n", dtype_label(dtype), rows, cols, act_name(&t.view, act), c->threads[ti]);
-            /* Each run times the streaming read, the anonymous copy and the mapping back to back, in an
-             * order that rotates, so no measurement always follows another; the ratios are per run. */
+            /* Each run times the streaming read, the anonymous copy and the mapping back to back
+             * (matvec_run_once); the ratios are per run, and a run above BM_RATIO_LIMIT x the read beside
+             * it is taken again (bm_run_beside_limit) */
+            matvec_run mv = { .k = k, .t = &t, .m = &m, .x = x, .y = y, .work = work, .work_size = work_size,
+                              .o = &o, .base = base, .threads = c->threads[ti] };
+            int reruns = 0;
             for (int r = 0; r < c->runs; r++) {
-                for (int p = 0; p < 3; p++) {
-                    int which = (p + r) % 3;
-                    if (which == 0) {
-                        rb[r] = bandwidth_once(base, c->threads[ti]);
-                        continue;
-                    }
-                    bool anon = which == 1;
-                    if (time_matvec(k, anon ? &t.view : &m.view, x, y, work, work_size, &o, &s) != 0) goto out;
-                    (anon ? ra : rm)[r] = (double)t.read_bytes / s / 1e9;
+                mv.run = r;
+                double worst = bm_run_beside_limit(matvec_run_once, &mv, BM_MAX_RERUNS, &reruns);
+                if (mv.failed) goto out;
+                /* a kernel cannot read memory faster than the best plain read of it: above it in every try,
+                 * the baseline is wrong */
+                if (worst > BM_RATIO_LIMIT) {
+                    set_error("matvec %s %zux%zu act %s threads %d read at %.2f (anonymous) / %.2f (mapped) x the "
+                              "bandwidth measured beside it in %d tries: the bandwidth baseline is wrong (a kernel "
+                              "cannot read faster than memory), so no ratio is printed", dtype_label(dtype), rows,
+                              cols, act_name(&t.view, act), c->threads[ti], bm_ratio(mv.anon, mv.bw),
+                              bm_ratio(mv.map, mv.bw), BM_MAX_RERUNS + 1);
+                    goto out;
                 }
+                ra[r] = mv.anon;
+                rm[r] = mv.map;
+                rb[r] = mv.bw;
                 qa[r] = bm_ratio(ra[r], rb[r]);
                 qmp[r] = bm_ratio(rm[r], rb[r]);
             }
             for (int r = 0; r < c->runs; r++) mo[r] = bm_ratio(rm[r], ra[r]);
             bm_stats sa = bm_stats_of(ra, c->runs), sm = bm_stats_of(rm, c->runs), sb = bm_stats_of(rb, c->runs);
             bm_stats sqa = bm_stats_of(qa, c->runs), sqm = bm_stats_of(qmp, c->runs), smo = bm_stats_of(mo, c->runs);
-            /* a kernel cannot read memory faster than the best plain read of it: above, the baseline is wrong */
-            if (sqa.median > BM_RATIO_LIMIT || sqm.median > BM_RATIO_LIMIT) {
-                set_error("matvec %s %zux%zu act %s threads %d read at %.2f (anonymous) / %.2f (mapped) x the "
-                          "bandwidth measured beside it: the bandwidth baseline is wrong (a kernel cannot read "
-                          "faster than memory), so no ratio is printed", dtype_label(dtype), rows, cols,
-                          act_name(&t.view, act), c->threads[ti], sqa.median, sqm.median);
-                goto out;
-            }
             char head[96], shape[48];
             snprintf(shape, sizeof shape, "%zux%zu", rows, cols);
             snprintf(head, sizeof head, "%-6s %-11s act %-4s threads %-2d", dtype_label(dtype), shape,
@@ -122,9 +162,11 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
                        (double)t.read_bytes / first_a / 1e9);
                 printf("   %*s  mapped    ", (int)strlen(head), "");
                 bm_print_stats(&sm, "GB/s");
-                printf("  %.2f x bw [%.2f-%.2f]  (first run %.2f GB/s)  mapped/anonymous %.2f [%.2f-%.2f]\n",
+                printf("  %.2f x bw [%.2f-%.2f]  (first run %.2f GB/s)  mapped/anonymous %.2f [%.2f-%.2f]",
                        sqm.median, sqm.min, sqm.max, (double)t.read_bytes / first_m / 1e9, smo.median, smo.min,
                        smo.max);
+                print_reruns(reruns);
+                printf("\n");
                 fflush(stdout);
             } else {
                 json_begin_object(j, NULL);
@@ -136,6 +178,7 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
                 json_u64(j, "layer_rows", MATVEC_LAYER_ROWS);
                 json_u64(j, "bytes_read", t.read_bytes);
                 json_u64(j, "threads", (uint64_t)c->threads[ti]);
+                json_u64(j, "reruns", (uint64_t)reruns);
                 json_begin_object(j, "bandwidth");
                 bm_json_stats(j, &sb, "GB/s");
                 json_end_object(j);

@@ -44,6 +44,9 @@ void bm_print_stats(const bm_stats *s, const char *unit);               /* "41.2
  * of single readings. The benchmarks never print a ratio above it. */
 #define BM_RATIO_LIMIT 1.05
 
+/* How many times the benchmarks take a run above BM_RATIO_LIMIT again (bm_run_beside_limit). */
+#define BM_MAX_RERUNS 3
+
 /* One timed run with its limit read beside it: returns the run's figure / that limit, or NaN when the run
  * failed (the caller has the reason in ctx). */
 typedef double bm_ratio_run_fn(void *ctx);

@@ -297,9 +297,6 @@ static double timed_run(void *p)
     return r->frac;
 }
 
-/* A run above BM_RATIO_LIMIT x its limit is taken again up to this many times (bm_run_beside_limit). */
-#define MAX_RERUNS 3
-
 /* One model at every thread count, over the mapping and/or an anonymous copy (both open at once, their
  * runs interleaved in alternating order so that the machine's drift falls on both alike). Returns 0, or
  * -1 with err set. */
@@ -394,7 +391,7 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
                         }
                         continue;
                     }
-                    double f = bm_run_beside_limit(timed_run, &rx, MAX_RERUNS, &reruns[mi]);
+                    double f = bm_run_beside_limit(timed_run, &rx, BM_MAX_RERUNS, &reruns[mi]);
                     if (rx.failed) {
                         snprintf(err, err_size, "%s", rx.qe.message);
                         goto out;
@@ -406,7 +403,7 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
                         snprintf(err, err_size, "%s: %s%ld with %d threads ran at %.2f x the %s measured beside it, "
                                  "in %d tries: that baseline is wrong (or the %s), so no fraction is printed", path,
                                  test == 0 ? "pp" : "tg", n, t, f, test ? "speed of light" : "multiply-add peak",
-                                 MAX_RERUNS + 1, test ? "bytes per token are" : "operations counted per token are");
+                                 BM_MAX_RERUNS + 1, test ? "bytes per token are" : "operations counted per token are");
                         goto out;
                     }
                     double **w = v[mi];

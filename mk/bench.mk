@@ -24,3 +24,10 @@ bench-models: $(BUILD)/qmap
 	  list="$$list $$d-q8.qmap $$d-f16.qmap $$d-f32.qmap"; done; \
 	$(BUILD)/qmap bench $$list $(BENCH_MODEL_FLAGS)
 .PHONY: bench-models
+
+# A smoke test of `qmap bench kernels` in make test (about 10 s: --quick, 1 thread, the matvec section):
+# it finishes, and its JSON keeps every run's ratio to the bandwidth within (0, 1.05] with reruns counted.
+bench-kernels-test: $(BUILD)/qmap
+	$(PYTHON) tests/run/test_bench_kernels.py --qmap $(BUILD)/qmap --dir $(BUILD)/bench-smoke
+EXTRA_TESTS += bench-kernels-test
+.PHONY: bench-kernels-test
