@@ -36,14 +36,9 @@ typedef struct gemm_case {
 /* One timed GEMM run with the peak read just before and just after it (the larger counts): a
  * bm_ratio_run_fn, its fraction of the peak. */
 typedef struct gemm_run {
-    const qr_kernels *k;
+    bench_call call;
     const qr_matrix *w;
     size_t n;
-    const float *x;
-    float *y;
-    void *work;
-    size_t work_size;
-    const qr_matmul_opts *o;
     const baseline *base;
     bool int8;
     int threads;
@@ -57,7 +52,8 @@ static double gemm_run_once(void *p)
     gemm_run *g = p;
     double s;
     const double before = peak_once(g->base, g->int8, g->threads);
-    if (time_gemm(g->k, g->w, g->n, g->x, g->y, g->work, g->work_size, g->o, &s) != 0) {
+    const bench_call *c = &g->call;
+    if (time_gemm(c->k, g->w, g->n, c->x, c->y, c->work, c->work_size, c->o, &s) != 0) {
         g->failed = true;
         return NAN;
     }
@@ -117,9 +113,8 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
              * (seen: 771 GOP/s beside 930) does not pass for the CPU's limit; a run still above
              * BM_RATIO_LIMIT x it is taken again (bm_run_beside_limit) */
             const bool have_peak = bm_peak_label(int8 ? BM_PEAK_INT8 : BM_PEAK_FMA) != NULL;
-            gemm_run g = { .k = k, .w = &t.view, .n = n, .x = x, .y = y, .work = work, .work_size = work_size,
-                           .o = &o, .base = base, .int8 = int8, .threads = c->threads[ti], .ops = ops,
-                           .executed = executed };
+            gemm_run g = { .call = { k, x, y, work, work_size, &o }, .w = &t.view, .n = n, .base = base,
+                           .int8 = int8, .threads = c->threads[ti], .ops = ops, .executed = executed };
             int reruns = 0;
             for (int r = 0; r < c->runs; r++) {
                 ratios[r] = bm_run_beside_limit(gemm_run_once, &g, BM_MAX_RERUNS, &reruns);

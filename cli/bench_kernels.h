@@ -89,6 +89,17 @@ int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j);       
 int bench_kernels(int argc, char **argv);
 void bench_kernels_help(FILE *fp);
 
+/* What one timed product call needs beside its matrix: the variant, X, Y, the work buffer and the options
+ * (the matvec and GEMM sections' run contexts hold one). Nothing owned. */
+typedef struct bench_call {
+    const qr_kernels *k;
+    const float *x;
+    float *y;
+    void *work;
+    size_t work_size;
+    const qr_matmul_opts *o;
+} bench_call;
+
 /* " (N runs taken again)" on stdout when reruns > 0: runs that came out above BM_RATIO_LIMIT x the limit
  * read beside them and were measured again (bm_run_beside_limit). */
 void print_reruns(int reruns);

@@ -41,14 +41,9 @@ static int time_matvec(const qr_kernels *k, const qr_matrix *w, const float *x, 
  * rotates with `run` so no measurement always follows another. A bm_ratio_run_fn: the larger of the two
  * kernels' fractions of the bandwidth read beside them. */
 typedef struct matvec_run {
-    const qr_kernels *k;
+    bench_call call;
     const bench_tensor *t;
     const mapped *m;
-    const float *x;
-    float *y;
-    void *work;
-    size_t work_size;
-    const qr_matmul_opts *o;
     const baseline *base;
     int threads, run;
     double bw, anon, map;        /* out: GB/s */
@@ -66,7 +61,8 @@ static double matvec_run_once(void *p)
         }
         bool anon = which == 1;
         double s;
-        if (time_matvec(v->k, anon ? &v->t->view : &v->m->view, v->x, v->y, v->work, v->work_size, v->o, &s) != 0) {
+        const bench_call *c = &v->call;
+        if (time_matvec(c->k, anon ? &v->t->view : &v->m->view, c->x, c->y, c->work, c->work_size, c->o, &s) != 0) {
             v->failed = true;
             return NAN;
         }
@@ -123,8 +119,8 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
             /* Each run times the streaming read, the anonymous copy and the mapping back to back
              * (matvec_run_once); the ratios are per run, and a run above BM_RATIO_LIMIT x the read beside
              * it is taken again (bm_run_beside_limit) */
-            matvec_run mv = { .k = k, .t = &t, .m = &m, .x = x, .y = y, .work = work, .work_size = work_size,
-                              .o = &o, .base = base, .threads = c->threads[ti] };
+            matvec_run mv = { .call = { k, x, y, work, work_size, &o }, .t = &t, .m = &m, .base = base,
+                              .threads = c->threads[ti] };
             int reruns = 0;
             for (int r = 0; r < c->runs; r++) {
                 mv.run = r;
