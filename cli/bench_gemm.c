@@ -143,14 +143,14 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
                 printf("   %-6s %-11s act %-4s threads %-2d  ", dtype_label(gc->dtype), shape, act_name(&t.view, act),
                        c->threads[ti]);
                 bm_print_stats(&st, "GOP/s");
-                if (have_peak)
-                {
+                if (have_peak) {
                     printf("  %.2f x %s peak%s [%.2f-%.2f] (peak beside it %.0f)", sr.median, int8 ? "VNNI" : "FMA",
                            executed > 1.0 ? " (2 terms)" : "", sr.min, sr.max, spk.median);
                     print_reruns(reruns);
                     printf("\n");
+                } else {
+                    printf("  (no %s peak on this CPU)\n", int8 ? "VNNI" : "FMA");
                 }
-                else printf("  (no %s peak on this CPU)\n", int8 ? "VNNI" : "FMA");
                 fflush(stdout);
             } else {
                 json_begin_object(j, NULL);

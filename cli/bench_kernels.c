@@ -109,6 +109,11 @@ void set_error(const char *fmt, ...)
     va_end(ap);
 }
 
+void print_reruns(int reruns)
+{
+    if (reruns > 0) printf(" (%d run%s above %.2f x taken again)", reruns, reruns > 1 ? "s" : "", BM_RATIO_LIMIT);
+}
+
 /* The temporary container, deleted by the signal handler if the run is interrupted. */
 static char g_tmp_path[4096];
 static volatile sig_atomic_t g_tmp_live;
@@ -177,11 +182,6 @@ static void thp_mode(char *buf, size_t size)
 /* The baselines of sections 3 and 4, kept for the whole run: each is timed again beside every run of a
  * kernel (this host's bandwidth and clock drift by 2x over minutes, so a ratio is only meaningful between
  * measurements taken moments apart). The bandwidth is bench_measure's best of several readers. */
-void print_reruns(int reruns)
-{
-    if (reruns > 0) printf(" (%d run%s above %.2f x taken again)", reruns, reruns > 1 ? "s" : "", BM_RATIO_LIMIT);
-}
-
 double bandwidth_once(const baseline *b, int threads) { return bm_bandwidth(b->buf, b->len, threads, NULL); }
 
 /* len bytes of a file in dir, mapped read-only and unlinked at once (nothing to clean up after a signal). */

@@ -47,15 +47,15 @@ void bm_print_stats(const bm_stats *s, const char *unit);               /* "41.2
 /* How many times the benchmarks take a run above BM_RATIO_LIMIT again (bm_run_beside_limit). */
 #define BM_MAX_RERUNS 3
 
-/* One timed run with its limit read beside it: returns the run's figure / that limit, or NaN when the run
- * failed (the caller has the reason in ctx). */
+/* One timed run with its limit read beside it: returns the run's figure / that limit, or NaN when there is
+ * no ratio (the run failed: ctx says so and why; or the CPU has no such limit). */
 typedef double bm_ratio_run_fn(void *ctx);
 
 /* Runs fn once, and again while its ratio is above BM_RATIO_LIMIT, at most max_reruns more times. On a
  * shared host the limit can change between its readings and the run (a 2-thread bandwidth of 35 GB/s
  * read before and after a run that met 60): then that run is mismeasured, and a new one with new readings
  * settles it; a limit that is wrong stays wrong in every try. Returns the last ratio (still above the
- * limit when every try was: the caller reports the limit as wrong), or NaN as soon as a run fails;
+ * limit when every try was: the caller reports the limit as wrong), or NaN as soon as a run gives it;
  * *reruns (if not NULL) is increased by the runs taken again. */
 double bm_run_beside_limit(bm_ratio_run_fn *fn, void *ctx, int max_reruns, int *reruns);
 
