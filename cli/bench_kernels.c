@@ -46,7 +46,8 @@
 void bench_kernels_help(FILE *fp)
 {
     fprintf(fp,
-            "usage: qmap bench kernels [--runs N] [--threads LIST] [--dir DIR] [--only LIST] [--quick] [--json]\n"
+            "usage: qmap bench kernels [--runs N] [--threads LIST] [--cols LIST] [--dir DIR] [--only LIST] [--quick]\n"
+            "                          [--json]\n"
             "       qmap bench MODEL.qmap [MODEL2.qmap ...] [-p N] [-n N] [-t LIST] [-r N] [--kv f16|f32] [--act MODE] [--json|--csv]\n"
             "\n"
             "qmap bench MODEL: prompt (pp) and generation (tg) tokens/s of decoder LMs beside the speed of light\n"
@@ -61,11 +62,11 @@ void bench_kernels_help(FILE *fp)
             "     and one above it in every try is an error (exit 1)\n"
             "  2. instruction peak: independent AVX-512 VNNI vpdpbusd (int8, GOP/s) and FMA (GFLOP/s)\n"
             "     chains on every thread at once (the FMA loop is AVX2 on CPUs without AVX-512)\n"
-            "  3. matvec over 1 GiB of weights, a stack of 4096x4096 matrices as in a model (Q8_ROW with\n"
-            "     int8, two-term int8 (i8x2) and f32 activations, F16, F32): GB/s of weight bytes read and\n"
-            "     the fraction of (1) timed beside each run, from anonymous memory and from the same bytes\n"
-            "     mapped from a .qmap file written in DIR (deleted afterwards), with the mapped/anonymous\n"
-            "     throughput ratio;\n"
+            "  3. matvec over 1 GiB of weights, a stack of 4096xCOLS matrices as in a model, for each\n"
+            "     row length COLS of --cols (Q8_ROW with int8, two-term int8 (i8x2) and f32 activations,\n"
+            "     F16, F32): GB/s of weight bytes read and the fraction of (1) timed beside each run, from\n"
+            "     anonymous memory and from the same bytes mapped from a .qmap file written in DIR\n"
+            "     (deleted afterwards), with the mapped/anonymous throughput ratio;\n"
             "     then the first pass through a freshly opened mapping, as is and after madvise\n"
             "     (MADV_WILLNEED, MADV_POPULATE_READ)\n"
             "  4. GEMM with n = 512 rows of X on Q8_ROW 4096x4096, 11008x4096, 4096x11008 (int8, two-term\n"
@@ -79,6 +80,10 @@ void bench_kernels_help(FILE *fp)
             "  --runs N         timed runs per figure, after one untimed warm-up (default 7, at least 5);\n"
             "                   each figure is the median with the min and max\n"
             "  --threads LIST   thread counts to measure, comma-separated (default 1,2)\n"
+            "  --cols LIST      section 3's row lengths, comma-separated multiples of 64 in 64..65536\n"
+            "                   (default 4096): a decode reads all of X once per row of W, and where\n"
+            "                   X's bytes pass about 8 KiB the same weight bytes stream slower here\n"
+            "                   (5632: TinyLlama's FFN down projection; 11008: Llama 2 7B's)\n"
             "  --dir DIR        where the temporary container goes (default $TMPDIR or /tmp); needs about\n"
             "                   1.1 GB free\n"
             "  --only LIST      run only these of sections 3-5: matvec, gemm, accuracy (1 and 2 always\n"
@@ -371,6 +376,9 @@ static int run_kernels(const bench_cfg *c, json_out *j)
         json_begin_array(j, "threads");
         for (int i = 0; i < c->n_threads; i++) json_u64(j, NULL, (uint64_t)c->threads[i]);
         json_end_array(j);
+        json_begin_array(j, "matvec_cols");
+        for (int i = 0; i < c->n_mv_cols; i++) json_u64(j, NULL, c->mv_cols[i]);
+        json_end_array(j);
     }
     baseline base = { 0 };
     int rc = -1;
@@ -399,9 +407,29 @@ static int make_dir(const char *dir)
     return 0;
 }
 
+/* "2048,5632": each a multiple of 64 in 64..65536 (Q8_ROW rows are whole 64-byte blocks), at most
+ * MAX_MATVEC_COLS of them. -1 (and *n untouched) on anything else. */
+static int parse_cols(const char *list, size_t *cols, int *n)
+{
+    int count = 0;
+    const char *p = list;
+    while (*p) {
+        if (count == MAX_MATVEC_COLS || *p < '0' || *p > '9') return -1;
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(p, &end, 10);
+        if (errno || v < 64 || v > 65536 || v % 64 || (*end && *end != ',') || (*end == ',' && !end[1])) return -1;
+        cols[count++] = v;
+        p = *end ? end + 1 : end;
+    }
+    if (!count) return -1;
+    *n = count;
+    return 0;
+}
+
 int bench_kernels(int argc, char **argv)
 {
-    bench_cfg c = { .runs = 0, .threads = { 1, 2 }, .n_threads = 2 };
+    bench_cfg c = { .runs = 0, .threads = { 1, 2 }, .n_threads = 2, .mv_cols = { 4096 }, .n_mv_cols = 1 };
     const char *tmp = getenv("TMPDIR");
     c.dir = tmp && *tmp ? tmp : "/tmp";
     for (int i = 2; i < argc; i++) {
@@ -416,6 +444,12 @@ int bench_kernels(int argc, char **argv)
             if (bm_parse_threads(argv[++i], c.threads, MAX_THREAD_COUNTS, &c.n_threads) != 0) {
                 fprintf(stderr, "qmap bench: --threads needs a list like 1,2 (each 1..1024, at most %d)\n\n",
                         MAX_THREAD_COUNTS);
+                goto usage;
+            }
+        } else if (!strcmp(a, "--cols") && has_val) {
+            if (parse_cols(argv[++i], c.mv_cols, &c.n_mv_cols) != 0) {
+                fprintf(stderr, "qmap bench: --cols needs a list like 2048,5632 (multiples of 64 in 64..65536, at "
+                        "most %d)\n\n", MAX_MATVEC_COLS);
                 goto usage;
             }
         } else if (!strcmp(a, "--dir") && has_val) c.dir = argv[++i];

@@ -18,6 +18,7 @@
 #include "qr_matmul.h"
 
 #define MAX_THREAD_COUNTS 16
+#define MAX_MATVEC_COLS 8
 #define GIB ((size_t)1 << 30)
 #define MIB ((size_t)1 << 20)
 
@@ -31,6 +32,8 @@ typedef struct bench_cfg {
     /* sizes, set from quick */
     size_t bw_bytes;         /* section 1 buffer */
     size_t mv_scale;         /* section 3 matrices: dims divided by this */
+    size_t mv_cols[MAX_MATVEC_COLS]; /* section 3 row lengths (--cols; default 4096) */
+    int n_mv_cols;
     size_t gemm_n, generic_n;
     uint64_t peak_iters;     /* section 2 loop trips per thread */
     bool only_matvec, only_gemm, only_accuracy, only; /* --only: sections 3-5 to run */

@@ -216,20 +216,31 @@ out:
     return rc;
 }
 
+/* Rows of a stack of MATVEC_LAYER_ROWS x cols matrices of `elem` bytes per weight holding about 1 GiB (less
+ * with --quick): whole layers, at least one. */
+static size_t matvec_rows(const bench_cfg *c, size_t cols, size_t elem)
+{
+    size_t layers = GIB / c->mv_scale / (cols * elem) / MATVEC_LAYER_ROWS;
+    return (layers ? layers : 1) * MATVEC_LAYER_ROWS;
+}
+
 int bench_matvec(const bench_cfg *c, const qr_kernels *k, const baseline *base, json_out *j)
 {
-    size_t q8_rows = 262144 / c->mv_scale, f16_rows = 131072 / c->mv_scale, f32_rows = 65536 / c->mv_scale;
     if (!c->json)
-        printf("\n3. matvec (n = 1) over a stack of %dx4096 matrices (1 GiB; a decode step's matvecs, layer after "
+        printf("\n3. matvec (n = 1) over a stack of %dxCOLS matrices (1 GiB; a decode step's matvecs, layer after "
                "layer):\n   GB/s of weight bytes read (Q8_ROW: int8 rows + scales + row sums); "
                "\"x bw\" = median of per-run\n   ratios to the streaming read of section 1 timed beside each "
                "run (same threads); anonymous = malloc'd copy, mapped = the same\n   bytes in a .qmap in %s "
                "(qm_open); the three are timed back to back in rotating order; mapped/anonymous: 1.0 = parity\n",
                MATVEC_LAYER_ROWS, c->dir);
     else json_begin_array(j, "matvec");
-    int rc = bench_matvec_one(c, k, base, QM_DTYPE_Q8_ROW, q8_rows, 4096, j);
-    if (rc == 0) rc = bench_matvec_one(c, k, base, QM_DTYPE_F16, f16_rows, 4096, j);
-    if (rc == 0) rc = bench_matvec_one(c, k, base, QM_DTYPE_F32, f32_rows, 4096, j);
+    int rc = 0;
+    for (int ci = 0; ci < c->n_mv_cols && rc == 0; ci++) {
+        size_t cols = c->mv_cols[ci];
+        rc = bench_matvec_one(c, k, base, QM_DTYPE_Q8_ROW, matvec_rows(c, cols, 1), cols, j);
+        if (rc == 0) rc = bench_matvec_one(c, k, base, QM_DTYPE_F16, matvec_rows(c, cols, 2), cols, j);
+        if (rc == 0) rc = bench_matvec_one(c, k, base, QM_DTYPE_F32, matvec_rows(c, cols, 4), cols, j);
+    }
     if (c->json) json_end_array(j);
     return rc;
 }

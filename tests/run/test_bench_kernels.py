@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """test_bench_kernels.py — a smoke test of `qmap bench kernels` (speed itself is make bench's business).
 
-`qmap bench kernels --quick --threads 1 --only matvec --json` must finish, and its JSON must hold what the
-command promises: a bandwidth baseline and a matvec figure for every weight type measured, every run's
+`qmap bench kernels --quick --threads 1 --only matvec --cols 2048,5632 --json` must finish, and its JSON must
+hold what the command promises: a bandwidth baseline and a matvec figure for every weight type measured at
+each row length asked for (stacks of whole 4096-row layers), every run's
 ratio to the bandwidth read beside it (min and max, not only the median) in (0, 1.05] — a run above it is
 taken again, counted in "reruns" (at most 3 per run), or the command fails — and the mapping's speed
-next to the anonymous copy's. An unknown --only section is a usage error (exit 2).
+next to the anonymous copy's. An unknown --only section and a row length that is not a multiple of 64 are
+usage errors (exit 2).
 """
 import argparse
 import json
@@ -26,8 +28,8 @@ def main():
     c = Checks(a.k)
     g = "bench-kernels"
     os.makedirs(a.dir, exist_ok=True)
-    r = subprocess.run([a.qmap, "bench", "kernels", "--quick", "--threads", "1", "--only", "matvec", "--json",
-                        "--dir", a.dir], capture_output=True, text=True, timeout=600)
+    r = subprocess.run([a.qmap, "bench", "kernels", "--quick", "--threads", "1", "--only", "matvec", "--cols",
+                        "2048,5632", "--json", "--dir", a.dir], capture_output=True, text=True, timeout=600)
     try:
         d = json.loads(r.stdout) if r.returncode == 0 else {}
     except ValueError:
@@ -35,10 +37,14 @@ def main():
     c.check(g, "qmap bench kernels --quick --only matvec --json: exit 0, one JSON object",
             r.returncode == 0 and isinstance(d, dict) and "matvec" in d, (r.stdout[-400:] + r.stderr)[-800:])
     mv = d.get("matvec", [])
-    kinds = sorted(set((x.get("dtype"), x.get("act")) for x in mv))
-    c.check(g, "matvec figures for Q8_ROW (int8, i8x2, f32 activations), F16 and F32 at 1 thread",
-            kinds == sorted([("Q8_ROW", "int8"), ("Q8_ROW", "i8x2"), ("Q8_ROW", "f32"), ("F16", None), ("F32", None)])
-            and all(x.get("threads") == 1 for x in mv), str(kinds))
+    kinds = sorted((x.get("cols"), x.get("dtype"), x.get("act") or "") for x in mv)
+    want = sorted((cols, dt, act) for cols in (2048, 5632) for dt, act in
+                  (("Q8_ROW", "int8"), ("Q8_ROW", "i8x2"), ("Q8_ROW", "f32"), ("F16", ""), ("F32", "")))
+    c.check(g, "matvec figures for Q8_ROW (int8, i8x2, f32 activations), F16 and F32 at 1 thread, rows 2048 and 5632"
+            " long, each a stack of whole 4096-row layers",
+            kinds == want and d.get("matvec_cols") == [2048, 5632] and all(
+                x.get("threads") == 1 and x.get("layer_rows") == 4096 and x.get("rows", 0) % 4096 == 0
+                and x.get("rows", 0) > 0 for x in mv), str(kinds))
     runs = d.get("runs", 0)
 
     def ratios_ok(x):
@@ -49,10 +55,13 @@ def main():
         return ok and x["mapped_over_anonymous"]["median"] > 0
 
     c.check(g, "every matvec run within (0, 1.05] x the bandwidth read beside it, reruns counted (0..3 per run)",
-            len(mv) == 5 and runs >= 3 and all(ratios_ok(x) for x in mv), json.dumps(mv)[:800])
+            len(mv) == 10 and runs >= 3 and all(ratios_ok(x) for x in mv), json.dumps(mv)[:800])
     r = subprocess.run([a.qmap, "bench", "kernels", "--only", "nothing"], capture_output=True, text=True, timeout=60)
     c.check(g, "qmap bench kernels --only nothing: a usage error (exit 2) naming the sections",
             r.returncode == 2 and "matvec" in r.stderr, r.stderr[-400:])
+    r = subprocess.run([a.qmap, "bench", "kernels", "--cols", "2048,100"], capture_output=True, text=True, timeout=60)
+    c.check(g, "qmap bench kernels --cols 2048,100: a usage error (exit 2) saying what a row length must be",
+            r.returncode == 2 and "multiples of 64" in r.stderr, r.stderr[-400:])
     return c.finish()
 
 
