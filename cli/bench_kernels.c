@@ -82,8 +82,9 @@ void bench_kernels_help(FILE *fp)
             "  --threads LIST   thread counts to measure, comma-separated (default 1,2)\n"
             "  --cols LIST      section 3's row lengths, comma-separated multiples of 64 in 64..65536\n"
             "                   (default 4096): a decode reads all of X once per row of W, and where\n"
-            "                   X's bytes pass about 8 KiB the same weight bytes stream slower here\n"
-            "                   (5632: TinyLlama's FFN down projection; 11008: Llama 2 7B's)\n"
+            "                   it reads two lines of X per four of W (two int8 terms, F16) the same\n"
+            "                   weight bytes stream slower here once X passes about 8 KiB (5632:\n"
+            "                   TinyLlama's FFN down projection; 11008: Llama 2 7B's)\n"
             "  --dir DIR        where the temporary container goes (default $TMPDIR or /tmp); needs about\n"
             "                   1.1 GB free\n"
             "  --only LIST      run only these of sections 3-5: matvec, gemm, accuracy (1 and 2 always\n"
@@ -377,7 +378,7 @@ static int run_kernels(const bench_cfg *c, json_out *j)
         for (int i = 0; i < c->n_threads; i++) json_u64(j, NULL, (uint64_t)c->threads[i]);
         json_end_array(j);
         json_begin_array(j, "matvec_cols");
-        for (int i = 0; i < c->n_mv_cols; i++) json_u64(j, NULL, c->mv_cols[i]);
+        for (int i = 0; i < c->n_mv_cols; i++) json_u64(j, NULL, (uint64_t)c->mv_cols[i]);
         json_end_array(j);
     }
     baseline base = { 0 };
@@ -407,26 +408,6 @@ static int make_dir(const char *dir)
     return 0;
 }
 
-/* "2048,5632": each a multiple of 64 in 64..65536 (Q8_ROW rows are whole 64-byte blocks), at most
- * MAX_MATVEC_COLS of them. -1 (and *n untouched) on anything else. */
-static int parse_cols(const char *list, size_t *cols, int *n)
-{
-    int count = 0;
-    const char *p = list;
-    while (*p) {
-        if (count == MAX_MATVEC_COLS || *p < '0' || *p > '9') return -1;
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(p, &end, 10);
-        if (errno || v < 64 || v > 65536 || v % 64 || (*end && *end != ',') || (*end == ',' && !end[1])) return -1;
-        cols[count++] = v;
-        p = *end ? end + 1 : end;
-    }
-    if (!count) return -1;
-    *n = count;
-    return 0;
-}
-
 int bench_kernels(int argc, char **argv)
 {
     bench_cfg c = { .runs = 0, .threads = { 1, 2 }, .n_threads = 2, .mv_cols = { 4096 }, .n_mv_cols = 1 };
@@ -447,7 +428,7 @@ int bench_kernels(int argc, char **argv)
                 goto usage;
             }
         } else if (!strcmp(a, "--cols") && has_val) {
-            if (parse_cols(argv[++i], c.mv_cols, &c.n_mv_cols) != 0) {
+            if (bm_parse_list(argv[++i], 64, 65536, 64, c.mv_cols, MAX_MATVEC_COLS, &c.n_mv_cols) != 0) {
                 fprintf(stderr, "qmap bench: --cols needs a list like 2048,5632 (multiples of 64 in 64..65536, at "
                         "most %d)\n\n", MAX_MATVEC_COLS);
                 goto usage;

@@ -32,7 +32,7 @@ typedef struct bench_cfg {
     /* sizes, set from quick */
     size_t bw_bytes;         /* section 1 buffer */
     size_t mv_scale;         /* section 3 matrices: dims divided by this */
-    size_t mv_cols[MAX_MATVEC_COLS]; /* section 3 row lengths (--cols; default 4096) */
+    long mv_cols[MAX_MATVEC_COLS]; /* section 3 row lengths (--cols; default 4096) */
     int n_mv_cols;
     size_t gemm_n, generic_n;
     uint64_t peak_iters;     /* section 2 loop trips per thread */

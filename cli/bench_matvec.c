@@ -236,7 +236,7 @@ int bench_matvec(const bench_cfg *c, const qr_kernels *k, const baseline *base, 
     else json_begin_array(j, "matvec");
     int rc = 0;
     for (int ci = 0; ci < c->n_mv_cols && rc == 0; ci++) {
-        size_t cols = c->mv_cols[ci];
+        size_t cols = (size_t)c->mv_cols[ci];
         rc = bench_matvec_one(c, k, base, QM_DTYPE_Q8_ROW, matvec_rows(c, cols, 1), cols, j);
         if (rc == 0) rc = bench_matvec_one(c, k, base, QM_DTYPE_F16, matvec_rows(c, cols, 2), cols, j);
         if (rc == 0) rc = bench_matvec_one(c, k, base, QM_DTYPE_F32, matvec_rows(c, cols, 4), cols, j);

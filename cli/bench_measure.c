@@ -30,19 +30,31 @@ double bm_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int bm_parse_threads(const char *s, int *out, int cap, int *n)
+int bm_parse_list(const char *s, long lo, long hi, long step, long *out, int cap, int *n)
 {
-    *n = 0;
+    int count = 0;
     for (const char *p = s;;) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 1 || v > 1024 || *n == cap) return -1;
-        out[(*n)++] = (int)v;
-        if (*end == 0) return 0;
+        if (end == p || errno || v < lo || v > hi || v % step || count == cap) return -1;
+        out[count++] = v;
+        if (*end == 0) break;
         if (*end != ',') return -1;
         p = end + 1;
     }
+    *n = count;
+    return 0;
+}
+
+int bm_parse_threads(const char *s, int *out, int cap, int *n)
+{
+    long v[BM_MAX_LIST];
+    int count;
+    if (cap > BM_MAX_LIST || bm_parse_list(s, 1, 1024, 1, v, cap, &count) != 0) return -1;
+    for (int i = 0; i < count; i++) out[i] = (int)v[i];
+    *n = count;
+    return 0;
 }
 
 /* ---- threads ------------------------------------------------------------------------------------- */

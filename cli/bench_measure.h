@@ -24,7 +24,11 @@
 
 double bm_now(void);                         /* CLOCK_MONOTONIC, seconds */
 
-/* Parse a thread-count list "1,2,8" (each 1..1024) into out[0..*n), at most cap entries; -1 if malformed. */
+/* Parse a comma-separated list of integers "2048,5632", each in lo..hi and a multiple of step, into
+ * out[0..*n), at most cap entries; -1 if malformed (then *n is untouched). */
+int bm_parse_list(const char *s, long lo, long hi, long step, long *out, int cap, int *n);
+#define BM_MAX_LIST 64 /* the longest list bm_parse_threads takes */
+/* A thread-count list "1,2,8" (each 1..1024), as bm_parse_list; cap <= BM_MAX_LIST. */
 int bm_parse_threads(const char *s, int *out, int cap, int *n);
 
 typedef struct bm_stats {

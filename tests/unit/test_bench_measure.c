@@ -217,6 +217,33 @@ static void reruns_above_the_limit(void **state)
     assert_int_equal(reruns, 1);
 }
 
+/* The flag lists: every value in range and a multiple of the step, commas only between values; a bad list
+ * leaves the count as it was. */
+static void lists(void **state)
+{
+    (void)state;
+    long v[4];
+    int n = -7, ti[4];
+    assert_int_equal(bm_parse_list("2048,5632,64", 64, 65536, 64, v, 4, &n), 0);
+    assert_int_equal(n, 3);
+    assert_true(v[0] == 2048 && v[1] == 5632 && v[2] == 64);
+    assert_int_equal(bm_parse_list("65536", 64, 65536, 64, v, 4, &n), 0);
+    assert_int_equal(n, 1);
+    assert_true(v[0] == 65536);
+    static const char *const bad[] = { "", ",", "2048,", ",2048", "2048,,64", "100", "0", "-64", "65600",
+                                       "64 ", "x", "64,128,192,256,320", "99999999999999999999" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        n = -7;
+        assert_int_equal(bm_parse_list(bad[i], 64, 65536, 64, v, 4, &n), -1);
+        assert_int_equal(n, -7);
+    }
+    assert_int_equal(bm_parse_threads("1,2,1024", ti, 4, &n), 0);
+    assert_true(n == 3 && ti[0] == 1 && ti[1] == 2 && ti[2] == 1024);
+    assert_int_equal(bm_parse_threads("0", ti, 4, &n), -1);
+    assert_int_equal(bm_parse_threads("1025", ti, 4, &n), -1);
+    assert_int_equal(bm_parse_threads("1,2", ti, BM_MAX_LIST + 1, &n), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +254,7 @@ int main(void)
         cmocka_unit_test(peak),
         cmocka_unit_test(threads_run_at_once),
         cmocka_unit_test(reruns_above_the_limit),
+        cmocka_unit_test(lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
