@@ -26,6 +26,11 @@ static void help(FILE *fp)
             "                      e.g. --keep 'output.weight' --keep 'blk.0.*'\n"
             "  --report FILE       write the per-tensor report as JSON\n"
             "  --threads N         threads (default: all cores); the output is the same for any N\n"
+            "  --panel-cols N      llama family: write each FFN down projection ([dim, ffn]) with rows\n"
+            "                      longer than N in column panels of N columns, as [ffn/N, dim, N] (N a\n"
+            "                      multiple of 64 dividing ffn; spec/ARCHITECTURES.md §6): a decode reads\n"
+            "                      all of X once per row, and long rows stream slower. Q8_ROW gets a\n"
+            "                      scale per row of each panel. TinyLlama (ffn 5632): 2816\n"
             "  -q, --quiet         no progress and no table\n"
             "  --json              print the report as JSON instead of the table\n"
             "  -h, --help          this text\n"
@@ -159,7 +164,14 @@ int cmd_quantize(int argc, char **argv)
         } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has_val) o.output = argv[++i];
         else if (!strcmp(a, "--keep") && has_val) keep[o.n_keep++] = argv[++i];
         else if (!strcmp(a, "--report") && has_val) report_path = argv[++i];
-        else if (!strcmp(a, "--threads") && has_val) {
+        else if (!strcmp(a, "--panel-cols") && has_val) {
+            long n = cli_parse_count(argv[++i]);
+            if (n < 64 || n > (1L << 30) || n % 64) {
+                fprintf(stderr, "qmap quantize: --panel-cols needs a multiple of 64 (e.g. 2048)\n");
+                goto usage;
+            }
+            o.panel_cols = (uint64_t)n;
+        } else if (!strcmp(a, "--threads") && has_val) {
             long n = cli_parse_count(argv[++i]);
             if (n < 1 || n > 1024) { fprintf(stderr, "qmap quantize: --threads needs a number in 1..1024\n"); goto usage; }
             o.threads = (int)n;

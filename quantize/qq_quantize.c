@@ -40,7 +40,18 @@ typedef struct plan_item {
     qq_action action;
     uint32_t dtype_out;
     uint64_t bytes_out;
+    uint32_t rank_out;        /* the input's, or 3 for a matrix written in column panels */
+    uint64_t dims_out[4];
+    uint64_t panels;          /* 1, or the panel count */
 } plan_item;
+
+/* A FFN down projection "blk.N.ffn_down.weight" (the tensors --panel-cols applies to). */
+static bool is_ffn_down(const char *name)
+{
+    static const char suffix[] = ".ffn_down.weight";
+    size_t n = strlen(name), s = sizeof suffix - 1;
+    return n > 4 + s && !strncmp(name, "blk.", 4) && !strcmp(name + n - s, suffix);
+}
 
 /* ARCHITECTURES.md §1a: the matrices a model multiplies with. In a plain tensor store (architecture
  * "none") names mean nothing to qmap: every float tensor of rank >= 2. */
@@ -64,14 +75,21 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
     uint64_t alignment = qm_file_header(f)->alignment;
     const char *arch;
     uint64_t arch_len;
-    bool plain = qm_meta_get_string(f, QM_KEY_ARCHITECTURE, &arch, &arch_len) == QM_OK &&
-                 qm_arch_from_name(arch, (size_t)arch_len) == QM_ARCH_NONE;
+    bool have_arch = qm_meta_get_string(f, QM_KEY_ARCHITECTURE, &arch, &arch_len) == QM_OK;
+    qm_arch a = have_arch ? qm_arch_from_name(arch, (size_t)arch_len) : QM_ARCH_COUNT;
+    bool plain = have_arch && a == QM_ARCH_NONE;
+    if (o->panel_cols && a != QM_ARCH_LLAMA)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, QM_KEY_ARCHITECTURE, QM_NO_OFFSET,
+                       "--panel-cols applies to llama-family containers (llama, mistral, qwen2) only");
     for (uint64_t i = 0; i < qm_tensor_count(f); i++) {
         const qm_tensor *t = qm_tensor_at(f, i);
         plan_item *p = &items[i];
         p->t = t;
         p->dtype_out = t->dtype;
         p->bytes_out = t->size;
+        p->rank_out = t->rank;
+        memcpy(p->dims_out, t->dims, sizeof p->dims_out);
+        p->panels = 1;
         if (!selected_by_rule(t, plain)) { p->action = QQ_COPIED; continue; }
         if (kept(o, t->name)) { p->action = QQ_KEPT; continue; }
         const char *dn = qm_dtype_info(t->dtype) ? qm_dtype_info(t->dtype)->name : "?";
@@ -87,7 +105,20 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
                            o->scheme == QQ_Q8_ROW ? "--q8" : "--f16", o->scheme == QQ_Q8_ROW ? " or F16" : "");
         p->action = QQ_QUANTIZED;
         p->dtype_out = o->scheme == QQ_Q8_ROW ? QM_DTYPE_Q8_ROW : QM_DTYPE_F16;
-        qm_status st = qm_tensor_nbytes(p->dtype_out, t->rank, t->dims, alignment, &p->bytes_out);
+        if (o->panel_cols && t->rank == 2 && is_ffn_down(t->name) && t->dims[1] > o->panel_cols) {
+            if (o->panel_cols % 64 || t->dims[1] % o->panel_cols)
+                return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
+                               "tensor '%s' has rows of %llu columns: --panel-cols %llu must be a multiple of 64 "
+                               "that divides it", t->name, (unsigned long long)t->dims[1],
+                               (unsigned long long)o->panel_cols);
+            p->panels = t->dims[1] / o->panel_cols;
+            p->rank_out = 3;
+            p->dims_out[0] = p->panels;
+            p->dims_out[1] = t->dims[0];
+            p->dims_out[2] = o->panel_cols;
+            p->dims_out[3] = 0;
+        }
+        qm_status st = qm_tensor_nbytes(p->dtype_out, p->rank_out, p->dims_out, alignment, &p->bytes_out);
         if (st != QM_OK)
             return qm_fail(err, st, o->input, t->name, t->entry_offset, "tensor '%s': output size overflows", t->name);
     }
@@ -123,7 +154,10 @@ static qm_status ensure(void **p, uint64_t *cap, uint64_t need, const char *what
 static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *tr, qm_error *err)
 {
     const qm_tensor *t = p->t;
-    uint64_t cols = t->dims[t->rank - 1], rows = t->n_elements / cols;
+    /* output rows of `cols` values; with column panels, output row R is panel R / in_rows of input row
+     * R % in_rows: `cols` values from column (R / in_rows)·cols of an input row of in_cols */
+    const uint64_t in_cols = t->dims[t->rank - 1], in_rows = t->n_elements / in_cols;
+    const uint64_t cols = in_cols / p->panels, rows = in_rows * p->panels;
     qm_status st;
     if ((st = ensure((void **)&k->out, &k->out_cap, p->bytes_out ? p->bytes_out : 1, "output", err)) ||
         (st = ensure((void **)&k->scratch, &k->scratch_cap, (uint64_t)k->threads * 2 * cols * sizeof(float), "scratch", err)) ||
@@ -131,7 +165,7 @@ static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *
         return st;
     qm_q8row_layout lay = { 0 };
     if (p->dtype_out == QM_DTYPE_Q8_ROW) {
-        if ((st = qm_q8row_layout_of(t->rank, t->dims, k->alignment, &lay)) != QM_OK)
+        if ((st = qm_q8row_layout_of(p->rank_out, p->dims_out, k->alignment, &lay)) != QM_OK)
             return qm_fail(err, st, k->o->input, t->name, QM_NO_OFFSET, "Q8_ROW layout overflows");
         memset(k->out, 0, (size_t)p->bytes_out);   /* every padding byte is zero (R-DATA-2) */
     }
@@ -162,17 +196,18 @@ static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *
         }
         for (uint64_t r = r_begin; r < r_end; r++) {
             float *wbuf = scratch + (uint64_t)omp_get_thread_num() * 2 * cols, *back = wbuf + cols;
+            const uint64_t first = (r % in_rows) * in_cols + (r / in_rows) * cols; /* its first input element */
             const float *w;
             if (from_f16) {
                 for (uint64_t j = 0; j < cols; j++) {
                     uint16_t h;
-                    memcpy(&h, in + 2 * (r * cols + j), 2);
+                    memcpy(&h, in + 2 * (first + j), 2);
                     wbuf[j] = qm_f16_to_f32(h);
                 }
                 w = wbuf;
             } else {
                 /* the mapping is 4-byte aligned for F32 tensors (tensor offsets are multiples of 64) */
-                w = (const float *)(const void *)(in + 4 * r * cols);
+                w = (const float *)(const void *)(in + 4 * first);
             }
             rs[r].bad = 0;
             if (q8) {
@@ -317,7 +352,7 @@ qm_status qq_quantize(const qq_opts *o, qq_report *report, qm_error *err)
     uint64_t total = 0, done = 0;
     for (uint64_t i = 0; i < n && st == QM_OK; i++) {
         const qm_tensor *t = items[i].t;
-        st = qm_writer_add_tensor(w, t->name, items[i].dtype_out, t->rank, t->dims, err);
+        st = qm_writer_add_tensor(w, t->name, items[i].dtype_out, items[i].rank_out, items[i].dims_out, err);
         total += items[i].bytes_out;
     }
     double t0 = now_s();
@@ -334,8 +369,8 @@ qm_status qq_quantize(const qq_opts *o, qq_report *report, qm_error *err)
         tr->action = p->action;
         tr->dtype_in = t->dtype;
         tr->dtype_out = p->dtype_out;
-        tr->rank = t->rank;
-        memcpy(tr->dims, t->dims, sizeof tr->dims);
+        tr->rank = p->rank_out;
+        memcpy(tr->dims, p->dims_out, sizeof tr->dims);
         tr->bytes_in = t->size;
         tr->bytes_out = p->bytes_out;
         if (p->action == QQ_QUANTIZED) {

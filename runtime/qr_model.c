@@ -7,6 +7,7 @@
 
 #include "qr_dtype.h"
 #include "qr_ops.h"
+#include "qr_rows.h"
 
 /* ---- loader ---------------------------------------------------------------------------------------- */
 
@@ -208,6 +209,33 @@ qm_status qr_load_matrix(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t 
     qm_status st = find_tensor(ld, id, layer, true, &t, name, sizeof name);
     if (st != QM_OK) return st;
     return matrix_common(ld, t, name, rows, cols, out);
+}
+
+qm_status qr_load_matrix_panels(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols,
+                                qr_matrix *out, size_t *panels)
+{
+    char name[QM_TENSOR_NAME_MAX];
+    const qm_tensor *t;
+    qm_status st = find_tensor(ld, id, layer, true, &t, name, sizeof name);
+    if (st != QM_OK) return st;
+    *panels = 1;
+    if (t->rank != 3) return matrix_common(ld, t, name, rows, cols, out);
+    /* [P, rows, cols / P]: dims are >= 1 (R-TENSOR rules), so the division and product below are exact or
+     * refused */
+    const uint64_t p = t->dims[0], pc = t->dims[2];
+    if (t->dims[1] != rows || pc > cols || p != cols / pc || p * pc != cols) {
+        char have[96];
+        shape_string(t, have, sizeof have);
+        return qm_fail(ld->err, QM_ERR_SHAPE, ld->path, name, t->entry_offset,
+                       "tensor has shape %s, the model needs [%zu, %zu] or its column panels [P, %zu, %zu / P]",
+                       have, rows, cols, rows, cols);
+    }
+    if (t->dtype != QM_DTYPE_F32 && t->dtype != QM_DTYPE_F16 && t->dtype != QM_DTYPE_Q8_ROW)
+        return qm_fail(ld->err, QM_ERR_TYPE_MISMATCH, ld->path, name, t->entry_offset,
+                       "tensor is %s; weight matrices must be F32, F16 or Q8_ROW", dtype_name(t->dtype));
+    if ((st = qr_matrix_from_tensor(ld->f, t, out, ld->err)) != QM_OK) return st;
+    *panels = (size_t)p;
+    return remember(ld, out);
 }
 
 qm_status qr_load_matrix_opt(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols,
@@ -418,6 +446,19 @@ qm_status qr_linear(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const fl
     if (st != QM_OK) return st;
     count_madds(s, w, n, o);
     if (b) qr_add_bias_rows(y, ldy, n, b, w->rows);
+    return QM_OK;
+}
+
+qm_status qr_linear_panels(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, size_t panels, size_t n,
+                           const float *x, size_t ldx, float *y, float *tmp)
+{
+    const size_t rows = w->rows / panels;
+    for (size_t p = 0; p < panels; p++) {
+        const qr_matrix part = qr_matrix_rows(w, p * rows, rows);
+        qm_status st = qr_linear(s, kind, &part, NULL, n, x + p * w->cols, ldx, p ? tmp : y, rows);
+        if (st != QM_OK) return st;
+        if (p) qr_rows_add(s->pool, y, tmp, n * rows);
+    }
     return QM_OK;
 }
 

@@ -140,6 +140,82 @@ def quantized_copy(model, family, how):
     return m
 
 
+PANEL = 64      # --panel-cols of the column-panel checks (the llama cases' ffn of 128: two panels)
+
+
+def down_panels(w):
+    """A [dim, ffn] down projection as qmap quantize --panel-cols PANEL writes it: [ffn / PANEL, dim, PANEL],
+    panel p holding columns p*PANEL .. (p+1)*PANEL (spec/ARCHITECTURES.md §6)."""
+    d, f = w.shape
+    return np.ascontiguousarray(w.reshape(d, f // PANEL, PANEL).transpose(1, 0, 2))
+
+
+def panelled_q8_copy(model):
+    """quantized_copy(model, "", "q8"), but each down projection dequantized as its panels are quantized: one
+    scale per row of each panel."""
+    m = quantized_copy(model, "", "q8")
+    with torch.no_grad():
+        src = dict(model.named_parameters())
+        for name, p in m.named_parameters():
+            if name.endswith("mlp.down_proj.weight"):
+                w = src[name].detach().numpy().astype(np.float32)
+                pan = down_panels(w)
+                q, scales, _ = spec_writer.quantize_q8row(pan.reshape(-1, PANEL))
+                deq = (q.astype(np.float32) * scales[:, None]).reshape(pan.shape)
+                p.copy_(torch.from_numpy(np.ascontiguousarray(deq.transpose(1, 0, 2).reshape(w.shape))))
+    return m
+
+
+def panel_checks(env, name, model, f32, paths, ids, V, d):
+    """qmap quantize --panel-cols: the FFN down projections in column panels, run by the llama family."""
+    c = env.c
+    pp = {}
+    for how in ("q8", "f16"):
+        pp[how] = os.path.join(d, how + "-panels.qmap")
+        r = run([env.qmap, "quantize", "--" + how, f32, "-o", pp[how], "--panel-cols", str(PANEL), "--quiet"])
+        c.check(name, "quantize --%s --panel-cols %d" % (how, PANEL), r.returncode == 0, r.stderr.strip())
+    qf = spec_reader.read(pp["q8"])
+    w0 = dict(model.named_parameters())["model.layers.0.mlp.down_proj.weight"].detach().numpy().astype(np.float32)
+    t0 = qf.tensors["blk.0.ffn_down.weight"]
+    q, scales, _ = spec_writer.quantize_q8row(down_panels(w0).reshape(-1, PANEL))
+    c.check(name, "--panel-cols: blk.0.ffn_down.weight is [ffn/%d, dim, %d], its Q8_ROW bytes those of spec 6.1 "
+            "applied to the panels" % (PANEL, PANEL),
+            list(t0.shape) == [w0.shape[1] // PANEL, w0.shape[0], PANEL] and np.array_equal(t0.q, q)
+            and np.array_equal(t0.scales, scales), str(t0.shape))
+    refp = torch_logits(panelled_q8_copy(model), ids)
+    got = env.logits(pp["q8"], ids, V, "--kv", "f32", "--act", "precise")
+    top1 = float(np.mean(got.argmax(-1) == refp.argmax(-1)))
+    mkl = float(kl(refp, got).mean())
+    c.check(name, "Q8_ROW in panels --act precise: top-1 agreement with torch on its dequantized weights >= 95%",
+            top1 >= 0.95, "%.3f" % top1)
+    c.check(name, "Q8_ROW in panels --act precise: mean KL to torch on its dequantized weights <= 1e-3",
+            mkl <= 1e-3, "%.3g" % mkl)
+    step = env.logits(pp["q8"], ids, V, "--kv", "f32", "--act", "int8x2", "--step")
+    c.check(name, "Q8_ROW in panels: token by token (two terms) = the batch (--act precise), the same bits",
+            np.array_equal(step, got), "max |diff| %.3g" % float(np.abs(step - got).max()))
+    # F16 panels hold the same values as the F16 container: only the down projections' summation order changes
+    a = env.logits(pp["f16"], ids, V, "--kv", "f32")
+    b = env.logits(paths["f16"], ids, V, "--kv", "f32")
+    e = rel(a, b)
+    c.check(name, "F16 in panels = F16 as stored, within float summation order (1e-5)", e <= 1e-5, "%.3g" % e)
+    t1 = env.logits(pp["q8"], ids, V, "--kv", "f32", "-t", "1")
+    t2 = env.logits(pp["q8"], ids, V, "--kv", "f32", "-t", "2")
+    c.check(name, "Q8_ROW in panels: 1 and 2 threads give the same bits", np.array_equal(t1, t2))
+    if env.asan_tool:
+        try:
+            a = env.logits(pp["q8"], ids[:20], V, "-b", "7", "--act", "precise", tool=env.asan_tool)
+            b = env.logits(pp["q8"], ids[:20], V, "--step", tool=env.asan_tool)
+            ok = np.isfinite(a).all() and np.isfinite(b).all() and rel(a, b) <= 1e-3
+            c.check(name, "ASan+UBSan: Q8_ROW in panels, batches and steps run clean", ok)
+        except RuntimeError as ex:
+            c.check(name, "ASan+UBSan: Q8_ROW in panels, batches and steps run clean", False, str(ex)[-400:])
+    bad = os.path.join(d, "bad-panels.qmap")
+    r = run([env.qmap, "quantize", "--q8", f32, "-o", bad, "--panel-cols", "100", "--quiet"])
+    c.check(name, "quantize --panel-cols 100 (not a multiple of 64): a usage error, nothing written",
+            r.returncode == 2 and "multiple of 64" in r.stderr and not os.path.exists(bad), r.stderr.strip())
+    return pp
+
+
 def mutate(src, dst, drop_key=None, reshape=None):
     """Rewrite container src as dst with one metadata key dropped or one tensor given another shape (same
     bytes), through the independent writer of tests/spec_writer.py."""
@@ -264,6 +340,16 @@ def family_case(env, name, mod, kw, saver, window, workdir, summary):
     c.check(name, "Q8_ROW --act auto differs from both --act precise and --act int8",
             not np.array_equal(got_by_act["auto"], got_by_act["precise"])
             and not np.array_equal(got_by_act["auto"], got_by_act["int8"]))
+
+    # the FFN down projections in column panels (qmap quantize --panel-cols): the llama family runs them; the
+    # other families' containers are refused by the quantizer
+    if name in ("llama", "mistral", "qwen2"):
+        panel_checks(env, name, model, f32, paths, ids, V, d)
+    else:
+        bad = os.path.join(d, "panels.qmap")
+        r = run([env.qmap, "quantize", "--q8", f32, "-o", bad, "--panel-cols", "64", "--quiet"])
+        c.check(name, "quantize --panel-cols on a %s container: refused (llama family only), nothing written" % name,
+                r.returncode == 1 and "llama" in r.stderr and not os.path.exists(bad), r.stderr.strip())
 
     # the same paths under ASan+UBSan
     if env.asan_tool:
