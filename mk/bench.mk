@@ -14,6 +14,9 @@ $(BUILD)/asan/test_bench_measure: tests/unit/test_bench_measure.c $(BUILD)/asan-
 # About 12 GB of disk in $(BUILD)/bench/models, and some minutes; not part of make test.
 BENCH_SHAPES ?= llama-110m tinyllama-1.1b gpt2-124m
 BENCH_MODEL_FLAGS ?= -p 512 -n 128 -r 5 -t 1,2
+# shape:N — that shape's Q8_ROW and F16 once more with their FFN down projections in column panels of N
+# columns (qmap quantize --panel-cols; README, Benchmarks: "Why long rows stream slower"), benched beside
+BENCH_PANELS ?= tinyllama-1.1b:1408
 bench-models: $(BUILD)/qmap
 	@mkdir -p $(BUILD)/bench/models
 	@set -e; list=""; for s in $(BENCH_SHAPES); do d=$(BUILD)/bench/models/$$s; \
@@ -22,6 +25,10 @@ bench-models: $(BUILD)/qmap
 	  [ -f $$d-f16.qmap ] || $(BUILD)/qmap quantize --f16 $$d-f32.qmap -o $$d-f16.qmap --quiet; \
 	  [ -f $$d-q8.qmap ] || $(BUILD)/qmap quantize --q8 $$d-f32.qmap -o $$d-q8.qmap --quiet; \
 	  list="$$list $$d-q8.qmap $$d-f16.qmap $$d-f32.qmap"; done; \
+	for sp in $(BENCH_PANELS); do s=$${sp%%:*}; n=$${sp##*:}; d=$(BUILD)/bench/models/$$s; \
+	  case " $(BENCH_SHAPES) " in *" $$s "*) ;; *) continue;; esac; \
+	  for q in q8 f16; do [ -f $$d-$$q-panels$$n.qmap ] || $(BUILD)/qmap quantize --$$q $$d-f32.qmap \
+	    -o $$d-$$q-panels$$n.qmap --panel-cols $$n --quiet; list="$$list $$d-$$q-panels$$n.qmap"; done; done; \
 	$(BUILD)/qmap bench $$list $(BENCH_MODEL_FLAGS)
 .PHONY: bench-models
 
