@@ -30,7 +30,7 @@ static void help(FILE *fp)
             "                      longer than N in column panels of N columns, as [ffn/N, dim, N] (N a\n"
             "                      multiple of 64 dividing ffn; spec/ARCHITECTURES.md §6): a decode reads\n"
             "                      all of X once per row, and long rows stream slower. Q8_ROW gets a\n"
-            "                      scale per row of each panel. TinyLlama (ffn 5632): 2816\n"
+            "                      scale per row of each panel. TinyLlama (ffn 5632): 2816 or 1408\n"
             "  -q, --quiet         no progress and no table\n"
             "  --json              print the report as JSON instead of the table\n"
             "  -h, --help          this text\n"
