@@ -185,6 +185,17 @@ static qm_status remember(qr_loader *ld, const qr_matrix *m)
     return QM_OK;
 }
 
+/* The matrix view of a tensor whose shape the caller has checked: F32, F16 or Q8_ROW, else an error. */
+static qm_status matrix_view(qr_loader *ld, const qm_tensor *t, const char *name, qr_matrix *out)
+{
+    if (t->dtype != QM_DTYPE_F32 && t->dtype != QM_DTYPE_F16 && t->dtype != QM_DTYPE_Q8_ROW)
+        return qm_fail(ld->err, QM_ERR_TYPE_MISMATCH, ld->path, name, t->entry_offset,
+                       "tensor is %s; weight matrices must be F32, F16 or Q8_ROW", dtype_name(t->dtype));
+    qm_status st = qr_matrix_from_tensor(ld->f, t, out, ld->err);
+    if (st != QM_OK) return st;
+    return remember(ld, out);
+}
+
 static qm_status matrix_common(qr_loader *ld, const qm_tensor *t, const char *name, size_t rows, size_t cols,
                                qr_matrix *out)
 {
@@ -194,12 +205,7 @@ static qm_status matrix_common(qr_loader *ld, const qm_tensor *t, const char *na
         return qm_fail(ld->err, QM_ERR_SHAPE, ld->path, name, t->entry_offset,
                        "tensor has shape %s, the model needs [%zu, %zu]", have, rows, cols);
     }
-    if (t->dtype != QM_DTYPE_F32 && t->dtype != QM_DTYPE_F16 && t->dtype != QM_DTYPE_Q8_ROW)
-        return qm_fail(ld->err, QM_ERR_TYPE_MISMATCH, ld->path, name, t->entry_offset,
-                       "tensor is %s; weight matrices must be F32, F16 or Q8_ROW", dtype_name(t->dtype));
-    qm_status st = qr_matrix_from_tensor(ld->f, t, out, ld->err);
-    if (st != QM_OK) return st;
-    return remember(ld, out);
+    return matrix_view(ld, t, name, out);
 }
 
 qm_status qr_load_matrix(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols, qr_matrix *out)
@@ -220,22 +226,18 @@ qm_status qr_load_matrix_panels(qr_loader *ld, qm_tensor_id id, unsigned layer, 
     if (st != QM_OK) return st;
     *panels = 1;
     if (t->rank != 3) return matrix_common(ld, t, name, rows, cols, out);
-    /* [P, rows, cols / P]: dims are >= 1 (R-TENSOR rules), so the division and product below are exact or
-     * refused */
+    /* [P, rows, cols / P], P >= 2: dims are >= 1 and their product at most 2^40 (FORMAT.md §5), so the
+     * product below is exact */
     const uint64_t p = t->dims[0], pc = t->dims[2];
-    if (t->dims[1] != rows || pc > cols || p != cols / pc || p * pc != cols) {
+    if (t->dims[1] != rows || p < 2 || p * pc != cols) {
         char have[96];
         shape_string(t, have, sizeof have);
         return qm_fail(ld->err, QM_ERR_SHAPE, ld->path, name, t->entry_offset,
-                       "tensor has shape %s, the model needs [%zu, %zu] or its column panels [P, %zu, %zu / P]",
-                       have, rows, cols, rows, cols);
+                       "tensor has shape %s, the model needs [%zu, %zu] or its column panels [P, %zu, %zu / P] "
+                       "(P >= 2)", have, rows, cols, rows, cols);
     }
-    if (t->dtype != QM_DTYPE_F32 && t->dtype != QM_DTYPE_F16 && t->dtype != QM_DTYPE_Q8_ROW)
-        return qm_fail(ld->err, QM_ERR_TYPE_MISMATCH, ld->path, name, t->entry_offset,
-                       "tensor is %s; weight matrices must be F32, F16 or Q8_ROW", dtype_name(t->dtype));
-    if ((st = qr_matrix_from_tensor(ld->f, t, out, ld->err)) != QM_OK) return st;
     *panels = (size_t)p;
-    return remember(ld, out);
+    return matrix_view(ld, t, name, out);
 }
 
 qm_status qr_load_matrix_opt(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols,

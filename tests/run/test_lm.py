@@ -500,6 +500,15 @@ def error_cases(env, llama_f32, workdir):
     c.check(g, "a tensor of the wrong shape is refused naming it and both shapes",
             r.returncode == 1 and "blk.1.attn_k.weight" in r.stderr and "[%d, %d]" % (rows, cols) in r.stderr
             and "QM_ERR_SHAPE" in r.stderr, r.stderr)
+    # a down projection of rank 3 that is not [P >= 2, dim, ffn / P]: refused, naming the panel form too
+    dd, ff = qf.tensors["blk.0.ffn_down.weight"].shape
+    for shape in ((2, dd // 2, ff), (1, dd, ff)):
+        bad = os.path.join(d, "panels.qmap")
+        mutate(llama_f32, bad, reshape=("blk.0.ffn_down.weight", shape))
+        r = run([env.tool, bad, os.path.join(d, "o"), "1"])
+        c.check(g, "a down projection of shape %s is refused, naming the column-panel shape" % (shape,),
+                r.returncode == 1 and "blk.0.ffn_down.weight" in r.stderr and "column panels" in r.stderr
+                and "QM_ERR_SHAPE" in r.stderr, r.stderr)
     bad = os.path.join(d, "key.qmap")
     mutate(llama_f32, bad, drop_key="llama.n_heads")
     r = run([env.tool, bad, os.path.join(d, "o"), "1"])
