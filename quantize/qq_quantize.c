@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -45,12 +46,18 @@ typedef struct plan_item {
     uint64_t panels;          /* 1, or the panel count */
 } plan_item;
 
-/* A FFN down projection "blk.N.ffn_down.weight" (the tensors --panel-cols applies to). */
+/* Whether `name` is a layer's FFN down projection (QM_TENSOR_BLK_FFN_DOWN of the names table: the tensors
+ * --panel-cols applies to): the layer read from where the pattern holds it, and the name it gives equal
+ * to `name`. */
 static bool is_ffn_down(const char *name)
 {
-    static const char suffix[] = ".ffn_down.weight";
-    size_t n = strlen(name), s = sizeof suffix - 1;
-    return n > 4 + s && !strncmp(name, "blk.", 4) && !strcmp(name + n - s, suffix);
+    const char *pat = qm_tensor_pattern(QM_TENSOR_BLK_FFN_DOWN), *at = strstr(pat, "%u");
+    const size_t pre = (size_t)(at - pat);
+    if (strncmp(name, pat, pre) || name[pre] < '0' || name[pre] > '9') return false;
+    unsigned long layer = strtoul(name + pre, NULL, 10);
+    char want[QM_TENSOR_NAME_MAX];
+    return layer <= UINT_MAX && qm_tensor_name(want, sizeof want, QM_TENSOR_BLK_FFN_DOWN, (unsigned)layer) > 0 &&
+           !strcmp(want, name);
 }
 
 /* ARCHITECTURES.md §1a: the matrices a model multiplies with. In a plain tensor store (architecture

@@ -213,7 +213,6 @@ def panel_checks(env, name, model, f32, paths, ids, V, d):
     r = run([env.qmap, "quantize", "--q8", f32, "-o", bad, "--panel-cols", "100", "--quiet"])
     c.check(name, "quantize --panel-cols 100 (not a multiple of 64): a usage error, nothing written",
             r.returncode == 2 and "multiple of 64" in r.stderr and not os.path.exists(bad), r.stderr.strip())
-    return pp
 
 
 def mutate(src, dst, drop_key=None, reshape=None):
