@@ -71,7 +71,18 @@ static uint64_t parse_in_memory(const uint8_t *buf, size_t size)
     return n;
 }
 
-static char g_dir[64];
+static char g_dir[512];
+
+/* The directory is made once per process; this removes it and the two files each input leaves at exit. */
+static void remove_dir(void)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/tokenizer.model", g_dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/out.qmap", g_dir);
+    unlink(path);
+    rmdir(g_dir);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -82,10 +93,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(buf);
 
     if (!g_dir[0]) {
-        snprintf(g_dir, sizeof g_dir, "/tmp/qmap-fuzz-spm-XXXXXX");
+        const char *tmp = getenv("TMPDIR");
+        if (!tmp || !tmp[0]) tmp = "/tmp";
+        if ((size_t)snprintf(g_dir, sizeof g_dir, "%s/qmap-fuzz-spm-XXXXXX", tmp) >= sizeof g_dir) abort();
         if (!mkdtemp(g_dir)) abort();
+        atexit(remove_dir);
     }
-    char path[128], out[128];
+    char path[600], out[600];
     snprintf(path, sizeof path, "%s/tokenizer.model", g_dir);
     snprintf(out, sizeof out, "%s/out.qmap", g_dir);
     FILE *fp = fopen(path, "wb");

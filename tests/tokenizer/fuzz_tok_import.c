@@ -17,11 +17,11 @@
 #include "qc_tokenizer.h"
 #include "qm_writer.h"
 
-static char g_dir[64];
+static char g_dir[512];
 
 static void put(const char *name, const uint8_t *d, size_t n)
 {
-    char path[128];
+    char path[600];
     snprintf(path, sizeof path, "%s/%s", g_dir, name);
     FILE *fp = fopen(path, "wb");
     if (!fp) abort();
@@ -32,18 +32,31 @@ static void put(const char *name, const uint8_t *d, size_t n)
 static void clear(void)
 {
     static const char *const names[] = { "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "vocab.txt" };
-    char path[128];
+    char path[600];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", g_dir, names[i]);
         unlink(path);
     }
 }
 
+/* The directory is made once per process; this removes it (and what the last input left) at exit. */
+static void remove_dir(void)
+{
+    char path[600];
+    clear();
+    snprintf(path, sizeof path, "%s/out.qmap", g_dir);
+    unlink(path);
+    rmdir(g_dir);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!g_dir[0]) {
-        snprintf(g_dir, sizeof g_dir, "/tmp/qmap-fuzz-tok-XXXXXX");
+        const char *tmp = getenv("TMPDIR");
+        if (!tmp || !tmp[0]) tmp = "/tmp";
+        if ((size_t)snprintf(g_dir, sizeof g_dir, "%s/qmap-fuzz-tok-XXXXXX", tmp) >= sizeof g_dir) abort();
         if (!mkdtemp(g_dir)) abort();
+        atexit(remove_dir);
     }
     if (size < 1) return 0;
     int layout = data[0] % 3;
@@ -56,14 +69,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     put(main_name, a, na);
     if (layout == 1) put("merges.txt", b ? b : (const uint8_t *)"", nb);
     else if (b) put("tokenizer_config.json", b, nb);
-    char path[128];
+    char path[600];
     snprintf(path, sizeof path, "%s/%s", g_dir, main_name);
     qc_tokenizer *t = NULL;
     qm_error err;
     qm_status st = qc_tokenizer_load(path, 0, &t, &err);
     if (st == QM_OK) {
         if (!t || qc_tokenizer_vocab_size(t) < 1 || !qc_tokenizer_kind(t)) abort();
-        char out[128];
+        char out[600];
         snprintf(out, sizeof out, "%s/out.qmap", g_dir);
         qm_writer *w = NULL;
         if (qm_writer_create(out, NULL, &w, &err) == QM_OK) {
