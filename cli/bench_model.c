@@ -51,6 +51,7 @@ typedef struct bm_cfg {
     int kv;                   /* qmap_kv_type (index into cli_kv_choices) */
     int act;                  /* qmap_act_mode (index into cli_act_choices): Q8_ROW activations */
     bool json, csv;
+    int name_width;           /* the table's model column: "ARCH FILE" of the longest file name given */
 } bm_cfg;
 
 /* What a model is made of, from its tensor table: bytes per dtype and the multiply-adds of one token. */
@@ -128,9 +129,11 @@ static void print_header(const bm_cfg *c)
         printf("model,file_type,size_bytes,params,dtypes,threads,mmap,test,tokens,tps_median,tps_min,tps_max,runs,"
                "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,int8_terms,reruns,act,kernels\n");
     } else if (!c->json) {
-        printf("| %-28s | %9s | %8s | %-22s | %3s | %4s | %6s | %-22s | %-26s | %-16s |\n", "model", "size", "params",
-               "dtypes", "thr", "mmap", "test", "t/s median [min-max]", "limit (measured beside)", "x limit");
-        printf("|%.30s|%.11s|%.10s|%.24s|%.5s|%.6s|%.8s|%.24s|%.28s|%.18s|\n", "------------------------------",
+        printf("| %-*s | %9s | %8s | %-22s | %3s | %4s | %6s | %-22s | %-26s | %-16s |\n", c->name_width, "model", "size",
+               "params", "dtypes", "thr", "mmap", "test", "t/s median [min-max]", "limit (measured beside)", "x limit");
+        printf("|");
+        for (int i = 0; i < c->name_width + 2; i++) putchar('-');
+        printf("|%.11s|%.10s|%.24s|%.5s|%.6s|%.8s|%.24s|%.28s|%.18s|\n",
                "-----------", "----------", "------------------------", "-----", "------", "--------",
                "------------------------", "----------------------------", "------------------");
     }
@@ -198,9 +201,11 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     if (in->file_size < (1ull << 30)) snprintf(size, sizeof size, "%.1f MiB", (double)in->file_size / (1 << 20));
     snprintf(params, sizeof params, in->n_params >= 1000000000 ? "%.2f B" : "%.1f M",
              (double)in->n_params / (in->n_params >= 1000000000 ? 1e9 : 1e6));
-    snprintf(tps, sizeof tps, "%.2f [%.2f-%.2f]", r->tps.median, r->tps.min, r->tps.max);
+    /* whole tokens past 1000/s (a tiny model's figures), so the columns stay as wide as their header */
+    int tps_dec = r->tps.max >= 1000 ? 0 : 2;
+    snprintf(tps, sizeof tps, "%.*f [%.*f-%.*f]", tps_dec, r->tps.median, tps_dec, r->tps.min, tps_dec, r->tps.max);
     if (tg)
-        snprintf(limit, sizeof limit, "%.1f t/s (%.1f GB/s)", r->limit.median,
+        snprintf(limit, sizeof limit, "%.*f t/s (%.1f GB/s)", r->limit.median >= 1000 ? 0 : 1, r->limit.median,
                  fmax(r->bw_anon.median, r->bw_map.median));
     else if (isnan(r->limit.median)) snprintf(limit, sizeof limit, "n/a (no %s)", unit + 6);
     else if (r->int8_terms > 1.005) /* not every product in one term: say how many on average */
@@ -208,8 +213,8 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     else snprintf(limit, sizeof limit, "%.0f %s", r->limit.median, unit);
     if (isnan(r->frac.median)) snprintf(frac, sizeof frac, "-");
     else snprintf(frac, sizeof frac, "%.2f [%.2f-%.2f]", r->frac.median, r->frac.min, r->frac.max);
-    printf("| %-28.28s | %9s | %8s | %-22.22s | %3d | %4d | %6s | %-22s | %-26s | %-16s |\n", label, size, params,
-           mf->mix, r->threads, r->mmap, test, tps, limit, frac);
+    printf("| %-*.*s | %9s | %8s | %-22.22s | %3d | %4d | %6s | %-22s | %-26s | %-16s |\n", c->name_width, c->name_width,
+           label, size, params, mf->mix, r->threads, r->mmap, test, tps, limit, frac);
     fflush(stdout);
 }
 
@@ -528,6 +533,15 @@ int bench_model(int argc, char **argv)
     else if (!c.csv)
         printf("qmap bench: %ld runs per figure after one warm-up; KV cache %s; Q8_ROW activations %s; kernels %s\n\n",
                c.runs, cli_kv_choices[c.kv], cli_act_choices[c.act], qr_kernels_name(qr_kernels_get()));
+    /* The model column fits "ARCH FILE" for every file named (the architecture's name is at most 8 bytes
+     * with its space; the label is cut at 95). */
+    c.name_width = 28;
+    for (int i = first; i < argc; i++) {
+        const char *base = strrchr(argv[i], '/');
+        size_t w = strlen(base ? base + 1 : argv[i]) + 8;
+        if (w > 95) w = 95;
+        if ((int)w > c.name_width) c.name_width = (int)w;
+    }
     print_header(&c);
     char err[1024] = "";
     int rc = 0;

@@ -486,6 +486,15 @@ def error_cases(env, llama_f32, workdir):
     r = run([env.qmap, "bench", llama_f32, "-p", "0", "-n", "4", "-r", "2", "-t", "1", "--mmap", "0,1"])
     c.check(g, "qmap bench --mmap 0,1: prints the mapping / anonymous ratio",
             r.returncode == 0 and "over the mapping / over an anonymous copy =" in r.stdout, r.stdout + r.stderr)
+    # the table's model column widens to the longest file name given (it once cut names at 28 characters)
+    long_name = os.path.join(d, "llama-f32-under-a-file-name-longer-than-the-old-column.qmap")
+    if not os.path.lexists(long_name):
+        os.symlink(os.path.abspath(llama_f32), long_name)
+    r = run([env.qmap, "bench", long_name, llama_f32, "-p", "0", "-n", "2", "-r", "1", "-t", "1"])
+    table = [ln for ln in r.stdout.splitlines() if ln.startswith("|")]
+    c.check(g, "qmap bench table: the long file name whole, a header, a rule and a row per model, every line as "
+            "wide as the header", r.returncode == 0 and len(table) == 4 and os.path.basename(long_name) in r.stdout
+            and len({len(ln) for ln in table}) == 1, r.stdout + r.stderr)
     r = run([env.qmap, "bench", llama_f32, "--mmap", "2"])
     c.check(g, "qmap bench --mmap 2: usage error (2) naming the choices", r.returncode == 2 and "0,1" in r.stderr,
             r.stderr)
