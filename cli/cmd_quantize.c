@@ -26,18 +26,22 @@ static void help(FILE *fp)
             "                      e.g. --keep 'output.weight' --keep 'blk.0.*'\n"
             "  --report FILE       write the per-tensor report as JSON\n"
             "  --threads N         threads (default: all cores); the output is the same for any N\n"
-            "  --panel-cols N      llama family: write each FFN down projection ([dim, ffn]) with rows\n"
+            "  --panel-cols auto|N|0\n"
+            "                      llama family: write each FFN down projection ([dim, ffn]) with rows\n"
             "                      longer than N in column panels of N columns, as [ffn/N, dim, N] (N a\n"
             "                      multiple of 64 dividing ffn; spec/ARCHITECTURES.md §6): a decode reads\n"
             "                      all of X once per row, and long rows stream slower. Q8_ROW gets a\n"
-            "                      scale per row of each panel. TinyLlama (ffn 5632): 2816 or 1408\n"
+            "                      scale per row of each panel. auto (the default) cuts Q8_ROW rows past\n"
+            "                      4096 columns and F16 rows past 2048 (TinyLlama's 5632: 2 panels of\n"
+            "                      2816 / 4 of 1408; Llama 2 7B's 11008: 4 of 2752); 0: as stored\n"
             "  -q, --quiet         no progress and no table\n"
             "  --json              print the report as JSON instead of the table\n"
             "  -h, --help          this text\n"
             "\n"
             "The report gives, per tensor, bytes before and after, the relative RMS error ||w - w'|| / ||w||,\n"
             "the largest absolute error and, for Q8_ROW, the rows whose scale is set by one outlier\n"
-            "(max|w| > 8 x the row's RMS).\n"
+            "(max|w| > 8 x the row's RMS). In the JSON, a tensor's shape is as written and \"panels\" counts\n"
+            "its column panels (1 for none).\n"
             "\n"
             "exit status: 0 written, 1 the input is bad or cannot be quantized, 2 usage error\n");
 }
@@ -97,11 +101,13 @@ static void report_json(FILE *fp, const char *in, const char *out, qq_scheme sch
             if (scheme == QQ_Q8_ROW) json_u64(&j, "outlier_rows", t->outlier_rows);
             else json_null(&j, "outlier_rows");
             json_u64(&j, "rows", t->rows);
+            json_u64(&j, "panels", t->panels);
         } else {
             json_null(&j, "rel_rms_error");
             json_null(&j, "max_abs_error");
             json_null(&j, "outlier_rows");
             json_null(&j, "rows");
+            json_null(&j, "panels");
         }
         json_end_object(&j);
     }
@@ -142,11 +148,21 @@ static void report_table(const char *out, qq_scheme scheme, const qq_report *r)
            (unsigned long long)r->n_copied, cli_human_bytes(r->bytes_in, bi, sizeof bi),
            cli_human_bytes(r->bytes_out, bo, sizeof bo), r->bytes_out ? (double)r->bytes_in / r->bytes_out : 0.0,
            r->rel_rms_error, r->seconds, r->threads, r->kernels ? r->kernels : "?");
+    uint64_t n_panelled = 0;
+    const qq_tensor_report *first = NULL;
+    for (uint64_t i = 0; i < r->n_tensors; i++)
+        if (r->tensors[i].panels > 1 && n_panelled++ == 0) first = &r->tensors[i];
+    if (first)
+        printf("%s: %llu FFN down projections written in column panels, e.g. %s as %llu x [%llu, %llu] "
+               "(--panel-cols 0 keeps them [%llu, %llu])\n", out, (unsigned long long)n_panelled, first->name,
+               (unsigned long long)first->dims[0], (unsigned long long)first->dims[1],
+               (unsigned long long)first->dims[2], (unsigned long long)first->dims[1],
+               (unsigned long long)(first->dims[0] * first->dims[2]));
 }
 
 int cmd_quantize(int argc, char **argv)
 {
-    qq_opts o = { 0 };
+    qq_opts o = { .panel_cols = QQ_PANEL_AUTO };
     ui u = { .tty = isatty(2) != 0 };
     bool json = false;
     const char *report_path = NULL, *input = NULL;
@@ -165,12 +181,13 @@ int cmd_quantize(int argc, char **argv)
         else if (!strcmp(a, "--keep") && has_val) keep[o.n_keep++] = argv[++i];
         else if (!strcmp(a, "--report") && has_val) report_path = argv[++i];
         else if (!strcmp(a, "--panel-cols") && has_val) {
-            long n = cli_parse_count(argv[++i]);
-            if (n < 64 || n > (1L << 30) || n % 64) {
-                fprintf(stderr, "qmap quantize: --panel-cols needs a multiple of 64 (e.g. 2048)\n");
+            const char *v = argv[++i];
+            long n = !strcmp(v, "auto") ? 64 : cli_parse_count(v);
+            if (n != 0 && (n < 64 || n > (1L << 30) || n % 64)) {
+                fprintf(stderr, "qmap quantize: --panel-cols takes auto, 0 or a multiple of 64 (e.g. 2048)\n");
                 goto usage;
             }
-            o.panel_cols = (uint64_t)n;
+            o.panel_cols = !strcmp(v, "auto") ? QQ_PANEL_AUTO : (uint64_t)n;
         } else if (!strcmp(a, "--threads") && has_val) {
             long n = cli_parse_count(argv[++i]);
             if (n < 1 || n > 1024) { fprintf(stderr, "qmap quantize: --threads needs a number in 1..1024\n"); goto usage; }

@@ -14,21 +14,22 @@ $(BUILD)/asan/test_bench_measure: tests/unit/test_bench_measure.c $(BUILD)/asan-
 # About 12 GB of disk in $(BUILD)/bench/models, and some minutes; not part of make test.
 BENCH_SHAPES ?= llama-110m tinyllama-1.1b gpt2-124m
 BENCH_MODEL_FLAGS ?= -p 512 -n 128 -r 5 -t 1,2
-# shape:N — that shape's Q8_ROW and F16 once more with their FFN down projections in column panels of N
-# columns (qmap quantize --panel-cols; README, Benchmarks: "Why long rows stream slower"), benched beside
-BENCH_PANELS ?= tinyllama-1.1b:1408
+# These shapes' Q8_ROW and F16 once more with their FFN down projections as stored ([d, F], quantize
+# --panel-cols 0), benched beside the default files (column panels where --panel-cols auto cuts them;
+# README, Benchmarks: "Why long rows stream slower"). Every file is kept between runs: delete
+# $(BUILD)/bench/models/*-q8.qmap *-f16.qmap after a change to how quantize writes them.
+BENCH_AS_STORED ?= tinyllama-1.1b
 bench-models: $(BUILD)/qmap
 	@mkdir -p $(BUILD)/bench/models
 	@set -e; list=""; for s in $(BENCH_SHAPES); do d=$(BUILD)/bench/models/$$s; \
 	  [ -f $$d-f32.qmap ] || { $(PYTHON) tests/tools/make_lm.py $$s $$d; \
 	    $(BUILD)/qmap convert $$d/model.safetensors -o $$d-f32.qmap --quiet; rm -rf $$d; }; \
-	  [ -f $$d-f16.qmap ] || $(BUILD)/qmap quantize --f16 $$d-f32.qmap -o $$d-f16.qmap --quiet; \
-	  [ -f $$d-q8.qmap ] || $(BUILD)/qmap quantize --q8 $$d-f32.qmap -o $$d-q8.qmap --quiet; \
+	  for q in f16 q8; do [ -f $$d-$$q.qmap ] || $(BUILD)/qmap quantize --$$q $$d-f32.qmap -o $$d-$$q.qmap --quiet; done; \
 	  list="$$list $$d-q8.qmap $$d-f16.qmap $$d-f32.qmap"; done; \
-	for sp in $(BENCH_PANELS); do s=$${sp%%:*}; n=$${sp##*:}; d=$(BUILD)/bench/models/$$s; \
+	for s in $(BENCH_AS_STORED); do d=$(BUILD)/bench/models/$$s; \
 	  case " $(BENCH_SHAPES) " in *" $$s "*) ;; *) continue;; esac; \
-	  for q in q8 f16; do [ -f $$d-$$q-panels$$n.qmap ] || $(BUILD)/qmap quantize --$$q $$d-f32.qmap \
-	    -o $$d-$$q-panels$$n.qmap --panel-cols $$n --quiet; list="$$list $$d-$$q-panels$$n.qmap"; done; done; \
+	  for q in q8 f16; do [ -f $$d-$$q-as-stored.qmap ] || $(BUILD)/qmap quantize --$$q $$d-f32.qmap \
+	    -o $$d-$$q-as-stored.qmap --panel-cols 0 --quiet; list="$$list $$d-$$q-as-stored.qmap"; done; done; \
 	$(BUILD)/qmap bench $$list $(BENCH_MODEL_FLAGS)
 .PHONY: bench-models
 

@@ -60,6 +60,19 @@ static bool is_ffn_down(const char *name)
            !strcmp(want, name);
 }
 
+uint64_t qq_panel_cols_auto(qq_scheme scheme, uint64_t dim, uint64_t ffn)
+{
+    const uint64_t bound = scheme == QQ_Q8_ROW ? 4096 : scheme == QQ_F16 ? 2048 : 0;
+    if (!bound || ffn <= bound || ffn < dim || ffn % 64 || ffn > ((uint64_t)1 << 24)) return 0;
+    uint64_t below = 0, above = 0;   /* the widest width within the bound, the narrowest beyond it */
+    for (uint64_t w = 64; w < ffn; w += 64) {
+        if (ffn % w) continue;
+        if (w <= bound) below = w;
+        else if (!above) above = w;
+    }
+    return below >= bound / 2 ? below : above;
+}
+
 /* ARCHITECTURES.md §1a: the matrices a model multiplies with. In a plain tensor store (architecture
  * "none") names mean nothing to qmap: every float tensor of rank >= 2. */
 static bool selected_by_rule(const qm_tensor *t, bool plain_store)
@@ -85,7 +98,8 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
     bool have_arch = qm_meta_get_string(f, QM_KEY_ARCHITECTURE, &arch, &arch_len) == QM_OK;
     qm_arch a = have_arch ? qm_arch_from_name(arch, (size_t)arch_len) : QM_ARCH_COUNT;
     bool plain = have_arch && a == QM_ARCH_NONE;
-    if (o->panel_cols && a != QM_ARCH_LLAMA)
+    const bool auto_panels = o->panel_cols == QQ_PANEL_AUTO;
+    if (o->panel_cols && !auto_panels && a != QM_ARCH_LLAMA)
         return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, QM_KEY_ARCHITECTURE, QM_NO_OFFSET,
                        "--panel-cols applies to llama-family containers (llama, mistral, qwen2) only");
     for (uint64_t i = 0; i < qm_tensor_count(f); i++) {
@@ -112,17 +126,22 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
                            o->scheme == QQ_Q8_ROW ? "--q8" : "--f16", o->scheme == QQ_Q8_ROW ? " or F16" : "");
         p->action = QQ_QUANTIZED;
         p->dtype_out = o->scheme == QQ_Q8_ROW ? QM_DTYPE_Q8_ROW : QM_DTYPE_F16;
-        if (o->panel_cols && t->rank == 2 && is_ffn_down(t->name) && t->dims[1] > o->panel_cols) {
-            if (o->panel_cols % 64 || t->dims[1] % o->panel_cols)
+        const bool down = a == QM_ARCH_LLAMA && t->rank == 2 && is_ffn_down(t->name);
+        const uint64_t pc = !down ? 0 : auto_panels ? qq_panel_cols_auto(o->scheme, t->dims[0], t->dims[1]) : o->panel_cols;
+        if (pc && t->dims[1] > pc) {
+            if (pc % 64 || t->dims[1] % pc)
                 return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
                                "tensor '%s' has rows of %llu columns: --panel-cols %llu must be a multiple of 64 "
-                               "that divides it", t->name, (unsigned long long)t->dims[1],
-                               (unsigned long long)o->panel_cols);
-            p->panels = t->dims[1] / o->panel_cols;
+                               "that divides it", t->name, (unsigned long long)t->dims[1], (unsigned long long)pc);
+            if (t->dims[1] < t->dims[0])   /* auto never picks this */
+                return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
+                               "tensor '%s' is [%llu, %llu]: qmap runs column panels only where ffn >= dim "
+                               "(spec/ARCHITECTURES.md §9); quantize without --panel-cols", t->name, (unsigned long long)t->dims[0], (unsigned long long)t->dims[1]);
+            p->panels = t->dims[1] / pc;
             p->rank_out = 3;
             p->dims_out[0] = p->panels;
             p->dims_out[1] = t->dims[0];
-            p->dims_out[2] = o->panel_cols;
+            p->dims_out[2] = pc;
             p->dims_out[3] = 0;
         }
         qm_status st = qm_tensor_nbytes(p->dtype_out, p->rank_out, p->dims_out, alignment, &p->bytes_out);
@@ -378,6 +397,7 @@ qm_status qq_quantize(const qq_opts *o, qq_report *report, qm_error *err)
         tr->dtype_out = p->dtype_out;
         tr->rank = p->rank_out;
         memcpy(tr->dims, p->dims_out, sizeof tr->dims);
+        tr->panels = p->panels;
         tr->bytes_in = t->size;
         tr->bytes_out = p->bytes_out;
         if (p->action == QQ_QUANTIZED) {

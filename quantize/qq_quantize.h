@@ -29,11 +29,23 @@ typedef struct qq_opts {
     int threads;                               /* 0: OpenMP's default */
     /* > 0: a llama container's FFN down projections (blk.N.ffn_down.weight, [dim, ffn]) longer than this
      * are written in column panels of this many columns, as [ffn / panel_cols, dim, panel_cols]
-     * (spec/ARCHITECTURES.md §6: the panelled form); a multiple of 64 that divides ffn. 0: none. */
+     * (spec/ARCHITECTURES.md §6: the panelled form); a multiple of 64 that divides ffn. 0: none.
+     * QQ_PANEL_AUTO: the width qq_panel_cols_auto picks for each (none outside the llama family). */
     uint64_t panel_cols;
     void (*on_progress)(void *user, const qq_progress *p);   /* may be NULL */
     void *user;
 } qq_opts;
+
+#define QQ_PANEL_AUTO UINT64_MAX
+
+/* The column-panel width QQ_PANEL_AUTO writes a [dim, ffn] down projection in, for the output scheme; 0
+ * for none. A decode step reads the activation row once per weight row, and rows stream slower once the
+ * activation bytes a row touches pass about 8 KiB (qmap bench kernels --cols): Q8_ROW's two int8 terms
+ * hold 2 bytes per column, so rows past 4096 columns are cut; F16's float activations 4, so past 2048.
+ * The width is the largest multiple of 64 dividing ffn within that bound, unless that is under half the
+ * bound (short rows cost their own per-row work), then the smallest one above it; none if neither exists
+ * or ffn < dim (the runtime sums the panels in a buffer of ffn floats). */
+uint64_t qq_panel_cols_auto(qq_scheme scheme, uint64_t dim, uint64_t ffn);
 
 typedef enum qq_action { QQ_QUANTIZED = 1, QQ_KEPT = 2, QQ_COPIED = 3 } qq_action;
 
@@ -41,7 +53,8 @@ typedef struct qq_tensor_report {
     char *name;                    /* owned */
     qq_action action;
     uint32_t dtype_in, dtype_out;  /* qm_dtype */
-    uint32_t rank; uint64_t dims[4];
+    uint32_t rank; uint64_t dims[4];   /* as written: [panels, dim, cols] for a matrix in column panels */
+    uint64_t panels;               /* 1, or the column panels a [dim, ffn] matrix was written in */
     uint64_t bytes_in, bytes_out;
     uint64_t rows;
     double rel_rms_error;          /* ||w - ŵ|| / ||w|| (0 when w = 0); quantized tensors only */

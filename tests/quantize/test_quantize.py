@@ -21,6 +21,9 @@ the groups whose name contains FILTER):
   report/...    --json prints the --report object; --quiet prints nothing. (Every case above also checks its
                 --report JSON: schema, actions, byte sizes, error statistics, outlier rows.)
   refuse/...    refusals: exit 1, one stderr line naming the file and the tensor, nothing left behind.
+  panels/...    llama down projections in column panels (spec/ARCHITECTURES.md §6): the width --panel-cols auto
+                (the default) picks for each ffn and scheme, an explicit width, 0 (as stored), other architectures
+                left as stored; shapes, bytes (the reference applied to the panels) and the report's panels field.
   usage/...     usage errors exit 2.
   verify/...    every output passes spec_reader's full verification and `qmap verify --full`.
   e2e/...       tests/models gpt2 and llama: torch.save -> qmap convert -> quantize --q8 / --f16, and
@@ -454,9 +457,9 @@ def check_report(ck, group, rep, tensors, in_path, out_path, scheme, keeps=(), t
     qf = spec_reader.read(out_path)
     in_qf = spec_reader.read(in_path)
     keys = ["name", "action", "dtype_in", "dtype_out", "shape", "bytes_in", "bytes_out", "rel_rms_error",
-            "max_abs_error", "outlier_rows", "rows"]
+            "max_abs_error", "outlier_rows", "rows", "panels"]
     bad = {k: [] for k in ("schema", "action", "dtypes", "shape", "bytes", "nulls", "rows_null", "rel_rms",
-                           "max_abs", "outliers", "rows")}
+                           "max_abs", "outliers", "rows", "panels")}
     total_sq_err = total_sq = 0.0
     n_quantized = 0
     for t, e in zip(tensors, entries):
@@ -479,9 +482,11 @@ def check_report(ck, group, rep, tensors, in_path, out_path, scheme, keeps=(), t
             if any(e[k] is not None for k in ("rel_rms_error", "max_abs_error", "outlier_rows")):
                 bad["nulls"].append("%s: %r %r %r" % (t.name, e["rel_rms_error"], e["max_abs_error"],
                                                       e["outlier_rows"]))
-            if e["rows"] is not None:
-                bad["rows_null"].append("%s: rows %r" % (t.name, e["rows"]))
+            if e["rows"] is not None or e["panels"] is not None:
+                bad["rows_null"].append("%s: rows %r, panels %r" % (t.name, e["rows"], e["panels"]))
             continue
+        if e["panels"] != 1 or isinstance(e["panels"], bool):   # these cases hold no llama down projection
+            bad["panels"].append("%s: %r" % (t.name, e["panels"]))
         n_quantized += 1
         rows, cols = ref.rows_cols(t.shape)
         w = t.values.reshape(rows, cols)
@@ -506,7 +511,8 @@ def check_report(ck, group, rep, tensors, in_path, out_path, scheme, keeps=(), t
               "shape": "shapes",
               "bytes": "bytes_in/bytes_out equal the containers' tensor sizes",
               "nulls": "copied/kept: rel_rms_error, max_abs_error, outlier_rows null",
-              "rows_null": "copied/kept: rows null (the fourth error field)",
+              "rows_null": "copied/kept: rows and panels null",
+              "panels": "quantized: panels 1 (no column panels outside a llama down projection)",
               "rel_rms": "rel_rms_error = sqrt(sum (w-w^)^2) / sqrt(sum w^2) (rel. tol. 1e-6)",
               "max_abs": "max_abs_error = max |w-w^| (rel. tol. 1e-6)",
               "outliers": "outlier_rows (max|w| > 8 RMS; null for f16)",
@@ -975,6 +981,86 @@ class Suite:
         left = os.listdir(outdir)
         ck.check(group, "nothing left in the output directory", not left, "left: %s" % left)
 
+    # --------------------------------------------------------------------------------------- column panels
+
+    # (ffn, scheme, the width the default --panel-cols auto must write blk.0.ffn_down.weight [64, ffn] in, or
+    # None for as stored), from the rule of `qmap quantize --help` / qq_panel_cols_auto: Q8_ROW rows past 4096
+    # columns and F16 rows past 2048 are cut, at the widest multiple of 64 dividing ffn within that bound
+    # unless it is under half the bound, else at the narrowest one beyond it. 4224 = 66 * 64, 4160 = 65 * 64
+    # (only 832 and narrower divide it), 11008 = 172 * 64 (Llama 2 7B: 2752 or 256 and narrower).
+    AUTO_PANELS = [(4224, "q8", 2112), (4224, "f16", 1408), (4096, "q8", None), (4096, "f16", 2048),
+                   (4160, "q8", None), (4160, "f16", None), (11008, "q8", 2752), (11008, "f16", 2752),
+                   (2048, "f16", None)]
+
+    def panel_case(self, group, scheme, arch, ffn, width, extra=()):
+        """A container with blk.0.ffn_down.weight [64, ffn] (and a [ffn, 64] up projection, never cut) quantized
+        with `extra`; the down projection must come out as [ffn / width, 64, width] (width None: as stored)."""
+        if not self.ck.want(group):
+            return
+        ck = self.ck
+        rng = np.random.default_rng(ffn)
+        down = (rng.standard_normal((64, ffn)) * 0.02).astype(F32)
+        tensors = [t_f32("blk.0.ffn_up.weight", rng.standard_normal((ffn, 64)) * 0.02),
+                   t_f32("blk.0.ffn_down.weight", down)]
+        d = fresh_dir(os.path.join(self.work, group.replace("/", "_")))
+        inp = write_container(os.path.join(d, "in.qmap"), tensors,
+                              [("general.architecture", "STRING", arch), ("general.file_type", "STRING", "f32")])
+        out = os.path.join(d, "out.qmap")
+        rep = self.quantize(group, scheme, inp, out, extra=extra)
+        if rep is None:
+            return
+        qf = spec_reader.read(out)
+        o, up = qf.tensors["blk.0.ffn_down.weight"], qf.tensors["blk.0.ffn_up.weight"]
+        p = 1 if width is None else ffn // width
+        stored = down if width is None else np.ascontiguousarray(down.reshape(64, p, width).transpose(1, 0, 2))
+        want_shape = [64, ffn] if width is None else [p, 64, width]
+        if scheme == "q8":
+            want = ref.q8_bytes(stored, stored.shape, 4096)
+        else:
+            want = ref.f16_values(stored).astype("<f2").tobytes()
+        ck.check(group, "blk.0.ffn_down.weight [64, %d] -> %s %s, its bytes the reference's on %s" % (
+                 ffn, SCHEMES[scheme][2], want_shape, "the panels" if width else "the matrix"),
+                 list(o.shape) == want_shape and o.dtype == SCHEMES[scheme][2] and bytes(o.raw) == want,
+                 "got %s %s, bytes equal: %s" % (o.dtype, list(o.shape), bytes(o.raw) == want))
+        ck.check(group, "blk.0.ffn_up.weight stays [%d, 64]" % ffn, list(up.shape) == [ffn, 64], list(up.shape))
+        ents = {e.get("name"): e for e in rep.get("tensors", []) if isinstance(e, dict)}
+        e = ents.get("blk.0.ffn_down.weight", {})
+        ck.check(group, "report: the down projection's shape as written and panels %d" % p,
+                 e.get("shape") == want_shape and e.get("panels") == p, "got %r %r" % (e.get("shape"), e.get("panels")))
+
+    def panel_cases(self):
+        for ffn, scheme, width in self.AUTO_PANELS:
+            self.panel_case("panels/auto_%s_ffn%d" % (scheme, ffn), scheme, "llama", ffn, width)
+        self.panel_case("panels/explicit_auto_q8", "q8", "llama", 4224, 2112, ["--panel-cols", "auto"])
+        self.panel_case("panels/zero_as_stored", "q8", "llama", 4224, None, ["--panel-cols", "0"])
+        self.panel_case("panels/explicit_1408_q8", "q8", "llama", 4224, 1408, ["--panel-cols", "1408"])
+        self.panel_case("panels/gpt2_as_stored", "f16", "gpt2", 4224, None)
+        group = "panels/summary_line"
+        if self.ck.want(group):
+            d = fresh_dir(os.path.join(self.work, "panels_summary"))
+            rng = np.random.default_rng(3)
+            inp = write_container(os.path.join(d, "in.qmap"),
+                                  [t_f32("blk.%d.ffn_down.weight" % i, rng.standard_normal((64, 4224))) for i in range(2)],
+                                  [("general.architecture", "STRING", "llama")])
+            rc, so, se = self.run("quantize", "--q8", inp, "-o", os.path.join(d, "out.qmap"))
+            self.ck.check(group, "the summary names the panelled down projections and --panel-cols 0",
+                          rc == 0 and "2 FFN down projections written in column panels" in so
+                          and "2 x [64, 2112]" in so and "--panel-cols 0" in so, short(so[-300:] + se))
+        group = "panels/refused"
+        if self.ck.want(group):
+            d = fresh_dir(os.path.join(self.work, "panels_refused"))
+            inp = write_container(os.path.join(d, "in.qmap"),
+                                  [t_f32("blk.0.ffn_down.weight", np.ones((192, 128)))],
+                                  [("general.architecture", "STRING", "llama")])
+            outdir = fresh_dir(os.path.join(d, "out"))
+            rc, so, se = self.run("quantize", "--q8", inp, "-o", os.path.join(outdir, "out.qmap"), "--panel-cols", "64")
+            self.ck.check(group, "--panel-cols 64 on a [192, 128] down projection (ffn < dim): exit 1 naming the "
+                          "tensor, nothing written", rc == 1 and "blk.0.ffn_down.weight" in se and "ffn >= dim" in se
+                          and not os.listdir(outdir), "rc %d: %s" % (rc, short(se)))
+            rc, so, se = self.run("quantize", "--q8", inp, "-o", os.path.join(outdir, "out.qmap"), "--panel-cols", "96")
+            self.ck.check(group, "--panel-cols 96 (not a multiple of 64): exit 2", rc == 2 and not os.listdir(outdir),
+                          "rc %d: %s" % (rc, short(se)))
+
     def usage_cases(self):
         group = "usage/exit_2"
         if not self.ck.want(group):
@@ -1119,6 +1205,7 @@ def main():
     suite.meta_cases()
     suite.report_cases()
     suite.refuse_cases()
+    suite.panel_cases()
     suite.usage_cases()
     suite.e2e_cases()
     suite.verify_outputs()
