@@ -99,9 +99,11 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
     qm_arch a = have_arch ? qm_arch_from_name(arch, (size_t)arch_len) : QM_ARCH_COUNT;
     bool plain = have_arch && a == QM_ARCH_NONE;
     const bool auto_panels = o->panel_cols == QQ_PANEL_AUTO;
-    if (o->panel_cols && !auto_panels && a != QM_ARCH_LLAMA)
+    /* the decoder LMs, whose FFN down projection ARCHITECTURES.md §4-§6 lets be stored in column panels */
+    const bool lm = a == QM_ARCH_LLAMA || a == QM_ARCH_GPT2 || a == QM_ARCH_GPT_NEO;
+    if (o->panel_cols && !auto_panels && !lm)
         return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, QM_KEY_ARCHITECTURE, QM_NO_OFFSET,
-                       "--panel-cols applies to llama-family containers (llama, mistral, qwen2) only");
+                       "--panel-cols applies to decoder LM containers (gpt2, gpt_neo, llama/mistral/qwen2) only");
     for (uint64_t i = 0; i < qm_tensor_count(f); i++) {
         const qm_tensor *t = qm_tensor_at(f, i);
         plan_item *p = &items[i];
@@ -126,7 +128,7 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
                            o->scheme == QQ_Q8_ROW ? "--q8" : "--f16", o->scheme == QQ_Q8_ROW ? " or F16" : "");
         p->action = QQ_QUANTIZED;
         p->dtype_out = o->scheme == QQ_Q8_ROW ? QM_DTYPE_Q8_ROW : QM_DTYPE_F16;
-        const bool down = a == QM_ARCH_LLAMA && t->rank == 2 && is_ffn_down(t->name);
+        const bool down = lm && t->rank == 2 && is_ffn_down(t->name);
         const uint64_t pc = !down ? 0 : auto_panels ? qq_panel_cols_auto(o->scheme, t->dims[0], t->dims[1]) : o->panel_cols;
         if (pc && t->dims[1] > pc) {
             if (pc % 64 || t->dims[1] % pc)

@@ -27,10 +27,10 @@ typedef struct qq_opts {
     qq_scheme scheme;
     const char *const *keep; size_t n_keep;    /* fnmatch globs on whole tensor names */
     int threads;                               /* 0: OpenMP's default */
-    /* > 0: a llama container's FFN down projections (blk.N.ffn_down.weight, [dim, ffn]) longer than this
+    /* > 0: a decoder LM's FFN down projections (blk.N.ffn_down.weight, [dim, ffn]) longer than this
      * are written in column panels of this many columns, as [ffn / panel_cols, dim, panel_cols]
      * (spec/ARCHITECTURES.md §6: the panelled form); a multiple of 64 that divides ffn. 0: none.
-     * QQ_PANEL_AUTO: the width qq_panel_cols_auto picks for each (none outside the llama family). */
+     * QQ_PANEL_AUTO: the width qq_panel_cols_auto picks for each (none outside gpt2, gpt_neo, llama). */
     uint64_t panel_cols;
     void (*on_progress)(void *user, const qq_progress *p);   /* may be NULL */
     void *user;

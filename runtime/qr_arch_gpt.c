@@ -25,7 +25,8 @@ typedef struct gpt_layer {
     const float *ln2_w, *ln2_b;   /* (dim)            ln_2 */
     qr_matrix w_up;               /* (ffn_dim, dim)   mlp.c_fc */
     const float *b_up;            /* (ffn_dim) */
-    qr_matrix w_down;             /* (dim, ffn_dim)   mlp.c_proj */
+    qr_matrix w_down;             /* (dim, ffn_dim)   mlp.c_proj, or its column panels: */
+    size_t down_panels;           /*   (panels·dim, ffn_dim/panels), panel p the columns p·ffn_dim/panels.. */
     const float *b_down;          /* (dim) */
 } gpt_layer;
 
@@ -135,7 +136,7 @@ static qm_status gpt_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out, bool
         TRY(qr_load_vector(ld, QM_TENSOR_BLK_LN2_B, l, d, &L->ln2_b));
         TRY(qr_load_matrix(ld, QM_TENSOR_BLK_FFN_UP, l, f, d, &L->w_up));
         TRY(qr_load_vector(ld, QM_TENSOR_BLK_FFN_UP_B, l, f, &L->b_up));
-        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_FFN_DOWN, l, d, f, &L->w_down));
+        TRY(qr_load_matrix_panels(ld, QM_TENSOR_BLK_FFN_DOWN, l, d, f, &L->w_down, &L->down_panels));
         TRY(qr_load_vector(ld, QM_TENSOR_BLK_FFN_DOWN_B, l, d, &L->b_down));
     }
     TRY(qr_load_vector(ld, QM_TENSOR_OUT_NORM, 0, d, &w->ln_f_w));
@@ -191,7 +192,7 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const int32_t *ids, 
         qr_rows_layernorm(s->pool, s->xb, s->x, L->ln2_w, L->ln2_b, n, d, eps);
         TRY(qr_linear(s, QR_X_NORMED, &L->w_up, L->b_up, n, s->xb, d, s->hb, f));
         qr_rows_activate(s->pool, w->act, s->hb, n * f);
-        TRY(qr_linear(s, QR_X_FLOAT, &L->w_down, L->b_down, n, s->hb, f, s->xb, d));
+        TRY(qr_linear_panels(s, QR_X_FLOAT, &L->w_down, L->b_down, L->down_panels, n, s->hb, f, s->xb, s->hb2));
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }
 

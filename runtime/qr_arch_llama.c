@@ -125,10 +125,6 @@ static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
         TRY(qr_load_matrix(ld, QM_TENSOR_BLK_FFN_GATE, l, f, d, &L->w_gate));
         TRY(qr_load_matrix(ld, QM_TENSOR_BLK_FFN_UP, l, f, d, &L->w_up));
         TRY(qr_load_matrix_panels(ld, QM_TENSOR_BLK_FFN_DOWN, l, d, f, &L->w_down, &L->down_panels));
-        if (L->down_panels > 1 && f < d) /* the later panels' products go through hb2 (n × ffn_dim) */
-            TRY(qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, NULL, QM_NO_OFFSET,
-                        "blk.%u.ffn_down.weight is in column panels, which need ffn_dim (%zu) >= dim (%zu)", l,
-                        (size_t)f, (size_t)d));
     }
     TRY(qr_load_vector(ld, QM_TENSOR_OUT_NORM, 0, d, &w->out_norm));
     if (w->tied) w->output = w->tok_embd;
@@ -181,7 +177,7 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids
         float *gate_up_y[2] = { s->hb, s->hb2 };
         TRY(qr_linear_many(s, QR_X_NORMED, gate_up_w, NULL, 2, n, s->xb, d, gate_up_y, f));
         qr_rows_swiglu(s->pool, s->hb, s->hb2, n * f);
-        TRY(qr_linear_panels(s, QR_X_FLOAT, &L->w_down, L->down_panels, n, s->hb, f, s->xb, s->hb2));
+        TRY(qr_linear_panels(s, QR_X_FLOAT, &L->w_down, NULL, L->down_panels, n, s->hb, f, s->xb, s->hb2));
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }
 

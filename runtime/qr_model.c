@@ -236,6 +236,10 @@ qm_status qr_load_matrix_panels(qr_loader *ld, qm_tensor_id id, unsigned layer, 
                        "tensor has shape %s, the model needs [%zu, %zu] or its column panels [P, %zu, %zu / P] "
                        "(P >= 2)", have, rows, cols, rows, cols);
     }
+    if (rows > cols) /* the later panels' products go through an ffn-sized buffer (qr_linear_panels' tmp) */
+        return qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, name, t->entry_offset,
+                       "tensor is in column panels, which qmap runs only where its columns (%zu) are at least "
+                       "its rows (%zu)", cols, rows);
     *panels = (size_t)p;
     return matrix_view(ld, t, name, out);
 }
@@ -451,13 +455,13 @@ qm_status qr_linear(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const fl
     return QM_OK;
 }
 
-qm_status qr_linear_panels(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, size_t panels, size_t n,
-                           const float *x, size_t ldx, float *y, float *tmp)
+qm_status qr_linear_panels(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t panels,
+                           size_t n, const float *x, size_t ldx, float *y, float *tmp)
 {
     const size_t rows = w->rows / panels;
     for (size_t p = 0; p < panels; p++) {
         const qr_matrix part = qr_matrix_rows(w, p * rows, rows);
-        qm_status st = qr_linear(s, kind, &part, NULL, n, x + p * w->cols, ldx, p ? tmp : y, rows);
+        qm_status st = qr_linear(s, kind, &part, p ? NULL : b, n, x + p * w->cols, ldx, p ? tmp : y, rows);
         if (st != QM_OK) return st;
         if (p) qr_rows_add(s->pool, y, tmp, n * rows);
     }

@@ -63,7 +63,8 @@ qm_status qr_load_string_array_opt(qr_loader *ld, qm_hparam hp, uint64_t count, 
 qm_status qr_load_matrix(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols, qr_matrix *out);
 /* As qr_load_matrix, or the same matrix in column panels (spec/ARCHITECTURES.md §6): a tensor of shape
  * [P, rows, cols / P], panel p holding columns [p·cols/P, (p+1)·cols/P). *out views all P·rows rows of
- * cols / P (panel p = rows p·rows .. (p+1)·rows, qr_matrix_rows) and *panels = P (1 for a [rows, cols]). */
+ * cols / P (panel p = rows p·rows .. (p+1)·rows, qr_matrix_rows) and *panels = P (1 for a [rows, cols]).
+ * Panels are refused where rows > cols (QM_ERR_BAD_CONFIG): qr_linear_panels' tmp is an ffn-sized buffer. */
 qm_status qr_load_matrix_panels(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols,
                                 qr_matrix *out, size_t *panels);
 /* As qr_load_matrix, but absent is allowed: *present says which. */
@@ -174,11 +175,11 @@ void qr_add_position_rows(const qr_matrix *pos, uint32_t pos0, size_t n, float *
  * this kind (qr_x_kind); the multiply-adds are added to the session's counters. */
 qm_status qr_linear(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t n, const float *x,
                     size_t ldx, float *y, size_t ldy);
-/* qr_linear of a matrix loaded by qr_load_matrix_panels: y = Σ_p x[:, panel p's columns]·W[p]ᵀ, a product
- * per panel (no bias), the later ones added from `tmp` (n × w->rows / panels floats); y and tmp have
- * ld = w->rows / panels. With one panel, a qr_linear. */
-qm_status qr_linear_panels(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, size_t panels, size_t n,
-                           const float *x, size_t ldx, float *y, float *tmp);
+/* qr_linear of a matrix loaded by qr_load_matrix_panels: y = Σ_p x[:, panel p's columns]·W[p]ᵀ (+ b), a
+ * product per panel (the bias added by the first), the later ones added from `tmp` (n × w->rows / panels
+ * floats); y and tmp have ld = w->rows / panels. With one panel, a qr_linear. */
+qm_status qr_linear_panels(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t panels,
+                           size_t n, const float *x, size_t ldx, float *y, float *tmp);
 /* y[p] = x·W[p]ᵀ (+ b[p]) for the `count` matrices (<= QR_MATMUL_MAX_PARTS) that read the same rows x, as one
  * product where they can be (qr_matmul_many: q/k/v, gate/up); b may be NULL, or hold NULL entries. */
 qm_status qr_linear_many(qr_lm_state *s, qr_x_kind kind, const qr_matrix *const *w, const float *const *b, size_t count, size_t n,

@@ -21,9 +21,9 @@ the groups whose name contains FILTER):
   report/...    --json prints the --report object; --quiet prints nothing. (Every case above also checks its
                 --report JSON: schema, actions, byte sizes, error statistics, outlier rows.)
   refuse/...    refusals: exit 1, one stderr line naming the file and the tensor, nothing left behind.
-  panels/...    llama down projections in column panels (spec/ARCHITECTURES.md §6): the width --panel-cols auto
-                (the default) picks for each ffn and scheme, an explicit width, 0 (as stored), other architectures
-                left as stored; shapes, bytes (the reference applied to the panels) and the report's panels field.
+  panels/...    decoder LM down projections in column panels (spec/ARCHITECTURES.md §6): the width --panel-cols
+                auto (the default) picks for each ffn and scheme (llama, gpt2, gpt_neo), an explicit width, 0 (as
+                stored), another architecture (mlp) left as stored; shapes, bytes (the reference applied to the panels) and the report's panels field.
   usage/...     usage errors exit 2.
   verify/...    every output passes spec_reader's full verification and `qmap verify --full`.
   e2e/...       tests/models gpt2 and llama: torch.save -> qmap convert -> quantize --q8 / --f16, and
@@ -993,8 +993,9 @@ class Suite:
                    (2048, "f16", None)]
 
     def panel_case(self, group, scheme, arch, ffn, width, extra=()):
-        """A container with blk.0.ffn_down.weight [64, ffn] (and a [ffn, 64] up projection, never cut) quantized
-        with `extra`; the down projection must come out as [ffn / width, 64, width] (width None: as stored)."""
+        """A container of architecture `arch` with blk.0.ffn_down.weight [64, ffn] (and a [ffn, 64] up
+        projection, never cut) quantized with `extra`; the down projection must come out as
+        [ffn / width, 64, width] (width None: as stored)."""
         if not self.ck.want(group):
             return
         ck = self.ck
@@ -1034,7 +1035,9 @@ class Suite:
         self.panel_case("panels/explicit_auto_q8", "q8", "llama", 4224, 2112, ["--panel-cols", "auto"])
         self.panel_case("panels/zero_as_stored", "q8", "llama", 4224, None, ["--panel-cols", "0"])
         self.panel_case("panels/explicit_1408_q8", "q8", "llama", 4224, 1408, ["--panel-cols", "1408"])
-        self.panel_case("panels/gpt2_as_stored", "f16", "gpt2", 4224, None)
+        self.panel_case("panels/gpt2_auto_f16", "f16", "gpt2", 4224, 1408)
+        self.panel_case("panels/gpt_neo_auto_q8", "q8", "gpt_neo", 4224, 2112)
+        self.panel_case("panels/mlp_as_stored", "f16", "mlp", 4224, None)
         group = "panels/summary_line"
         if self.ck.want(group):
             d = fresh_dir(os.path.join(self.work, "panels_summary"))

@@ -140,7 +140,17 @@ def quantized_copy(model, family, how):
     return m
 
 
-PANEL = 64      # --panel-cols of the column-panel checks (the llama cases' ffn of 128: two panels)
+PANEL = 64      # --panel-cols of the column-panel checks (ffn 128 in the llama cases, 256 in gpt2/gpt_neo)
+
+
+def is_down_proj(name):
+    """A layer's FFN down projection: llama's mlp.down_proj, GPT-2's and GPT-Neo's mlp.c_proj."""
+    return name.endswith("mlp.down_proj.weight") or name.endswith("mlp.c_proj.weight")
+
+
+def as_stored(family, name, w):
+    """A weight as the container holds it ([out, in]): GPT-2's Conv1D weights transposed."""
+    return w.T if family == "gpt2" and is_gpt2_conv(name) else w
 
 
 def down_panels(w):
@@ -150,24 +160,25 @@ def down_panels(w):
     return np.ascontiguousarray(w.reshape(d, f // PANEL, PANEL).transpose(1, 0, 2))
 
 
-def panelled_q8_copy(model):
-    """quantized_copy(model, "", "q8"), but each down projection dequantized as its panels are quantized: one
-    scale per row of each panel."""
-    m = quantized_copy(model, "", "q8")
+def panelled_q8_copy(model, family):
+    """quantized_copy(model, family, "q8"), but each down projection dequantized as its panels are quantized:
+    one scale per row of each panel."""
+    m = quantized_copy(model, family, "q8")
     with torch.no_grad():
         src = dict(model.named_parameters())
         for name, p in m.named_parameters():
-            if name.endswith("mlp.down_proj.weight"):
-                w = src[name].detach().numpy().astype(np.float32)
+            if is_down_proj(name):
+                w = as_stored(family, name, src[name].detach().numpy().astype(np.float32))
                 pan = down_panels(w)
                 q, scales, _ = spec_writer.quantize_q8row(pan.reshape(-1, PANEL))
                 deq = (q.astype(np.float32) * scales[:, None]).reshape(pan.shape)
-                p.copy_(torch.from_numpy(np.ascontiguousarray(deq.transpose(1, 0, 2).reshape(w.shape))))
+                deq = np.ascontiguousarray(deq.transpose(1, 0, 2).reshape(w.shape))
+                p.copy_(torch.from_numpy(np.ascontiguousarray(as_stored(family, name, deq))))
     return m
 
 
 def panel_checks(env, name, model, f32, paths, ids, V, d):
-    """qmap quantize --panel-cols: the FFN down projections in column panels, run by the llama family."""
+    """qmap quantize --panel-cols: the FFN down projections in column panels, run by every decoder family."""
     c = env.c
     pp = {}
     for how in ("q8", "f16"):
@@ -175,14 +186,16 @@ def panel_checks(env, name, model, f32, paths, ids, V, d):
         r = run([env.qmap, "quantize", "--" + how, f32, "-o", pp[how], "--panel-cols", str(PANEL), "--quiet"])
         c.check(name, "quantize --%s --panel-cols %d" % (how, PANEL), r.returncode == 0, r.stderr.strip())
     qf = spec_reader.read(pp["q8"])
-    w0 = dict(model.named_parameters())["model.layers.0.mlp.down_proj.weight"].detach().numpy().astype(np.float32)
+    family = "gpt2" if name == "gpt2" else ""
+    down0 = [n for n in dict(model.named_parameters()) if is_down_proj(n)][0]   # layer 0's, in module order
+    w0 = as_stored(family, down0, dict(model.named_parameters())[down0].detach().numpy().astype(np.float32))
     t0 = qf.tensors["blk.0.ffn_down.weight"]
     q, scales, _ = spec_writer.quantize_q8row(down_panels(w0).reshape(-1, PANEL))
     c.check(name, "--panel-cols: blk.0.ffn_down.weight is [ffn/%d, dim, %d], its Q8_ROW bytes those of spec 6.1 "
             "applied to the panels" % (PANEL, PANEL),
             list(t0.shape) == [w0.shape[1] // PANEL, w0.shape[0], PANEL] and np.array_equal(t0.q, q)
             and np.array_equal(t0.scales, scales), str(t0.shape))
-    refp = torch_logits(panelled_q8_copy(model), ids)
+    refp = torch_logits(panelled_q8_copy(model, family), ids)
     got = env.logits(pp["q8"], ids, V, "--kv", "f32", "--act", "precise")
     top1 = float(np.mean(got.argmax(-1) == refp.argmax(-1)))
     mkl = float(kl(refp, got).mean())
@@ -340,15 +353,8 @@ def family_case(env, name, mod, kw, saver, window, workdir, summary):
             not np.array_equal(got_by_act["auto"], got_by_act["precise"])
             and not np.array_equal(got_by_act["auto"], got_by_act["int8"]))
 
-    # the FFN down projections in column panels (qmap quantize --panel-cols): the llama family runs them; the
-    # other families' containers are refused by the quantizer
-    if name in ("llama", "mistral", "qwen2"):
-        panel_checks(env, name, model, f32, paths, ids, V, d)
-    else:
-        bad = os.path.join(d, "panels.qmap")
-        r = run([env.qmap, "quantize", "--q8", f32, "-o", bad, "--panel-cols", "64", "--quiet"])
-        c.check(name, "quantize --panel-cols on a %s container: refused (llama family only), nothing written" % name,
-                r.returncode == 1 and "llama" in r.stderr and not os.path.exists(bad), r.stderr.strip())
+    # the FFN down projections in column panels (qmap quantize --panel-cols): every decoder family runs them
+    panel_checks(env, name, model, f32, paths, ids, V, d)
 
     # the same paths under ASan+UBSan
     if env.asan_tool:
@@ -407,6 +413,10 @@ def error_cases(env, llama_f32, workdir):
             r = run([env.qmap, "bench", mq, "-r", "1"])
             c.check(g, "qmap bench on an mlp: not a language model, exit 1",
                     r.returncode == 1 and "not a language model" in r.stderr, r.stderr)
+            bad = os.path.join(d, "mlp-panels.qmap")
+            r = run([env.qmap, "quantize", "--q8", mq, "-o", bad, "--panel-cols", "64", "--quiet"])
+            c.check(g, "quantize --panel-cols on an mlp container: refused (decoder LMs only), nothing written",
+                    r.returncode == 1 and "decoder LM" in r.stderr and not os.path.exists(bad), r.stderr.strip())
 
     # qmap bench MODEL: one row per test, figures and the limits beside them (a smoke test: speed is make bench's)
     # (one thread: a decode step of this tiny model lasts microseconds, and a loaded machine can stall a
