@@ -129,7 +129,9 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
         p->action = QQ_QUANTIZED;
         p->dtype_out = o->scheme == QQ_Q8_ROW ? QM_DTYPE_Q8_ROW : QM_DTYPE_F16;
         const bool down = lm && t->rank == 2 && is_ffn_down(t->name);
-        const uint64_t pc = !down ? 0 : auto_panels ? qq_panel_cols_auto(o->scheme, t->dims[0], t->dims[1]) : o->panel_cols;
+        const uint64_t pc = !down       ? 0
+                            : auto_panels ? qq_panel_cols_auto(o->scheme, t->dims[0], t->dims[1])
+                                          : o->panel_cols;
         if (pc && t->dims[1] > pc) {
             if (pc % 64 || t->dims[1] % pc)
                 return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
@@ -138,7 +140,8 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
             if (t->dims[1] < t->dims[0])   /* auto never picks this */
                 return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
                                "tensor '%s' is [%llu, %llu]: qmap runs column panels only where ffn >= dim "
-                               "(spec/ARCHITECTURES.md §9); quantize without --panel-cols", t->name, (unsigned long long)t->dims[0], (unsigned long long)t->dims[1]);
+                               "(spec/ARCHITECTURES.md §9); quantize without --panel-cols", t->name,
+                               (unsigned long long)t->dims[0], (unsigned long long)t->dims[1]);
             p->panels = t->dims[1] / pc;
             p->rank_out = 3;
             p->dims_out[0] = p->panels;
