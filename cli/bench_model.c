@@ -81,10 +81,10 @@ static int facts_of(const char *path, model_facts *mf, char *err, size_t err_siz
         const qm_tensor *t = qm_tensor_at(f, i);
         if (t->dtype < QM_DTYPE_ID_LIMIT) mf->bytes_by_dtype[t->dtype] += t->size;
         total += t->size;
-        if (t->rank != 2) continue;
+        if (t->rank < 2) continue;
         /* the token embedding is a matrix a token goes through only when it is also the output head */
         if (!strcmp(t->name, pos) || (!strcmp(t->name, tok) && has_output)) continue;
-        mf->matmul_params += t->dims[0] * t->dims[1];
+        mf->matmul_params += t->n_elements;   /* a matrix in column panels (rank 3): the same multiply-adds */
         if (!strcmp(t->name, has_output ? out : tok)) mf->head_params = t->dims[0] * t->dims[1];
     }
     size_t k = 0;
