@@ -23,7 +23,8 @@ the groups whose name contains FILTER):
   refuse/...    refusals: exit 1, one stderr line naming the file and the tensor, nothing left behind.
   panels/...    decoder LM down projections in column panels (spec/ARCHITECTURES.md §6): the width --panel-cols
                 auto (the default) picks for each ffn and scheme (llama, gpt2, gpt_neo), an explicit width, 0 (as
-                stored), another architecture (mlp) left as stored; shapes, bytes (the reference applied to the panels) and the report's panels field.
+                stored), another architecture (mlp) left as stored; shapes, bytes (the reference applied to the
+                panels) and the report's panels field.
   usage/...     usage errors exit 2.
   verify/...    every output passes spec_reader's full verification and `qmap verify --full`.
   e2e/...       tests/models gpt2 and llama: torch.save -> qmap convert -> quantize --q8 / --f16, and
@@ -485,7 +486,7 @@ def check_report(ck, group, rep, tensors, in_path, out_path, scheme, keeps=(), t
             if e["rows"] is not None or e["panels"] is not None:
                 bad["rows_null"].append("%s: rows %r, panels %r" % (t.name, e["rows"], e["panels"]))
             continue
-        if e["panels"] != 1 or isinstance(e["panels"], bool):   # these cases hold no llama down projection
+        if e["panels"] != 1 or isinstance(e["panels"], bool):   # these cases hold no long decoder-LM down projection
             bad["panels"].append("%s: %r" % (t.name, e["panels"]))
         n_quantized += 1
         rows, cols = ref.rows_cols(t.shape)
@@ -512,7 +513,7 @@ def check_report(ck, group, rep, tensors, in_path, out_path, scheme, keeps=(), t
               "bytes": "bytes_in/bytes_out equal the containers' tensor sizes",
               "nulls": "copied/kept: rel_rms_error, max_abs_error, outlier_rows null",
               "rows_null": "copied/kept: rows and panels null",
-              "panels": "quantized: panels 1 (no column panels outside a llama down projection)",
+              "panels": "quantized: panels 1 (column panels only for a long decoder-LM down projection)",
               "rel_rms": "rel_rms_error = sqrt(sum (w-w^)^2) / sqrt(sum w^2) (rel. tol. 1e-6)",
               "max_abs": "max_abs_error = max |w-w^| (rel. tol. 1e-6)",
               "outliers": "outlier_rows (max|w| > 8 RMS; null for f16)",
@@ -1043,7 +1044,8 @@ class Suite:
             d = fresh_dir(os.path.join(self.work, "panels_summary"))
             rng = np.random.default_rng(3)
             inp = write_container(os.path.join(d, "in.qmap"),
-                                  [t_f32("blk.%d.ffn_down.weight" % i, rng.standard_normal((64, 4224))) for i in range(2)],
+                                  [t_f32("blk.%d.ffn_down.weight" % i, rng.standard_normal((64, 4224)))
+                                   for i in range(2)],
                                   [("general.architecture", "STRING", "llama")])
             rc, so, se = self.run("quantize", "--q8", inp, "-o", os.path.join(d, "out.qmap"))
             self.ck.check(group, "the summary names the panelled down projections and --panel-cols 0",
