@@ -60,10 +60,10 @@ static bool is_ffn_down(const char *name)
            !strcmp(want, name);
 }
 
-uint64_t qq_panel_cols_auto(qq_scheme scheme, uint64_t dim, uint64_t ffn)
+uint64_t qq_panel_cols_auto(qq_scheme scheme, uint64_t ffn)
 {
     const uint64_t bound = scheme == QQ_Q8_ROW ? 4096 : scheme == QQ_F16 ? 2048 : 0;
-    if (!bound || ffn <= bound || ffn < dim || ffn % 64 || ffn > ((uint64_t)1 << 24)) return 0;
+    if (!bound || ffn <= bound || ffn % 64 || ffn > ((uint64_t)1 << 24)) return 0;
     uint64_t below = 0, above = 0;   /* the widest width within the bound, the narrowest beyond it */
     for (uint64_t w = 64; w < ffn; w += 64) {
         if (ffn % w) continue;
@@ -130,18 +130,13 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
         p->dtype_out = o->scheme == QQ_Q8_ROW ? QM_DTYPE_Q8_ROW : QM_DTYPE_F16;
         const bool down = lm && t->rank == 2 && is_ffn_down(t->name);
         const uint64_t pc = !down       ? 0
-                            : auto_panels ? qq_panel_cols_auto(o->scheme, t->dims[0], t->dims[1])
+                            : auto_panels ? qq_panel_cols_auto(o->scheme, t->dims[1])
                                           : o->panel_cols;
         if (pc && t->dims[1] > pc) {
             if (pc % 64 || t->dims[1] % pc)
                 return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
                                "tensor '%s' has rows of %llu columns: --panel-cols %llu must be a multiple of 64 "
                                "that divides it", t->name, (unsigned long long)t->dims[1], (unsigned long long)pc);
-            if (t->dims[1] < t->dims[0])   /* auto never picks this */
-                return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
-                               "tensor '%s' is [%llu, %llu]: qmap runs column panels only where ffn >= dim "
-                               "(spec/ARCHITECTURES.md §9); quantize without --panel-cols", t->name,
-                               (unsigned long long)t->dims[0], (unsigned long long)t->dims[1]);
             p->panels = t->dims[1] / pc;
             p->rank_out = 3;
             p->dims_out[0] = p->panels;

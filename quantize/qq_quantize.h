@@ -43,9 +43,8 @@ typedef struct qq_opts {
  * activation bytes a row touches pass about 8 KiB (qmap bench kernels --cols): Q8_ROW's two int8 terms
  * hold 2 bytes per column, so rows past 4096 columns are cut; F16's float activations 4, so past 2048.
  * The width is the largest multiple of 64 dividing ffn within that bound, unless that is under half the
- * bound (short rows cost their own per-row work), then the smallest one above it; none if neither exists
- * or ffn < dim (the runtime sums the panels in a buffer of ffn floats). */
-uint64_t qq_panel_cols_auto(qq_scheme scheme, uint64_t dim, uint64_t ffn);
+ * bound (short rows cost their own per-row work), then the smallest one above it; none if neither exists. */
+uint64_t qq_panel_cols_auto(qq_scheme scheme, uint64_t ffn);
 
 typedef enum qq_action { QQ_QUANTIZED = 1, QQ_KEPT = 2, QQ_COPIED = 3 } qq_action;
 

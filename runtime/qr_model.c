@@ -236,10 +236,6 @@ qm_status qr_load_matrix_panels(qr_loader *ld, qm_tensor_id id, unsigned layer, 
                        "tensor has shape %s, the model needs [%zu, %zu] or its column panels [P, %zu, %zu / P] "
                        "(P >= 2)", have, rows, cols, rows, cols);
     }
-    if (rows > cols) /* the later panels' products go through an ffn-sized buffer (qr_linear_panels' tmp) */
-        return qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, name, t->entry_offset,
-                       "tensor is in column panels, which qmap runs only where its columns (%zu) are at least "
-                       "its rows (%zu)", cols, rows);
     *panels = (size_t)p;
     return matrix_view(ld, t, name, out);
 }
@@ -342,7 +338,8 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
     s->qkv = alloc_floats(nb, s->qkv_stride, &ok);
     s->att = alloc_floats(nb, q_dim, &ok);
     s->hb = alloc_floats(nb, hp->ffn_dim, &ok);
-    s->hb2 = alloc_floats(nb, hp->ffn_dim, &ok);
+    /* hb2 also holds a later column panel's product of the down projection (qr_linear_panels' tmp, n x dim) */
+    s->hb2 = alloc_floats(nb, hp->ffn_dim > hp->dim ? hp->ffn_dim : hp->dim, &ok);
     s->logits = alloc_floats(s->n_logits_cap, hp->vocab, &ok);
     s->kv = calloc(hp->n_layers ? hp->n_layers : 1, sizeof *s->kv);
     s->n_layers = s->kv ? hp->n_layers : 0;

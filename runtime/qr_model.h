@@ -63,8 +63,7 @@ qm_status qr_load_string_array_opt(qr_loader *ld, qm_hparam hp, uint64_t count, 
 qm_status qr_load_matrix(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols, qr_matrix *out);
 /* As qr_load_matrix, or the same matrix in column panels (spec/ARCHITECTURES.md §6): a tensor of shape
  * [P, rows, cols / P], panel p holding columns [p·cols/P, (p+1)·cols/P). *out views all P·rows rows of
- * cols / P (panel p = rows p·rows .. (p+1)·rows, qr_matrix_rows) and *panels = P (1 for a [rows, cols]).
- * Panels are refused where rows > cols (QM_ERR_BAD_CONFIG): qr_linear_panels' tmp is an ffn-sized buffer. */
+ * cols / P (panel p = rows p·rows .. (p+1)·rows, qr_matrix_rows) and *panels = P (1 for a [rows, cols]). */
 qm_status qr_load_matrix_panels(qr_loader *ld, qm_tensor_id id, unsigned layer, size_t rows, size_t cols,
                                 qr_matrix *out, size_t *panels);
 /* As qr_load_matrix, but absent is allowed: *present says which. */
@@ -118,7 +117,8 @@ typedef struct qr_lm_state {
     float *qkv;              /* [n_batch][qkv_stride]: q (n_heads*head_dim), k, v (n_kv_heads*head_dim each) */
     size_t qkv_stride;
     float *att;              /* [n_batch][n_heads*head_dim] attention output */
-    float *hb, *hb2;         /* [n_batch][ffn_dim] feed-forward hidden */
+    float *hb;               /* [n_batch][ffn_dim] feed-forward hidden */
+    float *hb2;              /* [n_batch][max(ffn_dim, dim)] the second hidden, or a panel's product */
     float *logits;           /* [n_logits_cap][vocab] */
     size_t n_logits_cap;
     void *work;              /* matmul scratch, work_size bytes */

@@ -480,15 +480,15 @@ def error_cases(env, llama_f32, workdir):
                 ok and rows[1][rows[0].index("limit_unit")] == "GOP/s int8"
                 and any(abs(terms - x) < 1e-5 for x in wanted), r.stdout + r.stderr)
     # the same with the down projections in column panels (rank 3): the same multiply-adds, the same terms
+    # (q8-panels.qmap: made by the llama case's panel checks, which run before these)
     q8p = os.path.join(os.path.dirname(llama_f32), "q8-panels.qmap")
-    if os.path.exists(q8p):
-        r = run([env.qmap, "bench", q8p, "-p", str(P), "-n", "2", "-r", "1", "-t", "1", "--csv", "--act", "auto"])
-        rows = list(csv.reader(io.StringIO(r.stdout)))
-        ok = r.returncode == 0 and len(rows) == 3
-        terms = float(rows[1][rows[0].index("int8_terms")]) if ok else float("nan")
-        c.check(g, "qmap bench --csv on Q8_ROW in column panels --act auto: %.4f int8 terms, as stored (%s)"
-                % (terms, " or ".join("%.4f" % x for x in want["auto"])),
-                ok and any(abs(terms - x) < 1e-5 for x in want["auto"]), r.stdout + r.stderr)
+    r = run([env.qmap, "bench", q8p, "-p", str(P), "-n", "2", "-r", "1", "-t", "1", "--csv", "--act", "auto"])
+    rows = list(csv.reader(io.StringIO(r.stdout)))
+    ok = r.returncode == 0 and len(rows) == 3
+    terms = float(rows[1][rows[0].index("int8_terms")]) if ok else float("nan")
+    c.check(g, "qmap bench --csv on Q8_ROW in column panels --act auto: %.4f int8 terms, as stored (%s)"
+            % (terms, " or ".join("%.4f" % x for x in want["auto"])),
+            ok and any(abs(terms - x) < 1e-5 for x in want["auto"]), r.stdout + r.stderr)
     r = run([env.qmap, "bench", llama_f32, "-n", "2", "--act", "int4"])
     c.check(g, "qmap bench --act int4: not a mode, usage error (2) naming the choices",
             r.returncode == 2 and "auto" in r.stderr and "int8" in r.stderr, r.stderr)
@@ -537,19 +537,35 @@ def error_cases(env, llama_f32, workdir):
         c.check(g, "a down projection of shape %s is refused, naming the column-panel shape" % (shape,),
                 r.returncode == 1 and "blk.0.ffn_down.weight" in r.stderr and "column panels" in r.stderr
                 and "QM_ERR_SHAPE" in r.stderr, r.stderr)
-    # panels where ffn < dim: the runtime sums them in an ffn-sized buffer, so it refuses them at open
-    narrow, ncfg = llama.build(seed=5, variant="llama", intermediate_size=32, max_position_embeddings=CTX)
+    # panels where ffn < dim (hidden 192, ffn 128): a later panel's product needs dim floats a row of the
+    # hidden buffer; F16 panels equal F16 as stored, and run clean under ASan (the buffer once held ffn floats)
+    narrow, ncfg = llama.build(seed=5, variant="llama", hidden_size=192, intermediate_size=128,
+                               max_position_embeddings=CTX)
     nd = fresh_dir(os.path.join(d, "narrow"))
     srcs, _ = save_safetensors(narrow, ncfg, nd)
     nq = os.path.join(d, "narrow.qmap")
     r = run([env.qmap, "convert", *srcs, "-o", nq, "--quiet"])
-    if c.check(g, "convert a llama with ffn 32 < dim %d" % ncfg["hidden_size"], r.returncode == 0, r.stderr):
-        bad = os.path.join(d, "narrow-panels.qmap")
-        mutate(nq, bad, reshape=("blk.0.ffn_down.weight", (2, ncfg["hidden_size"], 16)))
-        r = run([env.tool, bad, os.path.join(d, "o"), "1"])
-        c.check(g, "column panels of a down projection with ffn < dim are refused at open, naming the tensor",
-                r.returncode == 1 and "blk.0.ffn_down.weight" in r.stderr and "column panels" in r.stderr
-                and "QM_ERR_BAD_CONFIG" in r.stderr, r.stderr)
+    if c.check(g, "convert a llama with ffn 128 < dim 192", r.returncode == 0, r.stderr):
+        nf16, nf16p = os.path.join(d, "narrow-f16.qmap"), os.path.join(d, "narrow-f16-panels.qmap")
+        r1 = run([env.qmap, "quantize", "--f16", nq, "-o", nf16, "--quiet"])
+        r2 = run([env.qmap, "quantize", "--f16", nq, "-o", nf16p, "--panel-cols", "64", "--quiet"])
+        shape = spec_reader.read(nf16p).tensors["blk.0.ffn_down.weight"].shape if r2.returncode == 0 else None
+        if c.check(g, "ffn < dim: quantize --f16 --panel-cols 64 writes [2, 192, 64]",
+                   r1.returncode == 0 and list(shape or []) == [2, 192, 64], r1.stderr + r2.stderr):
+            ids_n = [(7 * i + 3) % ncfg["vocab_size"] for i in range(24)]
+            e = rel(env.logits(nf16p, ids_n, ncfg["vocab_size"], "--kv", "f32"),
+                    env.logits(nf16, ids_n, ncfg["vocab_size"], "--kv", "f32"))
+            c.check(g, "ffn < dim: F16 in panels = F16 as stored, within float summation order (1e-5)", e <= 1e-5,
+                    "%.3g" % e)
+            if env.asan_tool:
+                try:
+                    a = env.logits(nf16p, ids_n, ncfg["vocab_size"], "-b", "7", tool=env.asan_tool)
+                    b = env.logits(nf16p, ids_n, ncfg["vocab_size"], "--step", tool=env.asan_tool)
+                    c.check(g, "ffn < dim: ASan+UBSan, F16 panels in batches and steps run clean",
+                            np.isfinite(a).all() and np.isfinite(b).all() and rel(a, b) <= 1e-5)
+                except RuntimeError as ex:
+                    c.check(g, "ffn < dim: ASan+UBSan, F16 panels in batches and steps run clean", False,
+                            str(ex)[-400:])
     bad = os.path.join(d, "key.qmap")
     mutate(llama_f32, bad, drop_key="llama.n_heads")
     r = run([env.tool, bad, os.path.join(d, "o"), "1"])
