@@ -183,12 +183,13 @@ int cmd_quantize(int argc, char **argv)
         else if (!strcmp(a, "--report") && has_val) report_path = argv[++i];
         else if (!strcmp(a, "--panel-cols") && has_val) {
             const char *v = argv[++i];
-            long n = !strcmp(v, "auto") ? 64 : cli_parse_count(v);
-            if (n != 0 && (n < 64 || n > (1L << 30) || n % 64)) {
+            long n = cli_parse_count(v);
+            if (!strcmp(v, "auto")) o.panel_cols = QQ_PANEL_AUTO;
+            else if (n == 0 || (n >= 64 && n <= (1L << 30) && n % 64 == 0)) o.panel_cols = (uint64_t)n;
+            else {
                 fprintf(stderr, "qmap quantize: --panel-cols takes auto, 0 or a multiple of 64 (e.g. 2048)\n");
                 goto usage;
             }
-            o.panel_cols = !strcmp(v, "auto") ? QQ_PANEL_AUTO : (uint64_t)n;
         } else if (!strcmp(a, "--threads") && has_val) {
             long n = cli_parse_count(argv[++i]);
             if (n < 1 || n > 1024) { fprintf(stderr, "qmap quantize: --threads needs a number in 1..1024\n"); goto usage; }
