@@ -34,6 +34,7 @@
 #include "qc_arch.h"
 #include "qc_source.h"
 #include "qm_writer.h"
+#include "fuzz_scratch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -266,12 +267,8 @@ static void cleanup(void)
 
 static void make_fixture(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !tmp[0]) tmp = "/tmp";
-    if ((size_t)snprintf(g_dir, sizeof g_dir, "%s/qmap-fuzz-config-XXXXXX", tmp) >= sizeof g_dir)
-        die("TMPDIR too long", tmp);
-    if (!mkdtemp(g_dir)) die("mkdtemp failed", g_dir);
-    atexit(cleanup);
+    if (!fuzz_scratch_dir(g_dir, sizeof g_dir, "config", cleanup))
+        die("cannot make a scratch directory under", "TMPDIR");
     for (int i = 0; i < N_MODELS; i++) {
         stbuf b = { 0 };
         switch (i) {

@@ -36,6 +36,7 @@
 #include "qc_arch.h"
 #include "qc_source.h"
 #include "qm_writer.h"
+#include "fuzz_scratch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -91,14 +92,10 @@ static void cleanup(void)
 
 static void make_fixture(void)
 {
-    const char *tmp = getenv("TMPDIR");
-    if (!tmp || !tmp[0]) tmp = "/tmp";
-    if ((size_t)snprintf(g_root, sizeof g_root, "%s/qmap-fuzz-manifest-XXXXXX", tmp) >= sizeof g_root)
-        die("TMPDIR too long", tmp);
-    if (!mkdtemp(g_root)) die("mkdtemp failed", g_root);
+    if (!fuzz_scratch_dir(g_root, sizeof g_root, "manifest", cleanup))
+        die("cannot make a scratch directory under", "TMPDIR");
     path_in(g_dump, sizeof g_dump, g_root, "dump");
     if (mkdir(g_dump, 0700) != 0) die("mkdir failed", g_dump);
-    atexit(cleanup);
     float *vals = malloc(1024 * sizeof *vals);
     if (!vals) die("out of memory", NULL);
     for (unsigned i = 0; i < 1024; i++) vals[i] = (float)i * 0.25f - 3.0f;

@@ -25,6 +25,7 @@
 #include "qc_spm.h"
 #include "qc_tokenizer.h"
 #include "qm_writer.h"
+#include "fuzz_scratch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -93,11 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(buf);
 
     if (!g_dir[0]) {
-        const char *tmp = getenv("TMPDIR");
-        if (!tmp || !tmp[0]) tmp = "/tmp";
-        if ((size_t)snprintf(g_dir, sizeof g_dir, "%s/qmap-fuzz-spm-XXXXXX", tmp) >= sizeof g_dir) abort();
-        if (!mkdtemp(g_dir)) abort();
-        atexit(remove_dir);
+        if (!fuzz_scratch_dir(g_dir, sizeof g_dir, "spm", remove_dir)) abort();
     }
     char path[600], out[600];
     snprintf(path, sizeof path, "%s/tokenizer.model", g_dir);

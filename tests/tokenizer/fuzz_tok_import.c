@@ -16,6 +16,7 @@
 
 #include "qc_tokenizer.h"
 #include "qm_writer.h"
+#include "../fuzz/fuzz_scratch.h"
 
 static char g_dir[512];
 
@@ -52,11 +53,7 @@ static void remove_dir(void)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!g_dir[0]) {
-        const char *tmp = getenv("TMPDIR");
-        if (!tmp || !tmp[0]) tmp = "/tmp";
-        if ((size_t)snprintf(g_dir, sizeof g_dir, "%s/qmap-fuzz-tok-XXXXXX", tmp) >= sizeof g_dir) abort();
-        if (!mkdtemp(g_dir)) abort();
-        atexit(remove_dir);
+        if (!fuzz_scratch_dir(g_dir, sizeof g_dir, "tok", remove_dir)) abort();
     }
     if (size < 1) return 0;
     int layout = data[0] % 3;
