@@ -85,9 +85,9 @@ QMAP_API void qmap_model_params_default(qmap_model_params *p);
 /* Open `path`, validate the container (spec/FORMAT.md section 7) and the architecture's metadata keys and
  * every tensor's dtype and shape (spec/ARCHITECTURES.md), and view the weights in the mapping. Unless
  * params->no_prefetch, every page of the mapping is mapped now (reading the file where it is not cached,
- * as llama.cpp's MAP_POPULATE does), in 2 MiB pages where the kernel can: a file of 64 MiB or more that the
- * page cache holds in small pages (written by another program, or read back piecemeal) has its unmapped
- * cached pages dropped and read back in large ones, since streaming weights through 4 KiB pages ran
+ * as llama.cpp's MAP_POPULATE does), in 2 MiB pages where the kernel can: a file of 64 MiB or more of which
+ * the page cache holds over a sixteenth in small pages (written by another program, or read back piecemeal)
+ * has its unmapped cached pages dropped and read back in large ones, since streaming weights through 4 KiB pages ran
  * decode at a fraction of the speed on the VMs qmap was measured on (README, Benchmarks). `params` may
  * be NULL (defaults). On success *out owns the mapping; on failure *out is NULL and err names the file and
  * the key or tensor at fault (QMAP_ERR_UNKNOWN_ARCH for an architecture this library cannot run). */
