@@ -218,18 +218,22 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
 #define QR_PREFETCH_BYTES 4096
 #endif
 #ifndef QR_PREFETCH4_BYTES
-#define QR_PREFETCH4_BYTES 4096 /* per stream, with four (the T1 measurement below) */
+#define QR_PREFETCH4_BYTES 2048 /* per stream, with four (measured below) */
 #endif
 /* The prefetches go to L2 (T1), not L1 (T0). On a Zen 4 host T0 lost about 10% of decode speed against no
  * software prefetch at all, while T1 matched or beat none (1.1B, qmap bench -n 32/64 -r 3, interleaved
  * A/B: Q8_ROW 1 thread 0.68-0.70 -> 0.76 of the speed of light, 2 threads 0.83-0.88 -> 0.91-0.94; F16
  * 0.66-0.69 -> 0.74 and 0.73-0.83 -> 0.88-0.91); the distances above were chosen with T0 on Zen 5, where T1
  * was not measured. With T1 on Zen 4 the distance hardly matters (1.1B Q8_ROW, 1 thread, two interleaved
- * rounds: 1 / 2 / 4 / 8 KiB 21.1-20.8 / 21.0-21.0 / 20.7-20.3 / 21.1-20.4 tok/s), but on 2 threads when
- * they read 45+ GB/s 4 KiB per stream beat 2 (the distance made a variable in a throwaway build, the two
- * alternated within one process, 64-token decodes: Q8_ROW 0.768 -> 0.785 of the speed of light, paired
- * ratio 1.012, 27 of 39 rounds faster; F16 0.84 -> 0.88, 1.016 over 16 rounds; 1 thread equal, 1.000).
- * -DQR_PREFETCH_HINT=, -DQR_PREFETCH_BYTES=, -DQR_PREFETCH4_BYTES= to measure again. */
+ * rounds: 1 / 2 / 4 / 8 KiB 21.1-20.8 / 21.0-21.0 / 20.7-20.3 / 21.1-20.4 tok/s). For a while it was
+ * 4 KiB, from 2-thread runs that alternated 2 and 4 KiB in one process (throwaway build), but on Zen 4 the
+ * two loops they timed, Q8_ROW in two terms and F16 (qr_kernels_avx512_halves), take no software prefetch:
+ * both variants ran the same code, and their "gains" (paired 1.012, 27 of 39 rounds; 1.016 over 16) were
+ * the noise of such a comparison. Of the loops that do prefetch there, F32 then read 2 KiB ahead of 4
+ * (1.1B, the distance a variable, 64-token decodes alternated: 2 threads at 50-60 GB/s 1.06 and 1.08 in
+ * two runs of 16 rounds, 13 of 16 faster in each; 1 thread 1.08, 12 of 12; one earlier 8-round run at
+ * 32-54 GB/s had 4 KiB ahead, 1.06 [0.88-1.44]). -DQR_PREFETCH_HINT=, -DQR_PREFETCH_BYTES=,
+ * -DQR_PREFETCH4_BYTES= to measure again. */
 #ifndef QR_PREFETCH_HINT
 #define QR_PREFETCH_HINT _MM_HINT_T1
 #endif
