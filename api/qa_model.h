@@ -12,6 +12,7 @@
 
 struct qmap_model {
     qm_file *file;                   /* the mapping; everything below points into it or is owned here */
+    bool mapped;                     /* file maps the container (false: an anonymous copy, params->no_mmap) */
     qm_arch arch;
     const qr_lm_family *lm;          /* NULL unless the container is a decoder LM */
     void *weights;                   /* the family's weight views */

@@ -150,6 +150,8 @@ static qm_status load_tokenizer(qmap_model *m, const char *prefix, uint32_t rows
 
 /* Files smaller than this are left as they are cached: their page-table entries are few anyway. */
 #define QA_LARGE_PAGES_MIN_BYTES ((uint64_t)64 << 20)
+/* So many bytes in small pages are left as they are in any file (map_in_large_pages). */
+#define QA_SMALL_PAGES_SLACK ((uint64_t)16 << 20)
 
 /* Map every page of the file now, and if more than a sixteenth of it came in small entries, drop the
  * file's cached pages and map it again, reading it back through the MADV_HUGEPAGE mapping (qa_pages.h
@@ -157,15 +159,16 @@ static qm_status load_tokenizer(qmap_model *m, const char *prefix, uint32_t rows
  * mixed, and the 1.1B Q8_ROW with 62% of it in 2 MiB entries (the rest in small ones) decoded at 0.94 of
  * its speed fully in 2 MiB entries (1 thread, 16 interleaved rounds of 64 tokens, 15 slower; a plain read
  * of each mapping 0.90 on 1 thread, 0.96 on 2); the first threshold, half the file, left it so. The
- * sixteenth leaves room for the ends of a file that a 2 MiB entry cannot cover (up to 2 MiB of a
- * 64 MiB file). Pages another process maps are not dropped, so a second process beside a running one
+ * sixteenth, and at least QA_SMALL_PAGES_SLACK, leave room for the parts a 2 MiB entry does not cover
+ * in a freshly read file (5.6-7.6 of the 110M Q8_ROW's 105.6 MiB), which would otherwise be re-read at every
+ * open. Pages another process maps are not dropped, so a second process beside a running one
  * costs nothing. On failure *f is closed and NULL. */
 static qm_status map_in_large_pages(const char *path, qm_file **f, qm_error *e)
 {
     uint64_t size = qm_file_header(*f)->file_size;
     if (qa_pages_populate(qm_file_bytes(*f), (size_t)size) != 0 || size < QA_LARGE_PAGES_MIN_BYTES) return QM_OK;
     uint64_t pmd = qa_pages_pmd_bytes(qm_file_bytes(*f));
-    if (pmd == UINT64_MAX || pmd >= size || size - pmd <= size / 16) return QM_OK;
+    if (pmd == UINT64_MAX || pmd >= size || size - pmd <= size / 16 || size - pmd <= QA_SMALL_PAGES_SLACK) return QM_OK;
     qm_close(*f);
     *f = NULL;
     qa_pages_drop_cache(path);
@@ -189,6 +192,7 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
     qm_error_clear(&e);
     qmap_model *m = calloc(1, sizeof *m);
     if (!m) return qa_fail(err, QMAP_ERR_NOMEM, "%s: out of memory", path);
+    m->mapped = !params->no_mmap;
     qm_status st = params->no_mmap ? qm_open_copy(path, &m->file, &e) : qm_open(path, &m->file, &e);
     if (st != QM_OK) goto fail;
     if (!params->no_mmap && !params->no_prefetch && (st = map_in_large_pages(path, &m->file, &e)) != QM_OK)
@@ -280,6 +284,13 @@ void qmap_model_close(qmap_model *m)
 void qmap_model_get_info(const qmap_model *m, qmap_model_info *out)
 {
     if (m && out) *out = m->info;
+}
+
+uint64_t qmap_model_large_page_bytes(const qmap_model *m)
+{
+    if (!m || !m->mapped) return UINT64_MAX;
+    const uint8_t *base = qm_file_bytes(m->file);
+    return base ? qa_pages_pmd_bytes(base) : UINT64_MAX;
 }
 
 uint64_t qmap_model_resident_bytes(const qmap_model *m)

@@ -121,6 +121,7 @@ typedef struct row {
     int reruns;               /* runs taken again because they came out above BM_RATIO_LIMIT x their limit */
     double int8_terms;        /* pp: int8 multiply-adds per weight multiply-add (0: float; 2: every product
                                * in two terms; between 1 and 2: some in one, some in two) */
+    uint64_t large_pages;     /* tg over the mapping: its bytes in 2 MiB entries after the runs (UINT64_MAX unknown) */
 } row;
 
 static void print_header(const bm_cfg *c)
@@ -144,6 +145,14 @@ static void print_header(const bm_cfg *c)
 static bool pp_on_int8(const bm_cfg *c, const qmap_model_info *in)
 {
     return strcmp(in->file_type, "q8_row") == 0 && c->act != QMAP_ACT_F32;
+}
+
+/* The size column's form: GiB with two decimals from 1 GiB, MiB with one below. */
+static char *binary_size(uint64_t bytes, char *buf, size_t size)
+{
+    if (bytes >= (1ull << 30)) snprintf(buf, size, "%.2f GiB", (double)bytes / (1 << 30));
+    else snprintf(buf, size, "%.1f MiB", (double)bytes / (1 << 20));
+    return buf;
 }
 
 static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, const model_facts *mf, const char *label,
@@ -178,6 +187,10 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         json_begin_object(j, tg ? "fraction_of_speed_of_light" : "fraction_of_peak");
         bm_json_stats(j, &r->frac, "ratio");
         json_end_object(j);
+        if (tg && r->mmap) {
+            if (r->large_pages != UINT64_MAX) json_u64(j, "mapping_2mib_bytes", r->large_pages);
+            else json_null(j, "mapping_2mib_bytes");
+        }
         if (tg) {
             json_begin_object(j, "bandwidth_anonymous");
             bm_json_stats(j, &r->bw_anon, "GB/s");
@@ -197,8 +210,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
                tg ? NAN : r->int8_terms, r->reruns, cli_act_choices[c->act], qr_kernels_name(qr_kernels_get()));
         return;
     }
-    snprintf(size, sizeof size, "%.2f GiB", (double)in->file_size / (1 << 30));
-    if (in->file_size < (1ull << 30)) snprintf(size, sizeof size, "%.1f MiB", (double)in->file_size / (1 << 20));
+    binary_size(in->file_size, size, sizeof size);
     snprintf(params, sizeof params, in->n_params >= 1000000000 ? "%.2f B" : "%.1f M",
              (double)in->n_params / (in->n_params >= 1000000000 ? 1e9 : 1e6));
     /* whole tokens past 1000/s (a tiny model's figures), so the columns stay as wide as their header */
@@ -303,9 +315,11 @@ static double timed_run(void *p)
 }
 
 /* One model at every thread count, over the mapping and/or an anonymous copy (both open at once, their
- * runs interleaved in alternating order so that the machine's drift falls on both alike). Returns 0, or
+ * runs interleaved in alternating order so that the machine's drift falls on both alike); *large_pages:
+ * the mapping's bytes in 2 MiB entries after the runs (UINT64_MAX unknown or not mapped). Returns 0, or
  * -1 with err set. */
-static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, size_t err_size)
+static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *large_pages, uint64_t *file_size,
+                     char *err, size_t err_size)
 {
     qmap_model *m[2] = { NULL, NULL };
     qmap_session *s[2] = { NULL, NULL };
@@ -425,7 +439,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
             }
             for (int mi = 0; mi < nm; mi++) {
                 row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t, .mmap = c->mmaps[mi],
-                          .int8_terms = int8_terms, .reruns = reruns[mi] };
+                          .int8_terms = int8_terms, .reruns = reruns[mi],
+                          .large_pages = c->mmaps[mi] ? qmap_model_large_page_bytes(m[mi]) : UINT64_MAX };
                 r.tps = bm_stats_of(v[mi][TPS], (int)c->runs);
                 r.limit = bm_stats_of(v[mi][LIMIT], (int)c->runs);
                 r.frac = bm_stats_of(v[mi][FRAC], (int)c->runs);
@@ -452,6 +467,12 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, char *err, 
             s[mi] = NULL;
         }
     }
+    /* after the runs: the page cache may have split some of the file's 2 MiB folios while they ran */
+    for (int mi = 0; mi < nm; mi++)
+        if (c->mmaps[mi]) {
+            *large_pages = qmap_model_large_page_bytes(m[mi]);
+            *file_size = in.file_size;
+        }
     rc = 0;
 out:
     for (int mi = 0; mi < 2; mi++) {
@@ -501,7 +522,8 @@ int bench_model(int argc, char **argv)
         "output head once per prompt (only the last token's logits are computed), and no attention.\n"
         "No run is printed above 1.05 x its limit: such a run is taken again with new readings (the host\n"
         "changed during it; at most 3 times, counted as reruns), and one still above after that means the\n"
-        "baseline is wrong: the command stops with an error instead.",
+        "baseline is wrong: the command stops with an error instead. Below the table, how much of each model's\n"
+        "mapping is in 2 MiB pages (weights in 4 KiB pages stream slower on the VMs qmap was measured on).",
         opts, sizeof opts / sizeof opts[0],
         "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"
     };
@@ -544,13 +566,34 @@ int bench_model(int argc, char **argv)
     }
     print_header(&c);
     char err[1024] = "";
-    int rc = 0;
-    for (int i = first; i < argc && rc == 0; i++)
-        if (bench_one(&c, argv[i], &j, err, sizeof err) != 0) rc = 1;
+    int rc = 0, done = first;
+    uint64_t *large = calloc((size_t)argc, sizeof *large), *size = calloc((size_t)argc, sizeof *size);
+    if (!large || !size) {
+        free(large);
+        free(size);
+        fprintf(stderr, "qmap bench: out of memory\n");
+        return 1;
+    }
+    for (; done < argc && rc == 0; done++) {
+        large[done] = UINT64_MAX;
+        if (bench_one(&c, argv[done], &j, &large[done], &size[done], err, sizeof err) != 0) rc = 1;
+    }
     if (c.json) {
         json_end_array(&j);
         fputc('\n', stdout);
+    } else if (!c.csv) {
+        /* below the table, which stays a table: a decode streams weights in 4 KiB pages slower here */
+        bool said = false;
+        for (int i = first; i < done; i++) {
+            if (large[i] == UINT64_MAX) continue;
+            char a[32], b[32];
+            if (!said) printf("\nthe mapping in 2 MiB pages after the runs (weights in 4 KiB pages stream slower):\n");
+            said = true;
+            printf("  %s: %s of %s\n", argv[i], binary_size(large[i], a, sizeof a), binary_size(size[i], b, sizeof b));
+        }
     }
+    free(large);
+    free(size);
     if (rc) fprintf(stderr, "qmap bench: %s\n", err);
     return rc;
 }

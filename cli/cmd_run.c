@@ -92,9 +92,12 @@ static void print_stats(const run_stats *st, const qmap_model *m, FILE *fp)
             st->prompt_s > 0 ? (double)st->n_prompt / st->prompt_s : 0.0);
     fprintf(fp, "  generate  %8zu tokens  %8.1f ms  %8.2f tok/s\n", st->n_gen, st->gen_s * 1e3,
             st->gen_s > 0 ? (double)st->n_gen / st->gen_s : 0.0);
-    fprintf(fp, "  memory    peak RSS %s, mapping resident %s of %s\n",
+    fprintf(fp, "  memory    peak RSS %s, mapping resident %s of %s",
             cli_human_bytes((uint64_t)ru.ru_maxrss * 1024, a, sizeof a),
             cli_human_bytes(qmap_model_resident_bytes(m), b, sizeof b), cli_human_bytes(in.file_size, (char[32]){ 0 }, 32));
+    const uint64_t large = qmap_model_large_page_bytes(m);
+    if (large != UINT64_MAX) fprintf(fp, ", %s in 2 MiB pages", cli_human_bytes(large, a, sizeof a));
+    fputc('\n', fp);
 }
 
 static void print_json(const run_stats *st, const qmap_model *m, const char *text, size_t text_len,
@@ -119,6 +122,9 @@ static void print_json(const run_stats *st, const qmap_model *m, const char *tex
     json_f64(&j, "gen_tok_per_s", st->gen_s > 0 ? (double)st->n_gen / st->gen_s : 0.0);
     json_u64(&j, "peak_rss_bytes", (uint64_t)ru.ru_maxrss * 1024);
     json_u64(&j, "mapping_resident_bytes", qmap_model_resident_bytes(m));
+    const uint64_t large = qmap_model_large_page_bytes(m);
+    if (large != UINT64_MAX) json_u64(&j, "mapping_2mib_bytes", large);
+    else json_null(&j, "mapping_2mib_bytes");
     json_cstring(&j, "kv", cli_kv_choices[kv]);
     json_cstring(&j, "act", cli_act_choices[act]);
     json_end_object(&j);
@@ -199,8 +205,8 @@ int cmd_run(int argc, char **argv)
             "The prompt runs in batches through the matrix-matrix kernels, then one token at a time. Text streams to\n"
             "stdout as it is generated; generation stops at the end-of-sequence token, after -n tokens, at the\n"
             "context limit, or on Ctrl-C. The figures (load time, prompt and generation tok/s, peak RSS, resident\n"
-            "part of the mapping) go to stderr. Sampling follows llama.cpp's defaults and order (penalty, top-k,\n"
-            "top-p, min-p, temperature).\n"
+            "part of the mapping and how much of it is in 2 MiB pages, which stream faster) go to stderr.\n"
+            "Sampling follows llama.cpp's defaults and order (penalty, top-k, top-p, min-p, temperature).\n"
             "\n"
             "A classifier (mlp) classifies the rows of --input in batches of -b rows through the same kernels\n"
             "and prints the predicted class per row (a count per class when there are more than 20), the\n"

@@ -86,9 +86,10 @@ QMAP_API void qmap_model_params_default(qmap_model_params *p);
  * every tensor's dtype and shape (spec/ARCHITECTURES.md), and view the weights in the mapping. Unless
  * params->no_prefetch, every page of the mapping is mapped now (reading the file where it is not cached,
  * as llama.cpp's MAP_POPULATE does), in 2 MiB pages where the kernel can: a file of 64 MiB or more of which
- * the page cache holds over a sixteenth in small pages (written by another program, or read back piecemeal)
- * has its unmapped cached pages dropped and read back in large ones, since streaming weights through 4 KiB pages ran
- * decode at a fraction of the speed on the VMs qmap was measured on (README, Benchmarks). `params` may
+ * the page cache holds over a sixteenth (and over 16 MiB) in small pages (written by another program, or
+ * read back piecemeal) has its unmapped cached pages dropped and read back in large ones, since streaming
+ * weights through 4 KiB pages ran decode at a fraction of the speed on the VMs qmap was measured on
+ * (README, Benchmarks; qmap_model_large_page_bytes tells how much is in 2 MiB pages). `params` may
  * be NULL (defaults). On success *out owns the mapping; on failure *out is NULL and err names the file and
  * the key or tensor at fault (QMAP_ERR_UNKNOWN_ARCH for an architecture this library cannot run). */
 QMAP_API qmap_status qmap_model_open(const char *path, const qmap_model_params *params, qmap_model **out,
@@ -131,6 +132,12 @@ QMAP_API const char *qmap_model_class_name(const qmap_model *m, uint32_t i, size
 
 /* Bytes of the model's mapping resident in memory right now (mincore), for reports; 0 if unknown. */
 QMAP_API uint64_t qmap_model_resident_bytes(const qmap_model *m);
+
+/* Bytes of the model's mapping mapped by 2 MiB page-table entries right now (Linux: the mapping's
+ * FilePmdMapped in /proc/self/smaps), for reports: weights streamed through small pages decode slower
+ * (qmap_model_open). The page cache can split a file's large pages while it runs, so this may fall below
+ * what opening gave. UINT64_MAX if unknown (not Linux, no such field, or no mapping: params->no_mmap). */
+QMAP_API uint64_t qmap_model_large_page_bytes(const qmap_model *m);
 
 /* ---- tokenizer (the one stored in the container, spec/TOKENIZER.md) ----------------------------------- */
 

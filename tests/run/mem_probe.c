@@ -6,13 +6,13 @@
  * at a time, which reads every weight. Then it prints one line of figures and waits for a line on stdin
  * (so the test can hold two of them alive at once), prints the figures again and exits:
  *
- *   ready|final file=B kv=B hwm=B rss_anon=B rss_file=B map_rss=B map_pss=B map_pmd=B
+ *   ready|final file=B kv=B hwm=B rss_anon=B rss_file=B map_rss=B map_pss=B map_pmd=B api_pmd=B
  *
  * hwm is the peak RSS (VmHWM), rss_anon/rss_file split the current RSS (/proc/self/status), map_rss and
  * map_pss are the Rss and Pss of the model file's mapping (/proc/self/smaps, the VMAs named by its path;
  * 0 with --no-mmap, where the weights are anonymous memory), map_pmd the part of it mapped in 2 MiB
- * entries (FilePmdMapped), kv the bytes of the KV cache the session
- * holds. All in bytes.
+ * entries (FilePmdMapped), api_pmd the same as qmap_model_large_page_bytes gives it (-1: unknown), kv
+ * the bytes of the KV cache the session holds. All in bytes.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,13 +63,16 @@ static void mapping_figures(const char *path, unsigned long long *rss, unsigned 
     fclose(fp);
 }
 
-static void report(const char *tag, const char *path, unsigned long long file, unsigned long long kv)
+static void report(const char *tag, const qmap_model *m, const char *path, unsigned long long file,
+                   unsigned long long kv)
 {
     unsigned long long mr, mp, mh;
     mapping_figures(path, &mr, &mp, &mh);
-    printf("%s file=%llu kv=%llu hwm=%llu rss_anon=%llu rss_file=%llu map_rss=%llu map_pss=%llu map_pmd=%llu\n", tag,
-           file, kv, status_field("/proc/self/status", "VmHWM"), status_field("/proc/self/status", "RssAnon"),
-           status_field("/proc/self/status", "RssFile"), mr, mp, mh);
+    const uint64_t api = qmap_model_large_page_bytes(m);
+    printf("%s file=%llu kv=%llu hwm=%llu rss_anon=%llu rss_file=%llu map_rss=%llu map_pss=%llu map_pmd=%llu "
+           "api_pmd=%lld\n", tag, file, kv, status_field("/proc/self/status", "VmHWM"),
+           status_field("/proc/self/status", "RssAnon"), status_field("/proc/self/status", "RssFile"), mr, mp, mh,
+           api == UINT64_MAX ? -1LL : (long long)api);
     fflush(stdout);
 }
 
@@ -125,10 +128,10 @@ int main(int argc, char **argv)
     }
     /* K and V, F16, every layer, every position of the context */
     unsigned long long kv = 2ull * in.n_layers * in.n_kv_heads * in.head_dim * (unsigned long long)ctx * 2;
-    report("ready", path, in.file_size, kv);
+    report("ready", m, path, in.file_size, kv);
     char line[16];
     if (!fgets(line, sizeof line, stdin)) line[0] = 0;
-    report("final", path, in.file_size, kv);
+    report("final", m, path, in.file_size, kv);
     qmap_session_free(s);
     qmap_model_close(m);
     return 0;

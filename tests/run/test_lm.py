@@ -31,6 +31,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -515,6 +516,25 @@ def error_cases(env, llama_f32, workdir):
     c.check(g, "qmap bench table: the long file name whole, a header, a rule and a row per model, every line as "
             "wide as the header", r.returncode == 0 and len(table) == 4 and os.path.basename(long_name) in r.stdout
             and len({len(ln) for ln in table}) == 1, r.stdout + r.stderr)
+    # below the table: how much of each mapping is in 2 MiB pages (Linux's smaps has FilePmdMapped since 4.8)
+    smaps_pmd = False
+    if os.path.exists("/proc/self/smaps"):
+        with open("/proc/self/smaps") as f:
+            smaps_pmd = "FilePmdMapped:" in f.read()
+    if smaps_pmd:
+        below = r.stdout.split("the mapping in 2 MiB pages after the runs", 1)[-1]
+        c.check(g, "qmap bench: below the table, each model's mapping in 2 MiB pages (X of its size)",
+                r.returncode == 0 and "after the runs" in r.stdout and all(
+                    re.search(re.escape(p) + r": [0-9.]+ [MG]iB of [0-9.]+ [MG]iB$", below, re.M)
+                    for p in (long_name, llama_f32)), r.stdout)
+        r = run([env.qmap, "bench", llama_f32, "-p", "0", "-n", "2", "-r", "1", "-t", "1", "--json"])
+        try:
+            rows = json.loads(r.stdout) if r.returncode == 0 else []
+        except ValueError:
+            rows = []
+        c.check(g, "qmap bench --json: a tg row over the mapping gives mapping_2mib_bytes, at most the file's size",
+                len(rows) == 1 and isinstance(rows[0].get("mapping_2mib_bytes"), int)
+                and 0 <= rows[0]["mapping_2mib_bytes"] <= rows[0]["size_bytes"], r.stdout + r.stderr)
     r = run([env.qmap, "bench", llama_f32, "--mmap", "2"])
     c.check(g, "qmap bench --mmap 2: usage error (2) naming the choices", r.returncode == 2 and "0,1" in r.stderr,
             r.stderr)
