@@ -81,6 +81,16 @@ def meminfo_mapped():
     raise RuntimeError("/proc/meminfo has no Mapped line")
 
 
+def cached_and_opened(probe, path):
+    """A probe's figures with the mapping as the page cache has it (--no-prefetch), then as opened by default."""
+    figures = []
+    for opts in (("--no-prefetch",), ()):
+        a = Probe(probe, path, *opts)
+        figures.append(a.ready)
+        a.finish()
+    return figures
+
+
 def mb(x):
     return "%.1f MiB" % (x / MB)
 
@@ -184,12 +194,7 @@ def main():
     if own["map_pmd"] < 0.9 * size:
         print("  (this kernel or file system maps no file in 2 MiB entries: the large-page checks do not apply)")
     else:
-        a = Probe(args.probe, small, "--no-prefetch")
-        ctl = a.ready
-        a.finish()
-        a = Probe(args.probe, small)
-        got = a.ready
-        a.finish()
+        ctl, got = cached_and_opened(args.probe, small)
         print("  the copy in 64 KiB writes: %s in 2 MiB entries with --no-prefetch, %s as opened by default" % (
             mb(ctl["map_pmd"]), mb(got["map_pmd"])))
         c.check(g, "control: a file written in 64 KiB pieces, left as cached (--no-prefetch), is mostly in small "
@@ -210,12 +215,7 @@ def main():
             os.lseek(fd, tail, os.SEEK_SET)
             while os.read(fd, 64 << 10):
                 pass
-        a = Probe(args.probe, part, "--no-prefetch")
-        ctl = a.ready
-        a.finish()
-        a = Probe(args.probe, part)
-        got = a.ready
-        a.finish()
+        ctl, got = cached_and_opened(args.probe, part)
         print("  the same file with its last 3/8 read back in 64 KiB reads: %s in 2 MiB entries with "
               "--no-prefetch, %s as opened by default" % (mb(ctl["map_pmd"]), mb(got["map_pmd"])))
         c.check(g, "control: with its last 3/8 cached in small pages, the file is more than half but under "
