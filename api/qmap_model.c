@@ -160,15 +160,17 @@ static qm_status load_tokenizer(qmap_model *m, const char *prefix, uint32_t rows
  * its speed fully in 2 MiB entries (1 thread, 16 interleaved rounds of 64 tokens, 15 slower; a plain read
  * of each mapping 0.90 on 1 thread, 0.96 on 2); the first threshold, half the file, left it so. The
  * sixteenth, and at least QA_SMALL_PAGES_SLACK, leave room for the parts a 2 MiB entry does not cover
- * in a freshly read file (5.6-7.6 of the 110M Q8_ROW's 105.6 MiB), which would otherwise be re-read at every
- * open. Pages another process maps are not dropped, so a second process beside a running one
- * costs nothing. On failure *f is closed and NULL. */
+ * in a freshly read file (5.6-7.6 of the 110M Q8_ROW's 105.6 MiB), which would otherwise be re-read at
+ * every open. Pages another process maps are not dropped, so a second process beside a running one costs
+ * nothing. On failure *f is closed and NULL. */
 static qm_status map_in_large_pages(const char *path, qm_file **f, qm_error *e)
 {
     uint64_t size = qm_file_header(*f)->file_size;
     if (qa_pages_populate(qm_file_bytes(*f), (size_t)size) != 0 || size < QA_LARGE_PAGES_MIN_BYTES) return QM_OK;
     uint64_t pmd = qa_pages_pmd_bytes(qm_file_bytes(*f));
-    if (pmd == UINT64_MAX || pmd >= size || size - pmd <= size / 16 || size - pmd <= QA_SMALL_PAGES_SLACK) return QM_OK;
+    if (pmd == UINT64_MAX || pmd >= size) return QM_OK;
+    const uint64_t small = size - pmd;
+    if (small <= size / 16 || small <= QA_SMALL_PAGES_SLACK) return QM_OK;
     qm_close(*f);
     *f = NULL;
     qa_pages_drop_cache(path);
