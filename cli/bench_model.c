@@ -440,7 +440,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
             for (int mi = 0; mi < nm; mi++) {
                 row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t, .mmap = c->mmaps[mi],
                           .int8_terms = int8_terms, .reruns = reruns[mi],
-                          .large_pages = c->mmaps[mi] ? qmap_model_large_page_bytes(m[mi]) : UINT64_MAX };
+                          /* tg rows only (the JSON's field): each call reads /proc/self/smaps */
+                          .large_pages = test == 1 && c->mmaps[mi] ? qmap_model_large_page_bytes(m[mi]) : UINT64_MAX };
                 r.tps = bm_stats_of(v[mi][TPS], (int)c->runs);
                 r.limit = bm_stats_of(v[mi][LIMIT], (int)c->runs);
                 r.frac = bm_stats_of(v[mi][FRAC], (int)c->runs);
