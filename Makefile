@@ -43,6 +43,7 @@ RUNTIME_OBJ := $(RUNTIME_SRC:%.c=$(BUILD)/obj/%.o)
 API_OBJ    := $(API_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ    := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 HEADERS    := $(wildcard include/*.h format/*.h convert/*.h quantize/*.h runtime/*.h api/*.h cli/*.h)
+FUZZ_HEADERS := $(wildcard tests/fuzz/*.h)
 
 UNIT_SRC   := $(filter-out tests/unit/test_util.c,$(wildcard tests/unit/test_*.c))
 UNIT_UTIL  := $(wildcard tests/unit/test_util.c)
@@ -172,22 +173,22 @@ $(BUILD)/bench_format: tests/bench/bench_format.c $(BUILD)/libqmformat.a $(HEADE
 	$(CC) $(ALL_CFLAGS) -O3 -march=native -o $@ $< $(BUILD)/libqmformat.a $(LDLIBS)
 
 # libFuzzer target (clang) and its replay twin (no libFuzzer, same sanitizers)
-$(BUILD)/fuzz/fuzz_reader: tests/fuzz/fuzz_reader.c $(FUZZ_FORMAT_OBJ) $(HEADERS)
+$(BUILD)/fuzz/fuzz_reader: tests/fuzz/fuzz_reader.c $(FUZZ_FORMAT_OBJ) $(HEADERS) $(FUZZ_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_reader.c $(FUZZ_FORMAT_OBJ) $(LDLIBS)
 
-$(BUILD)/fuzz/replay_reader: tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(HEADERS)
+$(BUILD)/fuzz/replay_reader: tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(HEADERS) $(FUZZ_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -o $@ tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(LDLIBS)
 
 # Importer fuzz targets (convert/): tests/fuzz/fuzz_<name>.c, seeds in tests/fuzz/seeds/<name>/.
 IMPORT_FUZZERS := $(filter-out reader,$(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c)))
 
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_FORMAT_OBJ) $(HEADERS)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_FORMAT_OBJ) $(HEADERS) $(FUZZ_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_FORMAT_OBJ) $(LDLIBS)
 
-$(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(HEADERS)
+$(BUILD)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(HEADERS) $(FUZZ_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -o $@ $< tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(LDLIBS)
 
