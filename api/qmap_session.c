@@ -113,6 +113,7 @@ qmap_status qmap_eval(qmap_session *s, const int32_t *ids, size_t n, qmap_error 
             qm_fail(&e, st, path, NULL, QM_NO_OFFSET, "evaluation failed at position %u", s->pos);
             return qa_error_export(err, &e);
         }
+        qr_lm_count_attention(s->st, s->pos, c);
         s->pos += (uint32_t)c;
         s->last_chunk_start = off;
     }
@@ -137,6 +138,11 @@ uint32_t qmap_session_pos(const qmap_session *s) { return s ? s->pos : 0; }
 void qmap_session_get_counters(const qmap_session *s, qmap_session_counters *out)
 {
     *out = (qmap_session_counters){ s ? s->st->int8_madds : 0, s ? s->st->float_madds : 0 };
+}
+
+uint64_t qmap_session_kv_bytes_read(const qmap_session *s)
+{
+    return s ? s->st->kv_bytes : 0;
 }
 
 void qmap_session_reset(qmap_session *s)

@@ -48,7 +48,8 @@ void bench_kernels_help(FILE *fp)
     fprintf(fp,
             "usage: qmap bench kernels [--runs N] [--threads LIST] [--cols LIST] [--dir DIR] [--only LIST] [--quick]\n"
             "                          [--json]\n"
-            "       qmap bench MODEL.qmap [MODEL2.qmap ...] [-p N] [-n N] [-t LIST] [-r N] [--kv f16|f32] [--act MODE] [--json|--csv]\n"
+            "       qmap bench MODEL.qmap [MODEL2.qmap ...] [-p N] [-n N] [-d N] [-t LIST] [-r N] [--kv f16|f32] [--act MODE]\n"
+            "                  [--json|--csv]\n"
             "\n"
             "qmap bench MODEL: prompt (pp) and generation (tg) tokens/s of decoder LMs beside the speed of light\n"
             "measured in the same run, as llama-bench prints them ('qmap bench MODEL.qmap --help').\n"

@@ -11,7 +11,10 @@
  *       on one), over anonymous memory and over a mapping of the model's own file, read just before and
  *       just after the run (the better of the two);
  *       the speed of light is the better of the two divided by the bytes one decode step reads
- *       (qmap_model_info.bytes_per_token: every matrix once, one embedding row), and the fraction reached.
+ *       (qmap_model_info.bytes_per_token: every matrix once, one embedding row; and the KV cache its
+ *       attention read, qmap_session_kv_bytes_read, averaged over the run), and the fraction reached.
+ * With -d N (llama-bench's --n-depth) each run first evaluates N tokens, untimed, after the reset: the
+ * tests then run at that context depth, with the cache's traffic in tg's speed of light.
  * With --mmap 0,1 the model is opened twice, over its mapping and as an anonymous copy (--no-mmap), and
  * every run of a test is taken on both in alternating order; the mapping/copy ratio is taken per run.
  * Figures are medians with min and max of the -r runs; ratios are taken per run, and a run above
@@ -46,12 +49,14 @@
 
 typedef struct bm_cfg {
     long pp, tg, runs;
+    long depth;               /* -d: tokens evaluated (untimed) before each run's test */
     int threads[MAX_THREADS], n_threads;
     int mmaps[2], n_mmaps;    /* 1: weights read over the file mapping (qmap's way), 0: an anonymous copy */
     int kv;                   /* qmap_kv_type (index into cli_kv_choices) */
     int act;                  /* qmap_act_mode (index into cli_act_choices): Q8_ROW activations */
     bool json, csv;
     int name_width;           /* the table's model column: "ARCH FILE" of the longest file name given */
+    int test_width;           /* the test column: "pp512", or "pp512 @ d1024" at a depth */
 } bm_cfg;
 
 /* What a model is made of, from its tensor table: bytes per dtype and the multiply-adds of one token. */
@@ -119,6 +124,7 @@ typedef struct row {
     int threads, mmap;
     bm_stats tps, limit, frac, bw_anon, bw_map;
     int reruns;               /* runs taken again because they came out above BM_RATIO_LIMIT x their limit */
+    double kv_bytes;          /* tg: bytes of KV cache read per token (mean over the runs' tokens) */
     double int8_terms;        /* pp: int8 multiply-adds per weight multiply-add (0: float; 2: every product
                                * in two terms; between 1 and 2: some in one, some in two) */
     uint64_t large_pages;     /* tg over the mapping: its bytes in 2 MiB entries after the runs (UINT64_MAX unknown) */
@@ -128,15 +134,17 @@ static void print_header(const bm_cfg *c)
 {
     if (c->csv) {
         printf("model,file_type,size_bytes,params,dtypes,threads,mmap,test,tokens,tps_median,tps_min,tps_max,runs,"
-               "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,int8_terms,reruns,act,kernels\n");
+               "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,int8_terms,reruns,act,kernels,"
+               "n_depth,kv_bytes_per_token\n");
     } else if (!c->json) {
-        printf("| %-*s | %9s | %8s | %-22s | %3s | %4s | %6s | %-22s | %-26s | %-16s |\n", c->name_width, "model", "size",
-               "params", "dtypes", "thr", "mmap", "test", "t/s median [min-max]", "limit (measured beside)", "x limit");
+        printf("| %-*s | %9s | %8s | %-22s | %3s | %4s | %*s | %-22s | %-26s | %-16s |\n", c->name_width, "model", "size",
+               "params", "dtypes", "thr", "mmap", c->test_width, "test", "t/s median [min-max]", "limit (measured beside)",
+               "x limit");
         printf("|");
         for (int i = 0; i < c->name_width + 2; i++) putchar('-');
-        printf("|%.11s|%.10s|%.24s|%.5s|%.6s|%.8s|%.24s|%.28s|%.18s|\n",
-               "-----------", "----------", "------------------------", "-----", "------", "--------",
-               "------------------------", "----------------------------", "------------------");
+        printf("|%.11s|%.10s|%.24s|%.5s|%.6s|", "-----------", "----------", "------------------------", "-----", "------");
+        for (int i = 0; i < c->test_width + 2; i++) putchar('-');
+        printf("|%.24s|%.28s|%.18s|\n", "------------------------", "----------------------------", "------------------");
     }
 }
 
@@ -158,8 +166,10 @@ static char *binary_size(uint64_t bytes, char *buf, size_t size)
 static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, const model_facts *mf, const char *label,
                       const row *r)
 {
-    char test[32], size[32], params[32], tps[64], limit[64], frac[48];
+    char test[32], label_test[48], size[32], params[32], tps[64], limit[64], frac[48];
     snprintf(test, sizeof test, "%s%ld", r->test, r->n);
+    if (c->depth) snprintf(label_test, sizeof label_test, "%s @ d%ld", test, c->depth);
+    else snprintf(label_test, sizeof label_test, "%s", test);
     bool tg = r->test[0] == 't';
     const char *unit = tg ? "t/s" : pp_on_int8(c, in) ? "GOP/s int8" : "GFLOP/s fma";
     if (c->json) {
@@ -176,6 +186,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         json_cstring(j, "act", cli_act_choices[c->act]);
         json_cstring(j, "kernels", qr_kernels_name(qr_kernels_get()));
         json_cstring(j, "test", test);
+        json_u64(j, "n_depth", (uint64_t)c->depth);
         json_begin_object(j, "tokens_per_second");
         bm_json_stats(j, &r->tps, "t/s");
         json_end_object(j);
@@ -192,6 +203,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
             else json_null(j, "mapping_2mib_bytes");
         }
         if (tg) {
+            json_f64(j, "kv_bytes_per_token", r->kv_bytes);
             json_begin_object(j, "bandwidth_anonymous");
             bm_json_stats(j, &r->bw_anon, "GB/s");
             json_end_object(j);
@@ -203,11 +215,12 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         return;
     }
     if (c->csv) {
-        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%.6f,%d,%s,%s\n", in->path,
+        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%.6f,%d,%s,%s,%ld,%.0f\n", in->path,
                in->file_type, (unsigned long long)in->file_size, (unsigned long long)in->n_params, mf->mix, r->threads,
                r->mmap, r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
                r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN,
-               tg ? NAN : r->int8_terms, r->reruns, cli_act_choices[c->act], qr_kernels_name(qr_kernels_get()));
+               tg ? NAN : r->int8_terms, r->reruns, cli_act_choices[c->act], qr_kernels_name(qr_kernels_get()), c->depth,
+               tg ? r->kv_bytes : NAN);
         return;
     }
     binary_size(in->file_size, size, sizeof size);
@@ -225,8 +238,8 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     else snprintf(limit, sizeof limit, "%.0f %s", r->limit.median, unit);
     if (isnan(r->frac.median)) snprintf(frac, sizeof frac, "-");
     else snprintf(frac, sizeof frac, "%.2f [%.2f-%.2f]", r->frac.median, r->frac.min, r->frac.max);
-    printf("| %-*.*s | %9s | %8s | %-22.22s | %3d | %4d | %6s | %-22s | %-26s | %-16s |\n", c->name_width, c->name_width,
-           label, size, params, mf->mix, r->threads, r->mmap, test, tps, limit, frac);
+    printf("| %-*.*s | %9s | %8s | %-22.22s | %3d | %4d | %*s | %-22s | %-26s | %-16s |\n", c->name_width, c->name_width,
+           label, size, params, mf->mix, r->threads, r->mmap, c->test_width, label_test, tps, limit, frac);
     fflush(stdout);
 }
 
@@ -242,21 +255,27 @@ static void best_bandwidth(const uint8_t *anon, size_t anon_len, const uint8_t *
     }
 }
 
-/* One timed run; *work: the multiply-adds its products counted (qmap_session_counters, during the run). */
-static qmap_status time_test(qmap_session *s, int test, const int32_t *ids, long n, double *tps,
-                             qmap_session_counters *work, qmap_error *qe)
+/* One timed run, after `depth` untimed tokens (ids[0..depth)) from a fresh state; the test reads ids from
+ * ids + depth. *work: the multiply-adds its products counted (qmap_session_counters), *kv_bytes: the KV
+ * cache its attention read (qmap_session_kv_bytes_read), both during the timed part only. */
+static qmap_status time_test(qmap_session *s, int test, const int32_t *ids, long depth, long n, double *tps,
+                             qmap_session_counters *work, uint64_t *kv_bytes, qmap_error *qe)
 {
     qmap_session_reset(s);
+    qmap_status st = depth > 0 ? qmap_eval(s, ids, (size_t)depth, qe) : QMAP_OK;
+    if (st != QMAP_OK) return st;
+    ids += depth;
     qmap_session_counters before, after;
     qmap_session_get_counters(s, &before);
+    const uint64_t kv0 = qmap_session_kv_bytes_read(s);
     double t0 = bm_now();
-    qmap_status st = QMAP_OK;
     if (test == 0) st = qmap_eval(s, ids, (size_t)n, qe);
     else for (long i = 0; i < n && st == QMAP_OK; i++) st = qmap_eval(s, ids + i, 1, qe);
     *tps = (double)n / (bm_now() - t0);
     qmap_session_get_counters(s, &after);
     work->int8_madds = after.int8_madds - before.int8_madds;
     work->float_madds = after.float_madds - before.float_madds;
+    *kv_bytes = qmap_session_kv_bytes_read(s) - kv0;
     return st;
 }
 
@@ -265,7 +284,7 @@ typedef struct run_ctx {
     qmap_session *s;
     int test;                      /* 0: pp, 1: tg */
     const int32_t *ids;
-    long n;
+    long depth, n;
     int threads;
     const uint8_t *anon, *map;     /* tg: the bandwidth baselines' buffers */
     size_t anon_len, map_len;
@@ -274,6 +293,7 @@ typedef struct run_ctx {
     const model_facts *mf;
     uint64_t bytes_per_token;
     double tps, limit, frac, bw_anon, bw_map, int8_terms;   /* out */
+    double kv_bytes;               /* out, tg: KV cache bytes read per token */
     bool failed;                   /* out: qe says why */
     qmap_error qe;
 } run_ctx;
@@ -288,7 +308,8 @@ static double timed_run(void *p)
     if (r->test == 1) best_bandwidth(r->anon, r->anon_len, r->map, r->map_len, r->threads, &pre_a, &pre_b);
     else pre_peak = bm_peak_once(r->pk, r->peak_iters, r->threads);
     qmap_session_counters work;
-    if (time_test(r->s, r->test, r->ids, r->n, &r->tps, &work, &r->qe) != QMAP_OK) {
+    uint64_t kv_bytes;
+    if (time_test(r->s, r->test, r->ids, r->depth, r->n, &r->tps, &work, &kv_bytes, &r->qe) != QMAP_OK) {
         r->failed = true;
         return NAN;
     }
@@ -308,7 +329,9 @@ static double timed_run(void *p)
         best_bandwidth(r->anon, r->anon_len, r->map, r->map_len, r->threads, &a, &b);
         r->bw_anon = fmax(a, pre_a);
         r->bw_map = fmax(b, pre_b);
-        r->limit = fmax(r->bw_anon, r->bw_map) * 1e9 / (double)r->bytes_per_token;
+        /* the weights once and the cache as far as each step's attention reached */
+        r->kv_bytes = (double)kv_bytes / (double)r->n;
+        r->limit = fmax(r->bw_anon, r->bw_map) * 1e9 / ((double)r->bytes_per_token + r->kv_bytes);
         r->frac = bm_ratio(r->tps, r->limit);
     }
     return r->frac;
@@ -361,7 +384,7 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
         anon = bm_anon_buffer(anon_len, max_t);
         map = map_file(path, &map_len);
     }
-    long n_ids = c->pp > c->tg ? c->pp : c->tg;
+    long n_ids = c->depth + (c->pp > c->tg ? c->pp : c->tg);
     ids = malloc((size_t)(n_ids ? n_ids : 1) * sizeof *ids);
     ratio = malloc((size_t)c->runs * sizeof *ratio);
     bool ok = (c->tg == 0 || (anon && map)) && ids && ratio;
@@ -374,15 +397,16 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
     }
     for (long i = 0; i < n_ids; i++) ids[i] = (int32_t)((uint64_t)(i * 7919 + 13) % in.vocab_size);
     bm_peak_kind pk = pp_on_int8(c, &in) ? BM_PEAK_INT8 : BM_PEAK_FMA;
-    double int8_terms = 0;
+    double int8_terms = 0, kv_per_token = 0;
     uint64_t peak_iters = 4000000;
 
     for (int ti = 0; ti < c->n_threads; ti++) {
         int t = c->threads[ti];
         qmap_session_params sp;
         qmap_session_params_default(&sp);
-        sp.n_ctx = (uint32_t)(c->pp + c->tg + 1);
-        sp.n_batch = (uint32_t)(c->pp > 0 ? c->pp : 1);
+        sp.n_ctx = (uint32_t)(c->depth + (c->pp > c->tg ? c->pp : c->tg) + 1);
+        /* a prompt in one evaluation; a depth without one in chunks of up to 512 */
+        sp.n_batch = (uint32_t)(c->pp > 0 ? c->pp : c->depth > 0 ? (c->depth < 512 ? c->depth : 512) : 1);
         sp.threads = t;
         sp.kv_type = (qmap_kv_type)c->kv;
         sp.act = (qmap_act_mode)c->act;
@@ -398,13 +422,14 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
             for (int run = -1; run < c->runs; run++) {   /* run -1: the warm-up */
                 for (int k = 0; k < nm; k++) {
                     int mi = (k + (run < 0 ? 0 : run)) % nm;   /* alternate which goes first */
-                    run_ctx rx = { .s = s[mi], .test = test, .ids = ids, .n = n, .threads = t, .anon = anon,
+                    run_ctx rx = { .s = s[mi], .test = test, .ids = ids, .depth = c->depth, .n = n, .threads = t, .anon = anon,
                                    .map = map, .anon_len = anon_len, .map_len = map_len, .pk = pk,
                                    .peak_iters = peak_iters, .mf = &mf, .bytes_per_token = in.bytes_per_token };
                     if (run < 0) {
                         double tps;
                         qmap_session_counters work;
-                        if (time_test(s[mi], test, ids, n, &tps, &work, &qe) != QMAP_OK) {
+                        uint64_t kv_bytes;
+                        if (time_test(s[mi], test, ids, c->depth, n, &tps, &work, &kv_bytes, &qe) != QMAP_OK) {
                             snprintf(err, err_size, "%s", qe.message);
                             goto out;
                         }
@@ -431,6 +456,7 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
                     w[FRAC][run] = rx.frac;
                     if (test == 0) int8_terms = rx.int8_terms;
                     else {
+                        kv_per_token = rx.kv_bytes;   /* the same in every run: the same positions */
                         w[BW_ANON][run] = rx.bw_anon;
                         w[BW_MAP][run] = rx.bw_map;
                     }
@@ -439,7 +465,7 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
             }
             for (int mi = 0; mi < nm; mi++) {
                 row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t, .mmap = c->mmaps[mi],
-                          .int8_terms = int8_terms, .reruns = reruns[mi],
+                          .int8_terms = int8_terms, .kv_bytes = kv_per_token, .reruns = reruns[mi],
                           /* tg rows only (the JSON's field): each call reads /proc/self/smaps */
                           .large_pages = test == 1 && c->mmaps[mi] ? qmap_model_large_page_bytes(m[mi]) : UINT64_MAX };
                 r.tps = bm_stats_of(v[mi][TPS], (int)c->runs);
@@ -499,6 +525,7 @@ int bench_model(int argc, char **argv)
     const cli_opt opts[] = {
         { "n-prompt", 'p', CLI_INT, &c.pp, "N", 0, 8192, NULL, "prompt tokens of the pp test; 0 skips it", false },
         { "n-gen", 'n', CLI_INT, &c.tg, "N", 0, 8192, NULL, "tokens of the tg test; 0 skips it", false },
+        { "n-depth", 'd', CLI_INT, &c.depth, "N", 0, 1 << 20, NULL, "context depth: N tokens evaluated (untimed) before each run, as llama-bench -d", false },
         { "threads", 't', CLI_STRING, &threads, "LIST", 0, 0, NULL, "thread counts, comma-separated (default: 1 and every core)", true },
         { "repetitions", 'r', CLI_INT, &c.runs, "N", 1, 1000, NULL, "timed runs of each test, after one warm-up", false },
         { "kv", 0, CLI_CHOICE, &c.kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
@@ -515,12 +542,15 @@ int bench_model(int argc, char **argv)
         "row per model, thread count and test, as llama.cpp's llama-bench prints them. Beside each tg run the\n"
         "best read bandwidth is measured over anonymous memory and over the model's file mapping, just\n"
         "before and just after the run (the better reading counts): the speed of light is that bandwidth\n"
-        "divided by the bytes one token reads (every matrix once, one embedding row), and 'x limit' the\n"
-        "fraction of it reached. Beside each pp run (before and after, the better reading) the multiply-add\n"
-        "peak is measured (int8 VNNI for a Q8_ROW model, FMA otherwise or with --act f32): 'x limit' counts\n"
-        "2 operations per multiply-add the session ran (qmap_session_get_counters: a product in two int8\n"
-        "terms runs each multiply-add twice, and 'limit' says how many terms a weight took on average), the\n"
-        "output head once per prompt (only the last token's logits are computed), and no attention.\n"
+        "divided by the bytes one token reads (every matrix once, one embedding row, and the KV cache its\n"
+        "attention read, on average over the run: qmap_session_kv_bytes_read), and 'x limit' the fraction of it\n"
+        "reached. With -d N each run first evaluates N tokens (untimed), so that pp and tg run at that context\n"
+        "depth (the test column says '@ dN'), as llama-bench's -d does. Beside each pp run (before and after,\n"
+        "the better reading) the multiply-add peak is measured (int8 VNNI for a Q8_ROW model, FMA otherwise\n"
+        "or with --act f32): 'x limit' counts 2 operations per multiply-add the session ran\n"
+        "(qmap_session_get_counters: a product in two int8 terms runs each multiply-add twice, and 'limit'\n"
+        "says how many terms a weight took on average), the output head once per prompt (only the last\n"
+        "token's logits are computed), and no attention.\n"
         "No run is printed above 1.05 x its limit: such a run is taken again with new readings (the host\n"
         "changed during it; at most 3 times, counted as reruns), and one still above after that means the\n"
         "baseline is wrong: the command stops with an error instead. Below the table, how much of each model's\n"
@@ -564,6 +594,12 @@ int bench_model(int argc, char **argv)
         size_t w = strlen(base ? base + 1 : argv[i]) + 8;
         if (w > 95) w = 95;
         if ((int)w > c.name_width) c.name_width = (int)w;
+    }
+    c.test_width = 6;
+    if (c.depth) {
+        char probe[64];
+        int w = snprintf(probe, sizeof probe, "%s%ld @ d%ld", "pp", c.pp > c.tg ? c.pp : c.tg, c.depth);
+        if (w > c.test_width) c.test_width = w;
     }
     print_header(&c);
     char err[1024] = "";

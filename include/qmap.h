@@ -241,6 +241,11 @@ typedef struct qmap_session_counters {
 } qmap_session_counters;
 /* Fill *out (zeros for s = NULL). */
 QMAP_API void qmap_session_get_counters(const qmap_session *s, qmap_session_counters *out);
+/* Bytes of the KV cache the session's attention has read since it was made (qmap_session_reset keeps the
+ * count): for each qmap_eval chunk, every cached position one of its tokens attends to (within a sliding
+ * window where the model has one), K and V, once per layer and KV head. A decode step's cache traffic
+ * beside its weights' (qmap_model_info.bytes_per_token), as benchmarks count it; 0 for NULL. */
+QMAP_API uint64_t qmap_session_kv_bytes_read(const qmap_session *s);
 
 /* ---- classifiers (mlp): rows of features -> class scores --------------------------------------------- */
 

@@ -29,6 +29,15 @@ size_t qr_kv_bytes(qr_kv_type type, uint32_t n_kv_heads, uint32_t head_dim, uint
     return n * e;
 }
 
+uint64_t qr_kv_attended_bytes(const qr_kv_layer *l, uint32_t pos0, size_t n)
+{
+    if (n == 0) return 0;
+    /* the first query sees from pos0 - window + 1 (or 0), the last up to pos0 + n - 1 */
+    const uint64_t last = (uint64_t)pos0 + n - 1;
+    const uint64_t first = l->window && (uint64_t)pos0 + 1 > l->window ? (uint64_t)pos0 + 1 - l->window : 0;
+    return (last - first + 1) * 2u * l->n_kv_heads * l->head_dim * elem_bytes(l->type);
+}
+
 void qr_kv_layer_init(qr_kv_layer *l, qr_kv_type type, uint32_t n_kv_heads, uint32_t head_dim, uint32_t cap,
                       uint32_t window, void *k_mem, void *v_mem)
 {

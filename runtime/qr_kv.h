@@ -42,6 +42,11 @@ void qr_kv_layer_init(qr_kv_layer *l, qr_kv_type type, uint32_t n_kv_heads, uint
  * (format/qm_half.h). n <= cap (a larger n would overwrite its own first rows). */
 void qr_kv_store(qr_kv_layer *l, uint32_t pos0, size_t n, const float *k, size_t ldk, const float *v, size_t ldv);
 
+/* Bytes of K and V that causal attention over this layer reads for the queries at positions pos0 ..
+ * pos0+n-1 (n >= 1): every position one of them sees (the window's last `window` before and at it, or all
+ * from 0), once, for every KV head — a decode step's cache traffic, as benchmarks count it. */
+uint64_t qr_kv_attended_bytes(const qr_kv_layer *l, uint32_t pos0, size_t n);
+
 /* Make dst hold what src holds for positions 0..n_pos-1 (only the last cap of them, as the ring keeps):
  * a beam search copies the cache of the hypothesis a beam continues. Same type, heads, head_dim and cap;
  * dst and src do not overlap. */

@@ -386,6 +386,11 @@ nomem:
     }
 }
 
+void qr_lm_count_attention(qr_lm_state *s, uint32_t pos0, size_t n)
+{
+    for (uint32_t l = 0; l < s->n_layers; l++) s->kv_bytes += qr_kv_attended_bytes(&s->kv[l], pos0, n);
+}
+
 void qr_lm_state_free(qr_lm_state *s)
 {
     if (!s) return;

@@ -112,6 +112,7 @@ typedef struct qr_lm_state {
                               * one_term_prompts and mm.act = QR_ACT_AUTO, else mm.act */
     uint64_t int8_madds;     /* multiply-adds the products ran on int8 (each term counted) since creation */
     uint64_t float_madds;    /* and on float (F32/F16 weights, Q8_ROW widened) */
+    uint64_t kv_bytes;       /* bytes of the KV cache attention read since creation (qr_lm_count_attention) */
     float *x;                /* [n_batch][dim] residual stream */
     float *xb;               /* [n_batch][dim] normed input of a sub-layer / scratch row */
     float *qkv;              /* [n_batch][qkv_stride]: q (n_heads*head_dim), k, v (n_kv_heads*head_dim each) */
@@ -142,6 +143,9 @@ typedef struct qr_lm_state_params {
 qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t n_mats,
                           const qr_lm_state_params *p, qr_lm_state **out, qm_error *err);
 void qr_lm_state_free(qr_lm_state *s);
+/* Count in s->kv_bytes what the causal attention of a forward pass over positions pos0 .. pos0+n-1 read
+ * from every layer's cache (qr_kv_attended_bytes); the caller calls it once per forward call. */
+void qr_lm_count_attention(qr_lm_state *s, uint32_t pos0, size_t n);
 
 /* A decoder-LM family. */
 typedef struct qr_lm_family {

@@ -379,7 +379,49 @@ def family_case(env, name, mod, kw, saver, window, workdir, summary):
     return f32
 
 
-def error_cases(env, llama_f32, workdir):
+def kv_bytes_per_position(path, elem=2):
+    """Bytes of K and V one cached position holds over every layer, from the tensor table (F16 cache)."""
+    ks = [t for t in spec_reader.read(path).tensors.values() if t.name.endswith("attn_k.weight")]
+    return 2 * sum(t.shape[0] for t in ks) * elem
+
+
+def bench_depth_cases(env, g, llama_f32, mistral_f32):
+    """qmap bench -d N: the tests run at a context depth; a tg row's speed of light counts the KV cache its
+    steps read, which the steps' positions (and a sliding window) give."""
+    c = env.c
+    D, N = 5, 3
+    r = run([env.qmap, "bench", llama_f32, "-p", "4", "-n", str(N), "-d", str(D), "-r", "1", "-t", "1", "--json"])
+    try:
+        rows = json.loads(r.stdout) if r.returncode == 0 else []
+    except ValueError:
+        rows = []
+    tg = [x for x in rows if x["test"] == "tg%d" % N]
+    # steps at positions D .. D+N-1 see every position up to their own: (D+1 + ... + D+N) / N of them
+    want = kv_bytes_per_position(llama_f32) * sum(p + 1 for p in range(D, D + N)) / N
+    c.check(g, "qmap bench -d %d --json: pp and tg rows at depth %d; tg reads %.0f bytes of KV cache a token "
+            "(positions %d..%d, every one before them)" % (D, D, want, D, D + N - 1),
+            [(x["test"], x["n_depth"]) for x in rows] == [("pp4", D), ("tg%d" % N, D)] and len(tg) == 1
+            and tg[0]["kv_bytes_per_token"] == want
+            and 0 < tg[0]["fraction_of_speed_of_light"]["median"] <= 1.05, r.stdout[-600:] + r.stderr)
+    r = run([env.qmap, "bench", llama_f32, "-p", "0", "-n", str(N), "-d", str(D), "-r", "1", "-t", "1"])
+    table = [ln for ln in r.stdout.splitlines() if ln.startswith("|")]
+    c.check(g, "qmap bench -d: the test column says 'tg%d @ d%d', every line as wide as the header" % (N, D),
+            r.returncode == 0 and len(table) == 3 and "tg%d @ d%d" % (N, D) in table[2]
+            and len({len(ln) for ln in table}) == 1, r.stdout + r.stderr)
+    if mistral_f32:
+        # a sliding window of 8: from position 7 on, each step reads 8 positions
+        D = 20
+        r = run([env.qmap, "bench", mistral_f32, "-p", "0", "-n", str(N), "-d", str(D), "-r", "1", "-t", "1", "--csv"])
+        rows = list(csv.reader(io.StringIO(r.stdout)))
+        ok = r.returncode == 0 and len(rows) == 2 and len(rows[1]) == len(rows[0])
+        got = float(rows[1][rows[0].index("kv_bytes_per_token")]) if ok else float("nan")
+        want = kv_bytes_per_position(mistral_f32) * 8
+        c.check(g, "qmap bench -d %d --csv on a sliding window of 8: %.0f bytes of KV cache a token, 8 positions' "
+                "(%.0f), and the n_depth column" % (D, got, want),
+                ok and got == want and rows[1][rows[0].index("n_depth")] == str(D), r.stdout + r.stderr)
+
+
+def error_cases(env, llama_f32, workdir, mistral_f32=None):
     c = env.c
     d = fresh_dir(os.path.join(workdir, "errors"))
     g = "errors"
@@ -453,9 +495,10 @@ def error_cases(env, llama_f32, workdir):
             and lines[0].startswith("model,") and ",pp," in lines[1] and ",tg," in lines[2], r.stdout + r.stderr)
     r = run([env.qmap, "bench", llama_f32, "-p", "4", "-n", "2", "-r", "1", "-t", "1", "--act", "int8", "--csv"])
     lines = r.stdout.strip().split("\n")
+    head = lines[0].split(",")
     c.check(g, "qmap bench --act int8 --csv: the activation mode in the column act of every row",
-            r.returncode == 0 and lines[0].endswith(",act,kernels") and len(lines) == 3
-            and all(x.split(",")[-2] == "int8" for x in lines[1:]), r.stdout + r.stderr)
+            r.returncode == 0 and "act" in head and len(lines) == 3
+            and all(x.split(",")[head.index("act")] == "int8" for x in lines[1:]), r.stdout + r.stderr)
     # a Q8_ROW model's pp row counts the int8 terms the session ran (qmap_session_get_counters), which
     # show which products took one term and which two: int8_terms = int8 multiply-adds / weight multiply-adds
     # of the prompt (every layer matrix P times, the head once, as the one-row decode product it is: in 0
@@ -535,6 +578,7 @@ def error_cases(env, llama_f32, workdir):
         c.check(g, "qmap bench --json: a tg row over the mapping gives mapping_2mib_bytes, at most the file's size",
                 len(rows) == 1 and isinstance(rows[0].get("mapping_2mib_bytes"), int)
                 and 0 <= rows[0]["mapping_2mib_bytes"] <= rows[0]["size_bytes"], r.stdout + r.stderr)
+    bench_depth_cases(env, g, llama_f32, mistral_f32)
     r = run([env.qmap, "bench", llama_f32, "--mmap", "2"])
     c.check(g, "qmap bench --mmap 2: usage error (2) naming the choices", r.returncode == 2 and "0,1" in r.stderr,
             r.stderr)
@@ -641,14 +685,13 @@ def main():
     os.makedirs(args.workdir, exist_ok=True)
     torch.set_num_threads(2)
     summary = []
-    llama_f32 = None
+    f32s = {}
     for name, mod, kw, saver, window in CASES:
         if c.want(name):
-            p = family_case(env, name, mod, kw, saver, window, args.workdir, summary)
-            if name == "llama":
-                llama_f32 = p
+            f32s[name] = family_case(env, name, mod, kw, saver, window, args.workdir, summary)
+    llama_f32 = f32s.get("llama")
     if llama_f32 and c.want("errors"):
-        error_cases(env, llama_f32, args.workdir)
+        error_cases(env, llama_f32, args.workdir, f32s.get("mistral"))
 
     print("\n%-8s %6s %10s %10s %10s   %-28s %-28s %-28s" % ("model", "std", "F32", "F32 kv16", "F16",
                                                           "Q8 precise: top1 KL (vs F32)", "Q8 auto: top1 KL (vs F32)",

@@ -412,6 +412,35 @@ static void test_kv_sizes(void **state)
     }
 }
 
+/* qr_kv_attended_bytes against a count made position by position: the keys some query of pos0..pos0+n-1
+ * sees (j <= p, and p - j < window when there is one), K and V, every head. */
+static void test_kv_attended_bytes(void **state)
+{
+    (void)state;
+    const uint32_t windows[] = { 0, 1, 7, 64 };
+    const uint32_t starts[] = { 0, 1, 6, 7, 8, 63, 64, 100 };
+    const size_t counts[] = { 1, 2, 9, 70 };
+    static bool seen[256];
+    for (size_t wi = 0; wi < sizeof windows / sizeof windows[0]; wi++)
+        for (size_t si = 0; si < sizeof starts / sizeof starts[0]; si++)
+            for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+                for (int type = 0; type < 2; type++) {
+                    const uint32_t w = windows[wi], pos0 = starts[si];
+                    const size_t n = counts[ci];
+                    qr_kv_layer l;
+                    qr_kv_layer_init(&l, type ? QR_KV_F32 : QR_KV_F16, 3, 8, 256, w, NULL, NULL);
+                    memset(seen, 0, sizeof seen);
+                    uint64_t keys = 0;
+                    for (uint32_t p = pos0; p < pos0 + n; p++)
+                        for (uint32_t j = 0; j <= p; j++)
+                            if ((w == 0 || p - j < w) && !seen[j]) seen[j] = true, keys++;
+                    const uint64_t want = keys * 2 * 3 * 8 * (type ? 4 : 2);
+                    if (qr_kv_attended_bytes(&l, pos0, n) != want)
+                        fail_msg("window %u, positions %u..%zu: %llu bytes, counted %llu", w, pos0, pos0 + n - 1,
+                                 (unsigned long long)qr_kv_attended_bytes(&l, pos0, n), (unsigned long long)want);
+                }
+}
+
 static void test_kv_store_read(void **state)
 {
     (void)state;
@@ -505,6 +534,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv_sizes),
+        cmocka_unit_test(test_kv_attended_bytes),
         cmocka_unit_test(test_kv_store_read),
         cmocka_unit_test(test_mha_batches),
         cmocka_unit_test(test_gqa),
