@@ -62,7 +62,7 @@ INLINE __m256 hsum8(const __m256 *a)
 
 /* wsum: NR rows × CP = 8/NR chunks of 8 dims per pass: again eight independent accumulators. Each (row, dim)
  * is o + Σ_t p·v in key order, whatever NR and CP are. */
-/* A pass is instantiated for its chunk count NC as well as NR (the switch), so that its accumulators
+/* A pass is instantiated for its chunk count NC as well as NR (QR_ATTN_BY_CHUNKS), so that its accumulators
  * live in registers (with NC a run-time bound gcc kept them on the stack: qr_attn_avx512.c). Same harness,
  * QMAP_CPU=avx2: Llama 110M's shape 12.3 -> 6.9-10.3 ns per key and head, TinyLlama's 6.9 -> 6.2-6.9. */
 #define DEFINE_WSUM(NAME, T, LOAD, ELEM)                                                                     \
@@ -89,16 +89,7 @@ INLINE __m256 hsum8(const __m256 *a)
         const size_t hd8 = hd & ~(size_t)7;                                                                  \
         for (size_t d0 = 0; d0 < hd8; d0 += (size_t)CP * 8) {                                                \
             const int nc = (hd8 - d0) / 8 < (size_t)CP ? (int)((hd8 - d0) / 8) : CP;                        \
-            switch (nc) { /* NR·nc <= 8: the other cases are dead code for this NR */                       \
-            case 1: NAME##_pass(p, ldp, NR, 1, v, ld, nk, d0, o); break;                                     \
-            case 2: if (NR <= 4) NAME##_pass(p, ldp, NR, 2, v, ld, nk, d0, o); break;                        \
-            case 3: if (NR <= 2) NAME##_pass(p, ldp, NR, 3, v, ld, nk, d0, o); break;                        \
-            case 4: if (NR <= 2) NAME##_pass(p, ldp, NR, 4, v, ld, nk, d0, o); break;                        \
-            case 5: if (NR == 1) NAME##_pass(p, ldp, NR, 5, v, ld, nk, d0, o); break;                        \
-            case 6: if (NR == 1) NAME##_pass(p, ldp, NR, 6, v, ld, nk, d0, o); break;                        \
-            case 7: if (NR == 1) NAME##_pass(p, ldp, NR, 7, v, ld, nk, d0, o); break;                        \
-            default: if (NR == 1) NAME##_pass(p, ldp, NR, 8, v, ld, nk, d0, o); break;                       \
-            }                                                                                                \
+            QR_ATTN_BY_CHUNKS(nc, NR, NAME##_pass, (p, ldp), (v, ld, nk, d0, o))                         \
         }                                                                                                    \
         for (size_t d = hd8; d < hd; d++)                                                                    \
             for (int r = 0; r < NR; r++) {                                                                   \

@@ -70,7 +70,7 @@ INLINE __m256 hsum8x16(const __m512 *a)
 
 /* wsum: NR rows × CP = 8/NR chunks of 16 dims per pass, eight accumulators. Each (row, dim) is
  * o + Σ_t p·v in key order, whatever NR and CP are; the last chunk of a row is masked. A pass is
- * instantiated for its chunk count NC as well as NR (the switch below), so that its accumulators live in
+ * instantiated for its chunk count NC as well as NR (QR_ATTN_BY_CHUNKS), so that its accumulators live in
  * registers: with NC a run-time bound, gcc kept them on the stack, and every multiply-add of a one-row
  * block (decode without GQA) went through a store and a reload. One query against 1024 cached F16 keys,
  * the cache in L3 (a throwaway harness calling qr_attn_causal, 1 thread): Llama 110M's 12 heads 12.8-15.1
@@ -102,16 +102,7 @@ INLINE __m256 hsum8x16(const __m512 *a)
         const size_t chunks = (hd + 15) / 16;                                                                \
         for (size_t c0 = 0; c0 < chunks; c0 += (size_t)CP) {                                                 \
             const int nc = chunks - c0 < (size_t)CP ? (int)(chunks - c0) : CP;                               \
-            switch (nc) { /* NR·nc <= 8: the other cases are dead code for this NR */                       \
-            case 1: NAME##_pass(p, ldp, NR, 1, v, ld, nk, hd, c0, o); break;                                 \
-            case 2: if (NR <= 4) NAME##_pass(p, ldp, NR, 2, v, ld, nk, hd, c0, o); break;                    \
-            case 3: if (NR <= 2) NAME##_pass(p, ldp, NR, 3, v, ld, nk, hd, c0, o); break;                    \
-            case 4: if (NR <= 2) NAME##_pass(p, ldp, NR, 4, v, ld, nk, hd, c0, o); break;                    \
-            case 5: if (NR == 1) NAME##_pass(p, ldp, NR, 5, v, ld, nk, hd, c0, o); break;                    \
-            case 6: if (NR == 1) NAME##_pass(p, ldp, NR, 6, v, ld, nk, hd, c0, o); break;                    \
-            case 7: if (NR == 1) NAME##_pass(p, ldp, NR, 7, v, ld, nk, hd, c0, o); break;                    \
-            default: if (NR == 1) NAME##_pass(p, ldp, NR, 8, v, ld, nk, hd, c0, o); break;                   \
-            }                                                                                                \
+            QR_ATTN_BY_CHUNKS(nc, NR, NAME##_pass, (p, ldp), (v, ld, nk, hd, c0, o))                     \
         }                                                                                                    \
     }                                                                                                        \
     QR_ATTN_WSUM_ENTRY(NAME, T)

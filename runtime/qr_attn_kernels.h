@@ -51,6 +51,21 @@ typedef struct qr_attn_kernels {
     default: FN(QR_ATTN_UNPAREN PRE, 8, QR_ATTN_UNPAREN POST); break;                                         \
     }
 
+/* For the weighted-sum loops, which instantiate a pass for its chunk count as well as its height NR (so that
+ * the accumulators stay in registers: qr_attn_avx512.c): call FN(PRE..., NR, nc, POST...) with nc as a
+ * constant, 1 .. 8 (NR·nc <= 8; the other cases are dead code for that NR). */
+#define QR_ATTN_BY_CHUNKS(nc, NR, FN, PRE, POST)                                                              \
+    switch (nc) {                                                                                             \
+    case 1: FN(QR_ATTN_UNPAREN PRE, NR, 1, QR_ATTN_UNPAREN POST); break;                                      \
+    case 2: if (NR <= 4) FN(QR_ATTN_UNPAREN PRE, NR, 2, QR_ATTN_UNPAREN POST); break;                         \
+    case 3: if (NR <= 2) FN(QR_ATTN_UNPAREN PRE, NR, 3, QR_ATTN_UNPAREN POST); break;                         \
+    case 4: if (NR <= 2) FN(QR_ATTN_UNPAREN PRE, NR, 4, QR_ATTN_UNPAREN POST); break;                         \
+    case 5: if (NR == 1) FN(QR_ATTN_UNPAREN PRE, NR, 5, QR_ATTN_UNPAREN POST); break;                         \
+    case 6: if (NR == 1) FN(QR_ATTN_UNPAREN PRE, NR, 6, QR_ATTN_UNPAREN POST); break;                         \
+    case 7: if (NR == 1) FN(QR_ATTN_UNPAREN PRE, NR, 7, QR_ATTN_UNPAREN POST); break;                         \
+    default: if (NR == 1) FN(QR_ATTN_UNPAREN PRE, NR, 8, QR_ATTN_UNPAREN POST); break;                        \
+    }
+
 /* The table entries of a SIMD file: NAME(...) with the table's signature, calling NAME##_nr instantiated
  * for the block height. */
 #define QR_ATTN_SCORES_ENTRY(NAME, T)                                                                         \
