@@ -29,34 +29,41 @@ INLINE __m256 hsum8(const __m256 *a)
 
 /* scores: NR rows × KJ = 8/NR keys per step, so the eight accumulators always fill hsum8's tree and a single
  * row (multi-head attention) still has eight independent FMA chains. Accumulator (r, j) holds row r's dot
- * with key t + j only: the same chain, lane tree and tail whatever NR and KJ are. */
+ * with key t + j only: the same chain, lane tree and tail whatever NR and KJ are. A step is instantiated
+ * for its key count (KJ, or 1 for the keys left over): with the count a run-time bound, gcc kept the
+ * accumulators on the stack (20 of the FMAs read their accumulator from memory). */
 #define DEFINE_SCORES(NAME, T, LOAD, ELEM)                                                                   \
+    /* keys [t, t + KJ) for rows [0, NR): accumulator r·KJ + j is row r's dot with key t + j */             \
+    INLINE void NAME##_step(const float *const *q, const int NR, const int KJ, const T *k, size_t ld, size_t t, \
+                            size_t hd, float scale, float *sc, size_t ldsc)                                  \
+    {                                                                                                        \
+        const size_t hd8 = hd & ~(size_t)7;                                                                  \
+        __m256 acc[8];                                                                                       \
+        for (int a = 0; a < 8; a++) acc[a] = _mm256_setzero_ps();                                            \
+        for (size_t d = 0; d < hd8; d += 8) {                                                                \
+            for (int j = 0; j < KJ; j++) {                                                                   \
+                __m256 kv = LOAD(k + (t + (size_t)j) * ld + d);                                              \
+                for (int r = 0; r < NR; r++)                                                                 \
+                    acc[r * KJ + j] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + d), kv, acc[r * KJ + j]);       \
+            }                                                                                                \
+        }                                                                                                    \
+        float s[8];                                                                                          \
+        _mm256_storeu_ps(s, hsum8(acc));                                                                     \
+        for (int r = 0; r < NR; r++)                                                                         \
+            for (int j = 0; j < KJ; j++) {                                                                   \
+                const T *kt = k + (t + (size_t)j) * ld;                                                      \
+                float x = s[r * KJ + j];                                                                     \
+                for (size_t d = hd8; d < hd; d++) x += q[r][d] * ELEM(kt + d);                               \
+                sc[(size_t)r * ldsc + t + (size_t)j] = scale * x;                                            \
+            }                                                                                                \
+    }                                                                                                        \
     INLINE void NAME##_nr(const float *const *q, const int NR, const T *k, size_t ld, size_t nk, size_t hd,  \
                           float scale, float *sc, size_t ldsc)                                               \
     {                                                                                                        \
         const int KJ = 8 / NR;                                                                               \
-        const size_t hd8 = hd & ~(size_t)7;                                                                  \
-        for (size_t t = 0; t < nk; t += (size_t)KJ) {                                                        \
-            const int nj = nk - t < (size_t)KJ ? (int)(nk - t) : KJ;                                         \
-            __m256 acc[8];                                                                                   \
-            for (int a = 0; a < 8; a++) acc[a] = _mm256_setzero_ps();                                        \
-            for (size_t d = 0; d < hd8; d += 8) {                                                            \
-                for (int j = 0; j < nj; j++) {                                                               \
-                    __m256 kv = LOAD(k + (t + (size_t)j) * ld + d);                                          \
-                    for (int r = 0; r < NR; r++)                                                             \
-                        acc[r * KJ + j] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + d), kv, acc[r * KJ + j]);   \
-                }                                                                                            \
-            }                                                                                                \
-            float s[8];                                                                                      \
-            _mm256_storeu_ps(s, hsum8(acc));                                                                 \
-            for (int r = 0; r < NR; r++)                                                                     \
-                for (int j = 0; j < nj; j++) {                                                               \
-                    const T *kt = k + (t + (size_t)j) * ld;                                                  \
-                    float x = s[r * KJ + j];                                                                 \
-                    for (size_t d = hd8; d < hd; d++) x += q[r][d] * ELEM(kt + d);                           \
-                    sc[(size_t)r * ldsc + t + (size_t)j] = scale * x;                                        \
-                }                                                                                            \
-        }                                                                                                    \
+        size_t t = 0;                                                                                        \
+        for (; t + (size_t)KJ <= nk; t += (size_t)KJ) NAME##_step(q, NR, KJ, k, ld, t, hd, scale, sc, ldsc); \
+        for (; t < nk; t++) NAME##_step(q, NR, 1, k, ld, t, hd, scale, sc, ldsc);                           \
     }                                                                                                        \
     QR_ATTN_SCORES_ENTRY(NAME, T)
 
