@@ -26,21 +26,42 @@
 
 /* ---- portable inner loops ---------------------------------------------------------------------------- */
 
-/* Eight partial sums: a fixed association, and room for the compiler to vectorise. */
+/* Eight partial sums: a fixed association, and room for the compiler to vectorise. Key rows are F32 here
+ * (rows given directly). */
+static void scores_f32_ref(const float *const *q, size_t nr, const float *k, size_t ld, size_t nk, size_t hd,
+                           float scale, float *sc, size_t ldsc)
+{
+    for (size_t t = 0; t < nk; t++) {
+        const float *kt = k + t * ld;
+        for (size_t r = 0; r < nr; r++) {
+            float a[8] = { 0 };
+            size_t d = 0;
+            for (; d + 8 <= hd; d += 8)
+                for (int l = 0; l < 8; l++) a[l] += q[r][d + l] * kt[d + l];
+            float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+            for (; d < hd; d++) s += q[r][d] * kt[d];
+            sc[r * ldsc + t] = scale * s;
+        }
+    }
+}
+
+/* The cache's transposed keys: per key, even dims and odd dims in two chains, as the contract says. */
 #define DEFINE_REF(SUFFIX, T, ELEM)                                                                          \
-    static void scores_##SUFFIX##_ref(const float *const *q, size_t nr, const T *k, size_t ld, size_t nk,    \
-                                      size_t hd, float scale, float *sc, size_t ldsc)                        \
+    static void scores_kt_##SUFFIX##_ref(const float *const *q, size_t nr, const T *kt, size_t s0, size_t n,   \
+                                         size_t hd, float scale, float *sc, size_t ldsc)                     \
     {                                                                                                        \
-        for (size_t t = 0; t < nk; t++) {                                                                    \
-            const T *kt = k + t * ld;                                                                        \
+        for (size_t i = 0; i < n; i++) {                                                                     \
+            const size_t slot = s0 + i;                                                                      \
+            const T *k = kt + slot / QR_KV_GROUP * QR_KV_GROUP * hd + slot % QR_KV_GROUP;                    \
             for (size_t r = 0; r < nr; r++) {                                                                \
-                float a[8] = { 0 };                                                                          \
+                float a0 = 0.0f, a1 = 0.0f;                                                                  \
                 size_t d = 0;                                                                                \
-                for (; d + 8 <= hd; d += 8)                                                                  \
-                    for (int l = 0; l < 8; l++) a[l] += q[r][d + l] * ELEM(kt[d + l]);                       \
-                float s = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));                 \
-                for (; d < hd; d++) s += q[r][d] * ELEM(kt[d]);                                              \
-                sc[r * ldsc + t] = scale * s;                                                                \
+                for (; d + 2 <= hd; d += 2) {                                                                \
+                    a0 += q[r][d] * ELEM(k[d * QR_KV_GROUP]);                                                \
+                    a1 += q[r][d + 1] * ELEM(k[(d + 1) * QR_KV_GROUP]);                                      \
+                }                                                                                            \
+                if (d < hd) a0 += q[r][d] * ELEM(k[d * QR_KV_GROUP]);                                        \
+                sc[r * ldsc + i] = scale * (a0 + a1);                                                        \
             }                                                                                                \
         }                                                                                                    \
     }                                                                                                        \
@@ -65,7 +86,8 @@ static void exp_sub_ref(float *s, size_t n, float m)
     for (size_t t = 0; t < n; t++) s[t] = expf(s[t] - m);
 }
 
-static const qr_attn_kernels kernels_ref = { scores_f32_ref, scores_f16_ref, wsum_f32_ref, wsum_f16_ref, exp_sub_ref };
+static const qr_attn_kernels kernels_ref = { scores_f32_ref, scores_kt_f32_ref, scores_kt_f16_ref, wsum_f32_ref, wsum_f16_ref,
+                                              exp_sub_ref };
 
 const qr_attn_kernels *qr_attn_kernels_generic(void) { return &kernels_ref; }
 
@@ -100,8 +122,9 @@ typedef struct block_rows {
     uint32_t lo[QR_ATTN_MAX_ROWS], hi[QR_ATTN_MAX_ROWS];   /* keys a row sees: positions lo..hi */
 } block_rows;
 
-/* Where the keys and values of one KV head are: the key of position x at k + (x % cap)·ldk elements, its
- * value at v + (x % cap)·ldv (cap = 0: no ring, row x). */
+/* Where the keys and values of one KV head are. The cache (cap > 0): position x in slot x % cap, its value
+ * row at v + slot·ldv, its key in the transposed groups from k (runtime/qr_kv.h). Rows given directly (cap
+ * = 0, always F32): the key of position x at k + x·ldk, its value at v + x·ldv. */
 typedef struct kv_view {
     qr_kv_type type;
     const void *k, *v;
@@ -117,11 +140,13 @@ static void tile_scores(const qr_attn_kernels *kr, const kv_view *w, const block
     for (uint32_t x = a; x <= b;) {
         uint32_t row = w->cap ? x % w->cap : x, run = b - x + 1;
         if (w->cap && run > w->cap - row) run = w->cap - row;
-        size_t off = (size_t)row * w->ldk;
-        if (w->type == QR_KV_F16)
-            kr->scores_f16(B->q, B->nr, (const uint16_t *)w->k + off, w->ldk, run, w->hd, scale, sc + (x - a), QR_ATTN_TILE);
+        if (!w->cap)
+            kr->scores_f32(B->q, B->nr, (const float *)w->k + (size_t)row * w->ldk, w->ldk, run, w->hd, scale,
+                           sc + (x - a), QR_ATTN_TILE);
+        else if (w->type == QR_KV_F16)
+            kr->scores_kt_f16(B->q, B->nr, (const uint16_t *)w->k, row, run, w->hd, scale, sc + (x - a), QR_ATTN_TILE);
         else
-            kr->scores_f32(B->q, B->nr, (const float *)w->k + off, w->ldk, run, w->hd, scale, sc + (x - a), QR_ATTN_TILE);
+            kr->scores_kt_f32(B->q, B->nr, (const float *)w->k, row, run, w->hd, scale, sc + (x - a), QR_ATTN_TILE);
         x += run;
     }
 }
@@ -246,8 +271,8 @@ static kv_view head_view(const attn_job *J, size_t g)
     const size_t hd = J->s->head_dim;
     kv_view w;
     w.hd = hd;
-    if (J->kv) {   /* [n_kv_heads][cap][head_dim] */
-        size_t off = g * J->kv->cap * hd, esz = J->kv->type == QR_KV_F16 ? 2 : 4;
+    if (J->kv) {   /* qr_kv_slots(cap) slots a head, K and V alike */
+        size_t off = g * (size_t)qr_kv_slots(J->kv->cap) * hd, esz = J->kv->type == QR_KV_F16 ? 2 : 4;
         w.type = J->kv->type;
         w.k = (const char *)J->kv->k + off * esz;
         w.v = (const char *)J->kv->v + off * esz;

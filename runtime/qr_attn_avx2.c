@@ -8,6 +8,7 @@
 
 #include "qm_half.h"
 #include "qr_attn_kernels.h"
+#include "qr_kv.h"
 #include "qr_exp_avx2.h"
 
 #define INLINE static inline __attribute__((always_inline))
@@ -67,6 +68,77 @@ INLINE __m256 hsum8(const __m256 *a)
     }                                                                                                        \
     QR_ATTN_SCORES_ENTRY(NAME, T)
 
+/* scores_kt: the cache's keys, 16 to a group with the keys across the lanes (runtime/qr_kv.h), here as two
+ * halves of 8: per half-group and dim one load (and one F16 conversion) serves every row, and a key's score
+ * is its own lane — no lane sums. At most 4 rows × H halves per step (2·rows·H <= 8 accumulators of the 16
+ * registers; a block of 5-8 rows runs as 4 + the rest), H = 4, 2, 1 for 1, 2, 3+ rows; two chains (even and
+ * odd dims) per key as the contract says. A half the run covers only in part goes through the same step with
+ * H = 1, its lanes copied out one by one. */
+#define KT_HALF 8
+INLINE __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
+INLINE __m256 load8_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+#define DEFINE_SCORES_KT(NAME, T, LOAD8)                                                                     \
+    /* halves h0 .. h0+H-1 (slots 8·h ..) for rows 0 .. NR-1: out[r·H + j] = scale · (q[r] · keys of half h0 + j) */ \
+    INLINE void NAME##_step(const float *const *q, const int NR, const int H, const T *kt, size_t h0, size_t hd, \
+                            float scale, __m256 *out)                                                        \
+    {                                                                                                        \
+        __m256 a0[4], a1[4];                                                                                 \
+        for (int i = 0; i < 4; i++) a0[i] = a1[i] = _mm256_setzero_ps();                                     \
+        size_t d = 0;                                                                                        \
+        for (; d + 2 <= hd; d += 2)                                                                          \
+            for (int j = 0; j < H; j++) {                                                                    \
+                const size_t h = h0 + (size_t)j;                                                             \
+                const T *b = kt + (h / 2 * hd + d) * QR_KV_GROUP + h % 2 * KT_HALF;                          \
+                const __m256 k0 = LOAD8(b), k1 = LOAD8(b + QR_KV_GROUP);                                     \
+                for (int r = 0; r < NR; r++) {                                                               \
+                    a0[r * H + j] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + d), k0, a0[r * H + j]);       \
+                    a1[r * H + j] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + d + 1), k1, a1[r * H + j]);   \
+                }                                                                                            \
+            }                                                                                                \
+        if (d < hd)                                                                                          \
+            for (int j = 0; j < H; j++) {                                                                    \
+                const size_t h = h0 + (size_t)j;                                                             \
+                const __m256 k0 = LOAD8(kt + (h / 2 * hd + d) * QR_KV_GROUP + h % 2 * KT_HALF);              \
+                for (int r = 0; r < NR; r++)                                                                 \
+                    a0[r * H + j] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + d), k0, a0[r * H + j]);       \
+            }                                                                                                \
+        for (int i = 0; i < NR * H; i++) out[i] = _mm256_mul_ps(_mm256_set1_ps(scale), _mm256_add_ps(a0[i], a1[i])); \
+    }                                                                                                        \
+    INLINE void NAME##_rows(const float *const *q, const int NR, const T *kt, size_t s0, size_t n, size_t hd, \
+                            float scale, float *sc, size_t ldsc)                                             \
+    {                                                                                                        \
+        const int H = NR == 1 ? 4 : NR == 2 ? 2 : 1;                                                         \
+        const size_t end = s0 + n, h_end = (end + KT_HALF - 1) / KT_HALF;                                    \
+        __m256 out[4];                                                                                       \
+        size_t h = s0 / KT_HALF;                                                                             \
+        while (h < h_end) {                                                                                  \
+            const size_t first = h * KT_HALF;                                                                \
+            if (first >= s0 && first + (size_t)H * KT_HALF <= end) {   /* H whole halves */                  \
+                NAME##_step(q, NR, H, kt, h, hd, scale, out);                                                \
+                for (int r = 0; r < NR; r++)                                                                 \
+                    for (int j = 0; j < H; j++)                                                              \
+                        _mm256_storeu_ps(sc + (size_t)r * ldsc + (first - s0) + (size_t)j * KT_HALF, out[r * H + j]); \
+                h += (size_t)H;                                                                              \
+            } else {                                                                                         \
+                NAME##_step(q, NR, 1, kt, h, hd, scale, out);                                                \
+                const size_t lo = first > s0 ? first : s0, hi = first + KT_HALF < end ? first + KT_HALF : end; \
+                float tmp[KT_HALF];                                                                          \
+                for (int r = 0; r < NR; r++) {                                                               \
+                    _mm256_storeu_ps(tmp, out[r]);                                                           \
+                    for (size_t x = lo; x < hi; x++) sc[(size_t)r * ldsc + (x - s0)] = tmp[x - first];       \
+                }                                                                                            \
+                h++;                                                                                         \
+            }                                                                                                \
+        }                                                                                                    \
+    }                                                                                                        \
+    INLINE void NAME##_nr(const float *const *q, const int NR, const T *kt, size_t s0, size_t n, size_t hd,  \
+                          float scale, float *sc, size_t ldsc)                                               \
+    {                                                                                                        \
+        NAME##_rows(q, NR <= 4 ? NR : 4, kt, s0, n, hd, scale, sc, ldsc);                                    \
+        if (NR > 4) NAME##_rows(q + 4, NR > 4 ? NR - 4 : 1, kt, s0, n, hd, scale, sc + 4 * ldsc, ldsc);      \
+    }                                                                                                        \
+    QR_ATTN_SCORES_KT_ENTRY(NAME, T)
+
 /* wsum: NR rows × CP = 8/NR chunks of 8 dims per pass: again eight independent accumulators. Each (row, dim)
  * is o + Σ_t p·v in key order, whatever NR and CP are. */
 /* A pass is instantiated for its chunk count NC as well as NR (QR_ATTN_BY_CHUNKS), so that its accumulators
@@ -108,7 +180,8 @@ INLINE __m256 hsum8(const __m256 *a)
     QR_ATTN_WSUM_ENTRY(NAME, T)
 
 DEFINE_SCORES(scores_f32, float, load_f32, elem_f32)
-DEFINE_SCORES(scores_f16, uint16_t, load_f16, elem_f16)
+DEFINE_SCORES_KT(scores_kt_f32, float, load8_f32)
+DEFINE_SCORES_KT(scores_kt_f16, uint16_t, load8_f16)
 DEFINE_WSUM(wsum_f32, float, load_f32, elem_f32)
 DEFINE_WSUM(wsum_f16, uint16_t, load_f16, elem_f16)
 
@@ -126,4 +199,4 @@ static void exp_sub(float *s, size_t n, float m)
     }
 }
 
-const qr_attn_kernels qr_attn_kernels_avx2 = { scores_f32, scores_f16, wsum_f32, wsum_f16, exp_sub };
+const qr_attn_kernels qr_attn_kernels_avx2 = { scores_f32, scores_kt_f32, scores_kt_f16, wsum_f32, wsum_f16, exp_sub };

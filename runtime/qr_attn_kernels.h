@@ -3,12 +3,17 @@
  * qr_attn.c runs a block of up to QR_ATTN_MAX_ROWS query rows that share one KV head (the heads of a GQA
  * group, or several positions of one head) over a tile of consecutive keys, so every key and value row
  * loaded serves every row of the block:
- *   scores: sc[r·ldsc + t] = scale · (q[r] · k[t])           r < nr, t < nk
- *   wsum:   o[r][d] += Σ_t p[r·ldp + t] · v[t][d]           (t in increasing order)
- *   exp_sub: the softmax numerators of one row of a tile
+ *   scores:    sc[r·ldsc + t] = scale · (q[r] · k[t])        r < nr, t < nk   (key rows: attention without a cache)
+ *   scores_kt: sc[r·ldsc + i] = scale · (q[r] · k[s0 + i])   r < nr, i < n    (the cache's transposed keys)
+ *   wsum:      o[r][d] += Σ_t p[r·ldp + t] · v[t][d]         (t in increasing order)
+ *   exp_sub:   the softmax numerators of one row of a tile
  * Key/value row t starts at k + t·ld (ld >= hd elements: hd in the cache, the projection's row width for
- * rows given directly), F32 or F16. A row's result depends only on its own
- * inputs, never on nr or on the other rows of the block, so any grouping gives the same bits.
+ * rows given directly), F32 (scores: rows given directly are always F32) or F16. scores_kt reads the cache's
+ * keys as runtime/qr_kv.h lays them out, a head at a time: key element d of slot s at
+ * kt[((s / 16)·hd + d)·16 + s % 16], slots s0 .. s0+n-1. Its dot product is the same in every table entry
+ * and block: dims in increasing order in two chains (even dims, odd dims), one lane per key, the chains
+ * added, then scaled. A row's result depends only on its own inputs, never on nr or on the other rows of the
+ * block, so any grouping gives the same bits.
  *
  * qr_attn.c holds the portable versions; qr_attn_avx2.c (AVX2 + FMA + F16C) and qr_attn_avx512.c (AVX-512
  * F/BW/VL), compiled with those flags by mk/k.mk, are chosen at run time, the widest the CPU has and
@@ -24,8 +29,10 @@
 typedef struct qr_attn_kernels {
     void (*scores_f32)(const float *const *q, size_t nr, const float *k, size_t ld, size_t nk, size_t hd, float scale,
                        float *sc, size_t ldsc);
-    void (*scores_f16)(const float *const *q, size_t nr, const uint16_t *k, size_t ld, size_t nk, size_t hd,
-                       float scale, float *sc, size_t ldsc);
+    void (*scores_kt_f32)(const float *const *q, size_t nr, const float *kt, size_t s0, size_t n, size_t hd,
+                          float scale, float *sc, size_t ldsc);
+    void (*scores_kt_f16)(const float *const *q, size_t nr, const uint16_t *kt, size_t s0, size_t n, size_t hd,
+                          float scale, float *sc, size_t ldsc);
     void (*wsum_f32)(const float *p, size_t ldp, size_t nr, const float *v, size_t ld, size_t nk, size_t hd,
                      float *const *o);
     void (*wsum_f16)(const float *p, size_t ldp, size_t nr, const uint16_t *v, size_t ld, size_t nk, size_t hd,
@@ -68,6 +75,12 @@ typedef struct qr_attn_kernels {
 
 /* The table entries of a SIMD file: NAME(...) with the table's signature, calling NAME##_nr instantiated
  * for the block height. */
+#define QR_ATTN_SCORES_KT_ENTRY(NAME, T)                                                                      \
+    static void NAME(const float *const *q, size_t nr, const T *kt, size_t s0, size_t n, size_t hd, float scale, \
+                     float *sc, size_t ldsc)                                                                  \
+    {                                                                                                         \
+        QR_ATTN_BY_HEIGHT(nr, NAME##_nr, (q), (kt, s0, n, hd, scale, sc, ldsc))                               \
+    }
 #define QR_ATTN_SCORES_ENTRY(NAME, T)                                                                         \
     static void NAME(const float *const *q, size_t nr, const T *k, size_t ld, size_t nk, size_t hd, float scale, \
                      float *sc, size_t ldsc)                                                                  \

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qm_half.h"
 #include "qr_attn.h"
 #include "qr_attn_kernels.h"
 #include "qr_kv.h"
@@ -323,6 +324,75 @@ static void test_exp_kernels(void **state)
     }
 }
 
+/* scores_kt of every kernel table this CPU has, over the cache's transposed keys (runtime/qr_kv.h): runs
+ * that start and end inside a group (a window's first key, the newest key), whole groups, odd head sizes;
+ * each score within the float dot-product bound of the f64 value, nothing written outside the run, and each
+ * row's scores the same bits whatever the block height and its place in the block. */
+static void test_scores_kt_kernels(void **state)
+{
+    (void)state;
+    const qr_attn_kernels *tables[3] = { qr_attn_kernels_generic(), NULL, NULL };
+    const char *names[3] = { "generic", "avx2", "avx512" };
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        tables[1] = &qr_attn_kernels_avx2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
+        tables[2] = &qr_attn_kernels_avx512;
+    enum { SLOTS = 96, LD = 100 };   /* LD > the longest run */
+    const size_t hds[3] = { 64, 7, 33 };
+    const size_t runs[][2] = { { 0, 64 }, { 0, 96 }, { 5, 1 }, { 5, 30 }, { 16, 16 }, { 17, 47 }, { 3, 90 }, { 31, 2 },
+                               { 64, 32 }, { 90, 6 } };
+    static float kt32[SLOTS * 64], qb[8][64], sc[8 * LD], one[LD];
+    static uint16_t kt16[SLOTS * 64];
+    uint64_t st = 51;
+    for (size_t i = 0; i < SLOTS * 64; i++) {
+        kt16[i] = qm_f32_to_f16(frand(&st, -2, 2));
+        kt32[i] = qm_f16_to_f32(kt16[i]);   /* the same values in both types */
+    }
+    for (int r = 0; r < 8; r++)
+        for (int d = 0; d < 64; d++) qb[r][d] = frand(&st, -1, 1);
+    for (int ti = 0; ti < 3; ti++) {
+        if (!tables[ti]) continue;
+        for (size_t hi = 0; hi < 3; hi++) {
+            const size_t hd = hds[hi];
+            for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+                const size_t s0 = runs[ri][0], n = runs[ri][1];
+                for (int ty = 0; ty < 2; ty++)
+                    for (size_t nr = 1; nr <= 8; nr++) {
+                        const float *q[8];
+                        for (size_t r = 0; r < nr; r++) q[r] = qb[(r + nr) % 8];   /* rows land in other places */
+                        for (size_t i = 0; i < 8 * LD; i++) sc[i] = 1234.5f;
+                        if (ty) tables[ti]->scores_kt_f16(q, nr, kt16, s0, n, hd, 0.5f, sc, LD);
+                        else tables[ti]->scores_kt_f32(q, nr, kt32, s0, n, hd, 0.5f, sc, LD);
+                        for (size_t r = 0; r < nr; r++) {
+                            for (size_t i = 0; i < LD; i++) {
+                                if (i >= n) {
+                                    if (sc[r * LD + i] != 1234.5f) fail_msg("scores_kt %s wrote past the run", names[ti]);
+                                    continue;
+                                }
+                                const size_t slot = s0 + i, base = slot / 16 * 16 * hd + slot % 16;
+                                double ref = 0, mag = 0;
+                                for (size_t d = 0; d < hd; d++) {
+                                    ref += (double)q[r][d] * kt32[base + d * 16];
+                                    mag += fabs((double)q[r][d] * kt32[base + d * 16]);
+                                }
+                                ref *= 0.5;
+                                if (!(fabs(sc[r * LD + i] - ref) <= 0.5 * mag * (double)(hd + 2) * 0x1.0p-24))
+                                    fail_msg("scores_kt %s hd %zu run %zu+%zu nr %zu row %zu key %zu: %.9g, reference %.9g",
+                                             names[ti], hd, s0, n, nr, r, i, sc[r * LD + i], ref);
+                            }
+                            /* the same row alone: the same bits */
+                            const float *q1[1] = { q[r] };
+                            if (ty) tables[ti]->scores_kt_f16(q1, 1, kt16, s0, n, hd, 0.5f, one, LD);
+                            else tables[ti]->scores_kt_f32(q1, 1, kt32, s0, n, hd, 0.5f, one, LD);
+                            if (memcmp(one, sc + r * LD, n * sizeof(float)) != 0)
+                                fail_msg("scores_kt %s: row %zu of a %zu-row block differs from the row alone", names[ti], r, nr);
+                        }
+                    }
+            }
+        }
+    }
+}
+
 /* qr_attn_full: every query over every key (no mask), K/V rows given as float32 with their own strides,
  * against the same f64 reference and F32 tolerance as above; threads 1 and 2 give the same bits. */
 static void full_case(uint32_t nh, uint32_t nkv, uint32_t hd, size_t n_q, size_t n_k, uint64_t seed)
@@ -401,14 +471,20 @@ static void test_kv_sizes(void **state)
     assert_int_equal(qr_kv_capacity(1000, 256, 0), 256);
     assert_int_equal(qr_kv_capacity(300, 256, 512), 300);
     assert_int_equal(qr_kv_capacity(UINT32_MAX, UINT32_MAX, UINT32_MAX), UINT32_MAX);
-    assert_int_equal(qr_kv_bytes(QR_KV_F16, 4, 64, 100), 4 * 64 * 100 * 2);
-    assert_int_equal(qr_kv_bytes(QR_KV_F32, 4, 64, 100), 4 * 64 * 100 * 4);
+    /* slots rounded up to whole groups of 16 */
+    assert_int_equal(qr_kv_bytes(QR_KV_F16, 4, 64, 100), 4 * 64 * 112 * 2);
+    assert_int_equal(qr_kv_bytes(QR_KV_F32, 4, 64, 100), 4 * 64 * 112 * 4);
+    assert_int_equal(qr_kv_bytes(QR_KV_F32, 4, 64, 112), 4 * 64 * 112 * 4);
+    assert_int_equal(qr_kv_bytes(QR_KV_F32, 4, 64, 1), 4 * 64 * 16 * 4);
     assert_int_equal(qr_kv_bytes(QR_KV_F32, 0, 64, 100), 0);
     if (sizeof(size_t) == 8) {
         assert_true(qr_kv_bytes(QR_KV_F32, UINT32_MAX, UINT32_MAX, UINT32_MAX) == SIZE_MAX);
         assert_true(qr_kv_bytes(QR_KV_F32, 1u << 31, 1u << 31, 2) == SIZE_MAX);   /* 2^63 · 4 */
         assert_true(qr_kv_bytes(QR_KV_F16, 1u << 31, 1u << 31, 2) == SIZE_MAX);   /* 2^63 · 2 */
-        assert_true(qr_kv_bytes(QR_KV_F16, 1u << 31, 1u << 31, 1) == (size_t)1 << 63);
+        assert_true(qr_kv_bytes(QR_KV_F16, 1u << 31, 1u << 27, 16) == (size_t)1 << 63);   /* 2^62 · 2 */
+        assert_true(qr_kv_bytes(QR_KV_F16, 1u << 31, 1u << 27, 1) == (size_t)1 << 63);    /* 1 slot -> 16 */
+        assert_true(qr_kv_bytes(QR_KV_F16, 1u << 31, 1u << 31, 1) == SIZE_MAX);           /* 2^66 · 2 */
+        assert_true(qr_kv_bytes(QR_KV_F16, 1, 1, UINT32_MAX) == ((size_t)1 << 32) * 2);  /* rounded up, no wrap */
     }
 }
 
@@ -471,8 +547,13 @@ static void test_kv_store_read(void **state)
                     assert_true(fabs(k[i] - ek) <= tk && fabs(v[i] - ev) <= tv);
                 }
             }
-        /* the layout: head g, slot s at ((g·cap) + s)·hd — checked on the F32 memory directly */
-        if (type == QR_KV_F32) assert_true(((float *)km)[((size_t)2 * cap + 11 % cap) * hd + 6] == rows_k[11][2 * hd + 6]);
+        /* the layout (runtime/qr_kv.h), checked on the F32 memory directly, 16 slots a head (cap 5 rounded up):
+         * V row of head g, slot s at (g·16 + s)·hd; K element d at (g·16·hd + (s / 16)·16·hd) + d·16 + s % 16 */
+        if (type == QR_KV_F32) {
+            const size_t s11 = 11 % cap;
+            assert_true(((float *)vm)[((size_t)2 * 16 + s11) * hd + 6] == rows_v[11][2 * hd + 6]);
+            assert_true(((float *)km)[(size_t)2 * 16 * hd + 6 * 16 + s11] == rows_k[11][2 * hd + 6]);
+        }
         free(km); free(vm);
     }
 }
@@ -502,10 +583,16 @@ static void test_kv_copy(void **state)
         /* 3 positions: only slots 0..2 are copied, the rest keeps its bytes */
         qr_kv_store(&a, 0, 3, rows[0][0], 18, rows[1][0], 18);
         qr_kv_copy(&c, &a, 3);
+        /* 16 slots a head (cap 7 rounded up): V rows at (g·16 + s)·hd, K element d of slot s at g·16·hd + d·16 + s */
         size_t esz = t ? 4 : 2;
         for (uint32_t g = 0; g < nkv; g++) {
-            assert_memory_equal((char *)km2 + (size_t)g * cap * hd * esz, (char *)km + (size_t)g * cap * hd * esz, 3 * hd * esz);
-            assert_true(((unsigned char *)km2)[((size_t)g * cap + 3) * hd * esz] == 0x5a);
+            assert_memory_equal((char *)vm2 + (size_t)g * 16 * hd * esz, (char *)vm + (size_t)g * 16 * hd * esz, 3 * hd * esz);
+            assert_true(((unsigned char *)vm2)[((size_t)g * 16 + 3) * hd * esz] == 0x5a);
+            for (uint32_t d = 0; d < hd; d++) {
+                const size_t e = (size_t)g * 16 * hd + (size_t)d * 16;
+                assert_memory_equal((char *)km2 + e * esz, (char *)km + e * esz, 3 * esz);
+                assert_true(((unsigned char *)km2)[(e + 3) * esz] == 0x5a);
+            }
         }
         /* 17 positions through a ring of 7: the last 7 (slots wrap) */
         qr_kv_store(&a, 3, 7, rows[0][3], 18, rows[1][3], 18);
@@ -543,6 +630,7 @@ int main(void)
         cmocka_unit_test(test_threads_large),
         cmocka_unit_test(test_batch_equals_decode),
         cmocka_unit_test(test_exp_kernels),
+        cmocka_unit_test(test_scores_kt_kernels),
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_kv_copy),
     };
