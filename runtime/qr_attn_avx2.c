@@ -71,16 +71,17 @@ INLINE __m256 hsum8(const __m256 *a)
 /* scores_kt: the cache's keys, 16 to a group with the keys across the lanes (runtime/qr_kv.h), here as two
  * halves of 8: per half-group and dim one load (and one F16 conversion) serves every row, and a key's score
  * is its own lane — no lane sums. At most 4 rows × H halves per step (2·rows·H <= 8 accumulators of the 16
- * registers; a block of 5-8 rows runs as 4 + the rest), H = 4, 2, 1 for 1, 2, 3+ rows; two chains (even and
- * odd dims) per key as the contract says. A half the run covers only in part goes through the same step with
- * H = 1, its lanes copied out one by one. */
+ * registers; a block of 5-8 rows runs as 4 + the rest), H = 2 (one whole group) for 1-2 rows, 1 for more:
+ * the groups are read in address order, as qr_attn_avx512.c explains; two chains (even and odd dims) per
+ * key as the contract says. A half the run covers only in part goes the same way, its lanes copied out one
+ * by one (QR_ATTN_KT_WALK). */
 #define KT_HALF 8
 INLINE __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
 INLINE __m256 load8_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 #define DEFINE_SCORES_KT(NAME, T, LOAD8)                                                                     \
     /* halves h0 .. h0+H-1 (slots 8·h ..) for rows 0 .. NR-1: out[r·H + j] = scale · (q[r] · keys of half h0 + j) */ \
-    INLINE void NAME##_step(const float *const *q, const int NR, const int H, const T *kt, size_t h0, size_t hd, \
-                            float scale, __m256 *out)                                                        \
+    INLINE void NAME##_step(const float *const *q, const int NR, const T *kt, size_t hd, float scale, const int H, \
+                            size_t h0, __m256 *out)                                                          \
     {                                                                                                        \
         __m256 a0[4], a1[4];                                                                                 \
         for (int i = 0; i < 4; i++) a0[i] = a1[i] = _mm256_setzero_ps();                                     \
@@ -107,29 +108,9 @@ INLINE __m256 load8_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si
     INLINE void NAME##_rows(const float *const *q, const int NR, const T *kt, size_t s0, size_t n, size_t hd, \
                             float scale, float *sc, size_t ldsc)                                             \
     {                                                                                                        \
-        const int H = NR == 1 ? 4 : NR == 2 ? 2 : 1;                                                         \
-        const size_t end = s0 + n, h_end = (end + KT_HALF - 1) / KT_HALF;                                    \
-        __m256 out[4];                                                                                       \
-        size_t h = s0 / KT_HALF;                                                                             \
-        while (h < h_end) {                                                                                  \
-            const size_t first = h * KT_HALF;                                                                \
-            if (first >= s0 && first + (size_t)H * KT_HALF <= end) {   /* H whole halves */                  \
-                NAME##_step(q, NR, H, kt, h, hd, scale, out);                                                \
-                for (int r = 0; r < NR; r++)                                                                 \
-                    for (int j = 0; j < H; j++)                                                              \
-                        _mm256_storeu_ps(sc + (size_t)r * ldsc + (first - s0) + (size_t)j * KT_HALF, out[r * H + j]); \
-                h += (size_t)H;                                                                              \
-            } else {                                                                                         \
-                NAME##_step(q, NR, 1, kt, h, hd, scale, out);                                                \
-                const size_t lo = first > s0 ? first : s0, hi = first + KT_HALF < end ? first + KT_HALF : end; \
-                float tmp[KT_HALF];                                                                          \
-                for (int r = 0; r < NR; r++) {                                                               \
-                    _mm256_storeu_ps(tmp, out[r]);                                                           \
-                    for (size_t x = lo; x < hi; x++) sc[(size_t)r * ldsc + (x - s0)] = tmp[x - first];       \
-                }                                                                                            \
-                h++;                                                                                         \
-            }                                                                                                \
-        }                                                                                                    \
+        const int H = NR <= 2 ? 2 : 1;                                                         \
+        QR_ATTN_KT_WALK(KT_HALF, H, NR, __m256, 4, NAME##_step, (q, NR, kt, hd, scale), _mm256_storeu_ps, s0, n, \
+                        sc, ldsc);                                                                           \
     }                                                                                                        \
     INLINE void NAME##_nr(const float *const *q, const int NR, const T *kt, size_t s0, size_t n, size_t hd,  \
                           float scale, float *sc, size_t ldsc)                                               \

@@ -71,17 +71,19 @@ INLINE __m256 hsum8x16(const __m512 *a)
 
 /* scores_kt: the cache's keys, 16 to a group with the keys across the lanes (runtime/qr_kv.h): per group and
  * dim one load (and one F16 conversion) serves every row of the block, and a key's score is its own lane —
- * no lane sums. NR rows × G groups per step, two chains (even and odd dims) each, 2·NR·G <= 16 accumulators;
- * G = 4, 4, 2, 2, 1... for NR = 1, 2, 3, 4, 5+ (a tile is 4 groups). A group the run covers only in part
- * (a window's first key, the newest key's group) goes through the same step with G = 1, its lanes copied out
- * one by one. Throwaway harness, one 8-row block (GQA) against 64 tiles of keys in cache: 2.28 -> 1.11 ns
- * per key and row against the key-row loop above with its lane sums; one row 3.12 -> 2.27. */
+ * no lane sums. NR rows of one group per step, two chains (even and odd dims) each, 2·NR <= 16
+ * accumulators. One group at a time (G = 1) reads the keys in address order, one stream: 2 or 4 groups a
+ * step (more chains for a one-row block) interleave streams 2 KB apart and read a cache from memory
+ * slower (one row, depth 1536: 16.0 -> 10.6 ns per key and head with G = 1 against the key-row loop above,
+ * 21 with G = 4 when the old loop read 17), and in cache the conversions bind a one-row block anyway (64 of
+ * ~2 cycles per group against 64 FMAs). A group the run covers only in part (a window's first key, the
+ * newest key's group) goes the same way, its lanes copied out one by one (QR_ATTN_KT_WALK). */
 INLINE __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
 INLINE __m512 load16_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 #define DEFINE_SCORES_KT(NAME, T, LOAD16)                                                                    \
     /* groups g0 .. g0+G-1 for rows 0 .. NR-1: out[r·G + g] = scale · (q[r] · the 16 keys of group g0 + g) */ \
-    INLINE void NAME##_step(const float *const *q, const int NR, const int G, const T *kt, size_t g0, size_t hd, \
-                            float scale, __m512 *out)                                                        \
+    INLINE void NAME##_step(const float *const *q, const int NR, const T *kt, size_t hd, float scale, const int G, \
+                            size_t g0, __m512 *out)                                                          \
     {                                                                                                        \
         __m512 a0[8], a1[8];                                                                                 \
         for (int i = 0; i < 8; i++) a0[i] = a1[i] = _mm512_setzero_ps();                                     \
@@ -106,33 +108,9 @@ INLINE __m512 load16_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_load
     INLINE void NAME##_nr(const float *const *q, const int NR, const T *kt, size_t s0, size_t n, size_t hd,  \
                           float scale, float *sc, size_t ldsc)                                               \
     {                                                                                                        \
-        const int G = NR <= 2 ? 4 : NR <= 4 ? 2 : 1;                                                         \
-        const size_t end = s0 + n, g_end = (end + QR_KV_GROUP - 1) / QR_KV_GROUP;                            \
-        __m512 out[8];                                                                                       \
-        size_t g = s0 / QR_KV_GROUP;                                                                         \
-        while (g < g_end) {                                                                                  \
-            const size_t first = g * QR_KV_GROUP;                                                            \
-            if (first >= s0 && first + (size_t)G * QR_KV_GROUP <= end) {   /* G whole groups */              \
-                NAME##_step(q, NR, G, kt, g, hd, scale, out);                                                \
-                for (int r = 0; r < NR; r++)                                                                 \
-                    for (int j = 0; j < G; j++)                                                              \
-                        _mm512_storeu_ps(sc + (size_t)r * ldsc + (first - s0) + (size_t)j * QR_KV_GROUP, out[r * G + j]); \
-                g += (size_t)G;                                                                              \
-            } else {                                                                                         \
-                NAME##_step(q, NR, 1, kt, g, hd, scale, out);                                                \
-                const size_t lo = first > s0 ? first : s0, hi = first + QR_KV_GROUP < end ? first + QR_KV_GROUP : end; \
-                if (lo == first && hi == first + QR_KV_GROUP) {                                              \
-                    for (int r = 0; r < NR; r++) _mm512_storeu_ps(sc + (size_t)r * ldsc + (first - s0), out[r]); \
-                } else {                                                                                     \
-                    float tmp[QR_KV_GROUP];                                                                  \
-                    for (int r = 0; r < NR; r++) {                                                           \
-                        _mm512_storeu_ps(tmp, out[r]);                                                       \
-                        for (size_t x = lo; x < hi; x++) sc[(size_t)r * ldsc + (x - s0)] = tmp[x - first];   \
-                    }                                                                                        \
-                }                                                                                            \
-                g++;                                                                                         \
-            }                                                                                                \
-        }                                                                                                    \
+        const int G = 1;                                                         \
+        QR_ATTN_KT_WALK(QR_KV_GROUP, G, NR, __m512, 8, NAME##_step, (q, NR, kt, hd, scale), _mm512_storeu_ps, s0, n, \
+                        sc, ldsc);                                                                           \
     }                                                                                                        \
     QR_ATTN_SCORES_KT_ENTRY(NAME, T)
 

@@ -283,13 +283,12 @@ static void test_batch_equals_decode(void **state)
     }
 }
 
-/* The exponential of every kernel table this CPU has against exp() in double: within 2 ulp (the bound the
- * tolerance above counts), exactly 0 for -inf, NaN kept. */
-static void test_exp_kernels(void **state)
+/* The kernel tables this CPU can run: generic, avx2, avx512 (NULL where it lacks the instructions). */
+static const char *const table_names[3] = { "generic", "avx2", "avx512" };
+static void kernel_tables(const qr_attn_kernels *tables[3])
 {
-    (void)state;
-    const qr_attn_kernels *tables[3] = { qr_attn_kernels_generic(), NULL, NULL };
-    const char *names[3] = { "generic", "avx2", "avx512" };
+    tables[0] = qr_attn_kernels_generic();
+    tables[1] = tables[2] = NULL;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
         tables[1] = &qr_attn_kernels_avx2;
     else
@@ -298,6 +297,15 @@ static void test_exp_kernels(void **state)
         tables[2] = &qr_attn_kernels_avx512;
     else
         printf("(the CPU lacks AVX-512 F/BW/VL: the avx512 table is not checked)\n");
+}
+
+/* The exponential of every kernel table this CPU has against exp() in double: within 2 ulp (the bound the
+ * tolerance above counts), exactly 0 for -inf, NaN kept. */
+static void test_exp_kernels(void **state)
+{
+    (void)state;
+    const qr_attn_kernels *tables[3];
+    kernel_tables(tables);
     enum { N = 4003 };
     static float s[N], x[N];
     for (int ti = 0; ti < 3; ti++) {
@@ -315,7 +323,7 @@ static void test_exp_kernels(void **state)
             double ref = exp((double)(s[i] - m));
             double ulp = ldexp(1.0, ilogb(ref) - 23);
             if (!(fabs(x[i] - ref) <= 2 * ulp))
-                fail_msg("exp %s: exp(%.9g) = %.9g, reference %.9g (%.2f ulp)", names[ti], (double)(s[i] - m), x[i], ref,
+                fail_msg("exp %s: exp(%.9g) = %.9g, reference %.9g (%.2f ulp)", table_names[ti], (double)(s[i] - m), x[i], ref,
                          fabs(x[i] - ref) / ulp);
         }
         float special[11] = { -INFINITY, NAN, m, m, m, m, m, m, m, m, -INFINITY };
@@ -331,12 +339,8 @@ static void test_exp_kernels(void **state)
 static void test_scores_kt_kernels(void **state)
 {
     (void)state;
-    const qr_attn_kernels *tables[3] = { qr_attn_kernels_generic(), NULL, NULL };
-    const char *names[3] = { "generic", "avx2", "avx512" };
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        tables[1] = &qr_attn_kernels_avx2;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl"))
-        tables[2] = &qr_attn_kernels_avx512;
+    const qr_attn_kernels *tables[3];
+    kernel_tables(tables);
     enum { SLOTS = 96, LD = 100 };   /* LD > the longest run */
     const size_t hds[3] = { 64, 7, 33 };
     const size_t runs[][2] = { { 0, 64 }, { 0, 96 }, { 5, 1 }, { 5, 30 }, { 16, 16 }, { 17, 47 }, { 3, 90 }, { 31, 2 },
@@ -366,7 +370,7 @@ static void test_scores_kt_kernels(void **state)
                         for (size_t r = 0; r < nr; r++) {
                             for (size_t i = 0; i < LD; i++) {
                                 if (i >= n) {
-                                    if (sc[r * LD + i] != 1234.5f) fail_msg("scores_kt %s wrote past the run", names[ti]);
+                                    if (sc[r * LD + i] != 1234.5f) fail_msg("scores_kt %s wrote past the run", table_names[ti]);
                                     continue;
                                 }
                                 const size_t slot = s0 + i, base = slot / 16 * 16 * hd + slot % 16;
@@ -378,14 +382,14 @@ static void test_scores_kt_kernels(void **state)
                                 ref *= 0.5;
                                 if (!(fabs(sc[r * LD + i] - ref) <= 0.5 * mag * (double)(hd + 2) * 0x1.0p-24))
                                     fail_msg("scores_kt %s hd %zu run %zu+%zu nr %zu row %zu key %zu: %.9g, reference %.9g",
-                                             names[ti], hd, s0, n, nr, r, i, sc[r * LD + i], ref);
+                                             table_names[ti], hd, s0, n, nr, r, i, sc[r * LD + i], ref);
                             }
                             /* the same row alone: the same bits */
                             const float *q1[1] = { q[r] };
                             if (ty) tables[ti]->scores_kt_f16(q1, 1, kt16, s0, n, hd, 0.5f, one, LD);
                             else tables[ti]->scores_kt_f32(q1, 1, kt32, s0, n, hd, 0.5f, one, LD);
                             if (memcmp(one, sc + r * LD, n * sizeof(float)) != 0)
-                                fail_msg("scores_kt %s: row %zu of a %zu-row block differs from the row alone", names[ti], r, nr);
+                                fail_msg("scores_kt %s: row %zu of a %zu-row block differs from the row alone", table_names[ti], r, nr);
                         }
                     }
             }
