@@ -86,8 +86,8 @@ static void exp_sub_ref(float *s, size_t n, float m)
     for (size_t t = 0; t < n; t++) s[t] = expf(s[t] - m);
 }
 
-static const qr_attn_kernels kernels_ref = { scores_f32_ref, scores_kt_f32_ref, scores_kt_f16_ref, wsum_f32_ref, wsum_f16_ref,
-                                              exp_sub_ref };
+static const qr_attn_kernels kernels_ref = { scores_f32_ref, scores_kt_f32_ref, scores_kt_f16_ref,
+                                              wsum_f32_ref,   wsum_f16_ref,      exp_sub_ref };
 
 const qr_attn_kernels *qr_attn_kernels_generic(void) { return &kernels_ref; }
 

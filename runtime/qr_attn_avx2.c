@@ -79,7 +79,7 @@ INLINE __m256 hsum8(const __m256 *a)
 INLINE __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
 INLINE __m256 load8_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 #define DEFINE_SCORES_KT(NAME, T, LOAD8)                                                                     \
-    /* halves h0 .. h0+H-1 (slots 8·h ..) for rows 0 .. NR-1: out[r·H + j] = scale · (q[r] · keys of half h0 + j) */ \
+    /* halves h0 .. h0+H-1 (slots 8·h ..), rows 0 .. NR-1: out[r·H + j] = scale · (q[r] · keys of half h0 + j) */ \
     INLINE void NAME##_step(const float *const *q, const int NR, const T *kt, size_t hd, float scale, const int H, \
                             size_t h0, __m256 *out)                                                          \
     {                                                                                                        \
@@ -180,4 +180,5 @@ static void exp_sub(float *s, size_t n, float m)
     }
 }
 
-const qr_attn_kernels qr_attn_kernels_avx2 = { scores_f32, scores_kt_f32, scores_kt_f16, wsum_f32, wsum_f16, exp_sub };
+const qr_attn_kernels qr_attn_kernels_avx2 = { scores_f32, scores_kt_f32, scores_kt_f16,
+                                               wsum_f32,   wsum_f16,      exp_sub };

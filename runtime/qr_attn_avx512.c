@@ -108,7 +108,7 @@ INLINE __m512 load16_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_load
     INLINE void NAME##_nr(const float *const *q, const int NR, const T *kt, size_t s0, size_t n, size_t hd,  \
                           float scale, float *sc, size_t ldsc)                                               \
     {                                                                                                        \
-        const int G = 1;                                                         \
+        const int G = 1;                                                                                     \
         QR_ATTN_KT_WALK(QR_KV_GROUP, G, NR, __m512, 8, NAME##_step, (q, NR, kt, hd, scale), _mm512_storeu_ps, s0, n, \
                         sc, ldsc);                                                                           \
     }                                                                                                        \
@@ -190,4 +190,5 @@ static void exp_sub(float *s, size_t n, float m)
     }
 }
 
-const qr_attn_kernels qr_attn_kernels_avx512 = { scores_f32, scores_kt_f32, scores_kt_f16, wsum_f32, wsum_f16, exp_sub };
+const qr_attn_kernels qr_attn_kernels_avx512 = { scores_f32, scores_kt_f32, scores_kt_f16,
+                                                 wsum_f32,   wsum_f16,      exp_sub };

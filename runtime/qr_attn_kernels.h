@@ -75,10 +75,10 @@ typedef struct qr_attn_kernels {
 
 /* For the SIMD files' scores_kt: slots s0 .. s0+n-1 in blocks of W key lanes (W = 16 a group, 8 half of
  * one; block b holds slots W·b ..): STEP(PRE..., cnt, b, out) computes cnt blocks from b for the NR rows
- * into out[r·cnt + j] (VTYPE vectors of W floats, OUTN >= NR·G of them), STORE(p, v) stores one. G blocks the run covers whole go
- * straight to sc; a block it covers in part (a window's first key, the newest key's block) is computed
- * alone and its lanes in the run copied one by one. */
-#define QR_ATTN_KT_WALK(W, G, NR, VTYPE, OUTN, STEP, PRE, STORE, s0, n, sc, ldsc)                                          \
+ * into out[r·cnt + j] (VTYPE vectors of W floats, OUTN >= NR·G of them), STORE(p, v) stores one. G blocks
+ * the run covers whole go straight to sc; a block it covers in part (a window's first key, the newest key's
+ * block) is computed alone and its lanes in the run copied one by one. */
+#define QR_ATTN_KT_WALK(W, G, NR, VTYPE, OUTN, STEP, PRE, STORE, s0, n, sc, ldsc)                             \
     do {                                                                                                      \
         const size_t end_ = (s0) + (n), b_end_ = (end_ + (W) - 1) / (W);                                      \
         VTYPE out_[OUTN];                                                                                     \
@@ -86,13 +86,13 @@ typedef struct qr_attn_kernels {
         while (b_ < b_end_) {                                                                                 \
             const size_t first_ = b_ * (W);                                                                   \
             if (first_ >= (s0) && first_ + (size_t)(G) * (W) <= end_) {                                       \
-                STEP(QR_ATTN_UNPAREN PRE, G, b_, out_);                                                                              \
+                STEP(QR_ATTN_UNPAREN PRE, G, b_, out_);                                                       \
                 for (int r_ = 0; r_ < (NR); r_++)                                                             \
                     for (int j_ = 0; j_ < (G); j_++)                                                          \
                         STORE((sc) + (size_t)r_ * (ldsc) + (first_ - (s0)) + (size_t)j_ * (W), out_[r_ * (G) + j_]); \
                 b_ += (size_t)(G);                                                                            \
             } else {                                                                                          \
-                STEP(QR_ATTN_UNPAREN PRE, 1, b_, out_);                                                                              \
+                STEP(QR_ATTN_UNPAREN PRE, 1, b_, out_);                                                       \
                 const size_t lo_ = first_ > (s0) ? first_ : (s0), hi_ = first_ + (W) < end_ ? first_ + (W) : end_; \
                 float tmp_[W];                                                                                \
                 for (int r_ = 0; r_ < (NR); r_++) {                                                           \

@@ -38,7 +38,10 @@ typedef struct qr_kv_layer {
 uint32_t qr_kv_capacity(uint32_t n_ctx, uint32_t window, uint32_t n_batch);
 #define QR_KV_GROUP 16
 /* Slots a head holds: cap rounded up to a multiple of QR_KV_GROUP (as a 64-bit count: no wrap). */
-static inline uint64_t qr_kv_slots(uint32_t cap) { return ((uint64_t)cap + QR_KV_GROUP - 1) / QR_KV_GROUP * QR_KV_GROUP; }
+static inline uint64_t qr_kv_slots(uint32_t cap)
+{
+    return ((uint64_t)cap + QR_KV_GROUP - 1) / QR_KV_GROUP * QR_KV_GROUP;
+}
 /* Bytes of K (V the same) for that shape, qr_kv_slots(cap) slots a head; SIZE_MAX if the product overflows. */
 size_t qr_kv_bytes(qr_kv_type type, uint32_t n_kv_heads, uint32_t head_dim, uint32_t cap);
 /* Fill *l (k_mem and v_mem of qr_kv_bytes each, owned by the caller). Writes nothing into the memory. */

@@ -370,7 +370,8 @@ static void test_scores_kt_kernels(void **state)
                         for (size_t r = 0; r < nr; r++) {
                             for (size_t i = 0; i < LD; i++) {
                                 if (i >= n) {
-                                    if (sc[r * LD + i] != 1234.5f) fail_msg("scores_kt %s wrote past the run", table_names[ti]);
+                                    if (sc[r * LD + i] != 1234.5f)
+                                        fail_msg("scores_kt %s wrote past the run", table_names[ti]);
                                     continue;
                                 }
                                 const size_t slot = s0 + i, base = slot / 16 * 16 * hd + slot % 16;
@@ -389,7 +390,8 @@ static void test_scores_kt_kernels(void **state)
                             if (ty) tables[ti]->scores_kt_f16(q1, 1, kt16, s0, n, hd, 0.5f, one, LD);
                             else tables[ti]->scores_kt_f32(q1, 1, kt32, s0, n, hd, 0.5f, one, LD);
                             if (memcmp(one, sc + r * LD, n * sizeof(float)) != 0)
-                                fail_msg("scores_kt %s: row %zu of a %zu-row block differs from the row alone", table_names[ti], r, nr);
+                                fail_msg("scores_kt %s: row %zu of a %zu-row block differs from the row alone",
+                                         table_names[ti], r, nr);
                         }
                     }
             }
