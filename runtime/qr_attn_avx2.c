@@ -108,7 +108,7 @@ INLINE __m256 load8_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si
     INLINE void NAME##_rows(const float *const *q, const int NR, const T *kt, size_t s0, size_t n, size_t hd, \
                             float scale, float *sc, size_t ldsc)                                             \
     {                                                                                                        \
-        const int H = NR <= 2 ? 2 : 1;                                                         \
+        const int H = NR <= 2 ? 2 : 1;                                                                       \
         QR_ATTN_KT_WALK(KT_HALF, H, NR, __m256, 4, NAME##_step, (q, NR, kt, hd, scale), _mm256_storeu_ps, s0, n, \
                         sc, ldsc);                                                                           \
     }                                                                                                        \

@@ -129,8 +129,9 @@ void qr_kv_copy(qr_kv_layer *dst, const qr_kv_layer *src, uint32_t n_pos)
                     memcpy((char *)dst->k + ko, (const char *)src->k + ko, hd * QR_KV_GROUP * esz);
                     s += QR_KV_GROUP;
                 } else {
+                    const size_t k0 = k_offset(src, g, s);
                     for (size_t d = 0; d < hd; d++) {
-                        size_t ko = (k_offset(src, g, s) + d * QR_KV_GROUP) * esz;
+                        const size_t ko = (k0 + d * QR_KV_GROUP) * esz;
                         memcpy((char *)dst->k + ko, (const char *)src->k + ko, esz);
                     }
                     s++;
