@@ -195,7 +195,7 @@ typedef enum qmap_act_mode {
     QMAP_ACT_INT8X2 = 3,         /* two int8 terms per row for every product, one row or many (float accuracy) */
     QMAP_ACT_PRECISE = 4,        /* float accuracy, the faster way: two int8 terms for batches; for one row
                                   * float X, or two int8 terms on CPUs where widening cannot keep up with
-                                  * memory (Zen 4) */
+                                  * memory (AVX2 only, Zen 4) */
 } qmap_act_mode;
 
 typedef struct qmap_session_params {

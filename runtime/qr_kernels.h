@@ -40,6 +40,57 @@ typedef struct qr_block {
 
 typedef void qr_block_fn(const qr_block *b);
 
+/* The SIMD variants' decode loops prefetch W into L2 (hint T1), QR_PREFETCH4_BYTES ahead in each of four
+ * streams and QR_PREFETCH_BYTES ahead of a lone row; -DQR_NO_PREFETCH drops it, -DQR_PREFETCH_HINT=,
+ * -DQR_PREFETCH_BYTES=, -DQR_PREFETCH4_BYTES= to measure again (qr_kernels_avx512.c has the measurements).
+ * Only for files that include immintrin.h. */
+#ifndef QR_PREFETCH_BYTES
+#define QR_PREFETCH_BYTES 4096
+#endif
+#ifndef QR_PREFETCH4_BYTES
+#define QR_PREFETCH4_BYTES 2048
+#endif
+#ifndef QR_PREFETCH_HINT
+#define QR_PREFETCH_HINT _MM_HINT_T1
+#endif
+#ifdef QR_NO_PREFETCH
+#define QR_PREFETCH(p) ((void)(p))
+#else
+#define QR_PREFETCH(p) _mm_prefetch((p), QR_PREFETCH_HINT)
+#endif
+
+/* Decode (qr_block.decode) walks a block's W rows as four streams, the quarters of the block side by side
+ * (row i of each quarter together, ROW4(i)), then the 0-3 rows left over one by one (ROW1(r)); blocks whose
+ * quarters are shorter than QR_STREAM_MIN_BYTES go row by row. The SIMD variants share this walk. Measured
+ * on the 1.1B Q8_ROW decode (AVX-512) against one stream, 1 thread, one run of 6 interleaved pairs:
+ * thresholds of 16 / 64 / 256 / 1024 KiB gave +27% / +27% / +17% / -4% (larger thresholds leave more of
+ * the model's blocks to one stream); the 110M ran about equal. */
+#ifndef QR_STREAM_MIN_BYTES
+#define QR_STREAM_MIN_BYTES (16u << 10)
+#endif
+#define QR_DECODE_QUARTERS(b, q_, ROW4, ROW1)                                                                   \
+    do {                                                                                                      \
+        const size_t q_ = (b)->nr / 4 * (b)->w_stride >= QR_STREAM_MIN_BYTES ? (b)->nr / 4 : 0;              \
+        for (size_t i = 0; i < q_; i++) ROW4(i);                                                              \
+        for (size_t r = 4 * q_; r < (b)->nr; r++) ROW1(r);                                                    \
+    } while (0)
+
+/* ROW4's rows: row i of each quarter of q rows, and where each starts. */
+static inline void qr_quarter_rows(const qr_block *b, size_t q, size_t i, size_t r[4], const void *w[4])
+{
+    for (int u = 0; u < 4; u++) {
+        r[u] = (size_t)u * q + i;
+        w[u] = (const uint8_t *)b->w + r[u] * b->w_stride;
+    }
+}
+
+/* Y of four float rows from their sums s: times the row's scale when `scaled` (Q8_ROW widened). */
+static inline void qr_put_rows4(const qr_block *b, const size_t r[4], const float s[4], int scaled)
+{
+    for (int u = 0; u < 4; u++) b->y[r[u]] = scaled ? s[u] * b->w_scales[r[u]] : s[u];
+}
+
+
 /* The widest K slice of any variant (qr_kernels.k_slice_bytes): the AVX-512 variant's. */
 #define QR_K_SLICE_BYTES 4096
 

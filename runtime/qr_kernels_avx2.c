@@ -166,51 +166,191 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
     }
 }
 
-/* One X row (decode): each W row read start to end on its own, so a thread reads one stream, with four
- * accumulators to cover the instruction latency and, for F16 and Q8_ROW, a software prefetch
- * QR_PREFETCH_BYTES ahead (see qr_kernels_avx512.c for the measurements). */
-#define QR_PREFETCH_BYTES 4096
+/* ---- one X row (decode): four streams per thread, as in qr_kernels_avx512.c ----------------------
+ * A decode is a read of W. A thread reads its block as four streams (qr_kernels.h, QR_DECODE_QUARTERS):
+ * rows i of the block's four quarters side by side, each row summed exactly as a lone row is (the rows
+ * left over), so a row's result does not depend on the path it took. Every float row has two
+ * accumulators (elements 0-7 and 8-15 of each 16-element step): four streams of four, as the AVX-512 loop
+ * keeps, would need all sixteen registers for the sums alone. The int8 loops read each W vector once for
+ * both terms of X (qr_block.x2). Software prefetch as qr_kernels.h says (QR_PREFETCH). */
+/* The two accumulators of row w after the steps of 16, then 8, then the masked rest (both paths). */
+#define FLOAT_ROW_TAIL(x_, w_, k_, c_, a0_, a1_)                                                                  \
+    do {                                                                                                          \
+        if ((c_) + 8 <= (k_)) {                                                                                   \
+            a0_ = _mm256_fmadd_ps(_mm256_loadu_ps((x_) + (c_)), load_w((w_), (c_)), a0_);                         \
+            (c_) += 8;                                                                                            \
+        }                                                                                                         \
+        if ((c_) < (k_)) {                                                                                        \
+            const __m256i mask_ = tail_mask((k_) - (c_));                                                         \
+            const __m256 xt_ = _mm256_maskload_ps((x_) + (c_), mask_);                                            \
+            a1_ = _mm256_fmadd_ps(xt_, load_w_tail((w_), (c_), (k_) - (c_), mask_), a1_);                         \
+        }                                                                                                         \
+    } while (0)
 
 INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_w, load_w_tail_fn *load_w_tail,
                        const int w_size)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
     size_t c = 0;
-    for (; c + 32 <= k; c += 32) {
-        if (w_size == 2) /* 64 bytes of F16 per step; Q8_ROW's 32 bytes get one prefetch every other step */
-            _mm_prefetch((const char *)w + c * 2 + QR_PREFETCH_BYTES, _MM_HINT_T0);
-        else if (w_size == 1 && c % 64 == 0)
-            _mm_prefetch((const char *)w + c + QR_PREFETCH_BYTES, _MM_HINT_T0);
+    for (; c + 16 <= k; c += 16) {
+        if (w_size == 4 || c % (64 / (size_t)w_size) == 0) /* one prefetch per 64 bytes of W */
+            QR_PREFETCH((const char *)w + c * (size_t)w_size + QR_PREFETCH_BYTES);
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + c), load_w(w, c), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 8), load_w(w, c + 8), a1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 16), load_w(w, c + 16), a2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + c + 24), load_w(w, c + 24), a3);
     }
-    for (; c + 8 <= k; c += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + c), load_w(w, c), a0);
-    if (c < k) {
-        const __m256i mask = tail_mask(k - c);
-        a1 = _mm256_fmadd_ps(_mm256_maskload_ps(x + c, mask), load_w_tail(w, c, k - c, mask), a1);
-    }
-    return hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    FLOAT_ROW_TAIL(x, w, k, c, a0, a1);
+    return hsum_ps(_mm256_add_ps(a0, a1));
 }
 
-INLINE __m256i dot32_i8(const int8_t *x, const int8_t *w, __m256i ones)
+/* Four W rows far apart, each summed as row_float sums it. */
+INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w_fn *load_w,
+                        load_w_tail_fn *load_w_tail, const int w_size, float out[4])
 {
-    __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)x);
-    __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)w);
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(xv), _mm256_sign_epi8(wv, xv)), ones);
+    __m256 a[4][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+    size_t c = 0;
+    for (; c + 16 <= k; c += 16) {
+        const __m256 x0 = _mm256_loadu_ps(x + c), x1 = _mm256_loadu_ps(x + c + 8);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            if (w_size == 4 || c % (64 / (size_t)w_size) == 0)
+                QR_PREFETCH((const char *)w[r] + c * (size_t)w_size + QR_PREFETCH4_BYTES);
+            a[r][0] = _mm256_fmadd_ps(x0, load_w(w[r], c), a[r][0]);
+            a[r][1] = _mm256_fmadd_ps(x1, load_w(w[r], c + 8), a[r][1]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) {
+        size_t cr = c;
+        FLOAT_ROW_TAIL(x, w[r], k, cr, a[r][0], a[r][1]);
+        out[r] = hsum_ps(_mm256_add_ps(a[r][0], a[r][1]));
+    }
 }
 
-INLINE int32_t row_int8(const int8_t *x, const int8_t *w, size_t k)
+/* Σ over 32 bytes of q_x·q_w, in eight int32 lanes: maddubs(|q_x|, sign(q_w, q_x)) (see the top). */
+INLINE __m256i dot32_i8(__m256i ax, __m256i xv, __m256i wv, __m256i ones)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv, xv)), ones);
+}
+
+/* Integer dots of one W row with one or two int8 terms of X (x2 NULL: one); each W vector meets both. */
+INLINE void row_int8(const int8_t *x, const int8_t *x2, const int8_t *w, size_t k, int32_t *d1, int32_t *d2)
 {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, b0 = a0, b1 = a0;
     for (size_t c = 0; c < k; c += 64) { /* k is a multiple of 64 */
-        _mm_prefetch((const char *)w + c + QR_PREFETCH_BYTES, _MM_HINT_T0);
-        a0 = _mm256_add_epi32(a0, dot32_i8(x + c, w + c, ones));
-        a1 = _mm256_add_epi32(a1, dot32_i8(x + c + 32, w + c + 32, ones));
+        QR_PREFETCH((const char *)w + c + QR_PREFETCH_BYTES);
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)(const void *)(w + c));
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(const void *)(w + c + 32));
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(x + c));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(x + c + 32));
+        a0 = _mm256_add_epi32(a0, dot32_i8(_mm256_abs_epi8(x0), x0, w0, ones));
+        a1 = _mm256_add_epi32(a1, dot32_i8(_mm256_abs_epi8(x1), x1, w1, ones));
+        if (x2) {
+            const __m256i y0 = _mm256_loadu_si256((const __m256i *)(const void *)(x2 + c));
+            const __m256i y1 = _mm256_loadu_si256((const __m256i *)(const void *)(x2 + c + 32));
+            b0 = _mm256_add_epi32(b0, dot32_i8(_mm256_abs_epi8(y0), y0, w0, ones));
+            b1 = _mm256_add_epi32(b1, dot32_i8(_mm256_abs_epi8(y1), y1, w1, ones));
+        }
     }
-    return hsum_epi32(_mm256_add_epi32(a0, a1));
+    *d1 = hsum_epi32(_mm256_add_epi32(a0, a1));
+    *d2 = x2 ? hsum_epi32(_mm256_add_epi32(b0, b1)) : 0;
+}
+
+/* Four W rows far apart (rows i, q + i, 2q + i, 3q + i of the block) against one or two int8 terms.
+ * Instantiated out of line for each term count (rows4_int8): with x2 a run-time value its tests stayed in
+ * the loop and an accumulator went to the stack. */
+INLINE void rows4_int8_body(const int8_t *x, const int8_t *x2, const int8_t *w, size_t stride, size_t k,
+                            int32_t d1[4], int32_t d2[4])
+{
+    const __m256i ones = _mm256_set1_epi16(1);
+    const int8_t *w0 = w, *w1 = w + stride, *w2 = w + 2 * stride, *w3 = w + 3 * stride;
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (size_t c = 0; c < k; c += 32) { /* k is a multiple of 64 */
+        QR_PREFETCH((const char *)w0 + c + QR_PREFETCH4_BYTES);
+        QR_PREFETCH((const char *)w1 + c + QR_PREFETCH4_BYTES);
+        QR_PREFETCH((const char *)w2 + c + QR_PREFETCH4_BYTES);
+        QR_PREFETCH((const char *)w3 + c + QR_PREFETCH4_BYTES);
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x + c)), ax = _mm256_abs_epi8(xv);
+        const __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)(w0 + c));
+        const __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)(w1 + c));
+        const __m256i v2 = _mm256_loadu_si256((const __m256i *)(const void *)(w2 + c));
+        const __m256i v3 = _mm256_loadu_si256((const __m256i *)(const void *)(w3 + c));
+        a0 = _mm256_add_epi32(a0, dot32_i8(ax, xv, v0, ones));
+        a1 = _mm256_add_epi32(a1, dot32_i8(ax, xv, v1, ones));
+        a2 = _mm256_add_epi32(a2, dot32_i8(ax, xv, v2, ones));
+        a3 = _mm256_add_epi32(a3, dot32_i8(ax, xv, v3, ones));
+        if (x2) {
+            const __m256i yv = _mm256_loadu_si256((const __m256i *)(const void *)(x2 + c)), ay = _mm256_abs_epi8(yv);
+            b0 = _mm256_add_epi32(b0, dot32_i8(ay, yv, v0, ones));
+            b1 = _mm256_add_epi32(b1, dot32_i8(ay, yv, v1, ones));
+            b2 = _mm256_add_epi32(b2, dot32_i8(ay, yv, v2, ones));
+            b3 = _mm256_add_epi32(b3, dot32_i8(ay, yv, v3, ones));
+        }
+    }
+    d1[0] = hsum_epi32(a0), d1[1] = hsum_epi32(a1), d1[2] = hsum_epi32(a2), d1[3] = hsum_epi32(a3);
+    d2[0] = hsum_epi32(b0), d2[1] = hsum_epi32(b1), d2[2] = hsum_epi32(b2), d2[3] = hsum_epi32(b3);
+}
+
+__attribute__((noinline)) static void rows4_int8(const int8_t *x, const int8_t *x2, const int8_t *w, size_t stride,
+                                                 size_t k, int32_t d1[4], int32_t d2[4])
+{
+    if (x2) rows4_int8_body(x, x2, w, stride, k, d1, d2);
+    else rows4_int8_body(x, NULL, w, stride, k, d1, d2);
+}
+
+/* y of W row r from its dots: ((float)dᵢ·sᵢ)·scale_r per term, added (qr_block.x2). */
+INLINE float q8_int8_out(const qr_block *b, size_t r, int32_t d1, int32_t d2)
+{
+    const float t1 = ((float)d1 * b->x_scales[0]) * b->w_scales[r];
+    return b->x2 ? t1 + ((float)d2 * b->x2_scales[0]) * b->w_scales[r] : t1;
+}
+
+INLINE void decode_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled,
+                         const int w_size)
+{
+    const uint8_t *w = b->w;
+#define FLOAT_ROW4(i)                                                                                         \
+    do {                                                                                                      \
+        size_t r_[4];                                                                                         \
+        const void *wr_[4];                                                                                   \
+        float s_[4];                                                                                          \
+        qr_quarter_rows(b, q, (i), r_, wr_);                                                                  \
+        rows4_float((const float *)b->x, wr_, b->k, load_w, load_w_tail, w_size, s_);                         \
+        qr_put_rows4(b, r_, s_, scaled);                                                                      \
+    } while (0)
+#define FLOAT_ROW1(r)                                                                                         \
+    do {                                                                                                      \
+        float s_ = row_float((const float *)b->x, w + (r) * b->w_stride, b->k, load_w, load_w_tail, w_size);  \
+        b->y[r] = scaled ? s_ * b->w_scales[r] : s_;                                                          \
+    } while (0)
+    QR_DECODE_QUARTERS(b, q, FLOAT_ROW4, FLOAT_ROW1);
+#undef FLOAT_ROW4
+#undef FLOAT_ROW1
+}
+
+INLINE void decode_q8_int8(const qr_block *b, const int8_t *x2)
+{
+    const int8_t *x = b->x, *w = b->w;
+#define INT8_ROW4(i)                                                                                          \
+    do {                                                                                                      \
+        int32_t d1_[4], d2_[4];                                                                               \
+        rows4_int8(x, x2, w + (i) * b->w_stride, q * b->w_stride, b->k, d1_, d2_);                            \
+        for (int u_ = 0; u_ < 4; u_++) {                                                                      \
+            const size_t r_ = (size_t)u_ * q + (i);                                                           \
+            b->y[r_] = q8_int8_out(b, r_, d1_[u_], d2_[u_]);                                                  \
+        }                                                                                                     \
+    } while (0)
+#define INT8_ROW1(r)                                                                                          \
+    do {                                                                                                      \
+        int32_t d1_, d2_;                                                                                     \
+        row_int8(x, x2, w + (r) * b->w_stride, b->k, &d1_, &d2_);                                             \
+        b->y[r] = q8_int8_out(b, (r), d1_, d2_);                                                              \
+    } while (0)
+    QR_DECODE_QUARTERS(b, q, INT8_ROW4, INT8_ROW1);
+#undef INT8_ROW4
+#undef INT8_ROW1
 }
 
 #define TILE_SWITCH(CALL)                                                                                         \
@@ -223,11 +363,7 @@ _Static_assert(RM == 2 && RN == 4, "TILE_SWITCH lists the 2 x 4 tile shapes");
 INLINE void block_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled, const int w_size)
 {
     if (b->decode) {
-        for (size_t r = 0; r < b->nr; r++) {
-            float s = row_float((const float *)b->x, (const uint8_t *)b->w + r * b->w_stride, b->k, load_w, load_w_tail,
-                                w_size);
-            b->y[r] = scaled ? s * b->w_scales[r] : s;
-        }
+        decode_float(b, load_w, load_w_tail, scaled, w_size);
         return;
     }
 #define CALL_FLOAT(a_, b_) tile_float(b, i, j, a_, b_, load_w, load_w_tail, scaled)
@@ -249,13 +385,8 @@ static void block_q8_int8(const qr_block *b)
 {
 #define CALL_INT8(a_, b_) tile_int8(b, i, j, a_, b_)
     if (b->decode) {
-        for (size_t r = 0; r < b->nr; r++) {
-            const int8_t *wr = (const int8_t *)b->w + r * b->w_stride;
-            int32_t d = row_int8((const int8_t *)b->x, wr, b->k);
-            b->y[r] = ((float)d * b->x_scales[0]) * b->w_scales[r];
-            if (b->x2) /* the second term: the row is in L1 now */
-                b->y[r] += ((float)row_int8((const int8_t *)b->x2, wr, b->k) * b->x2_scales[0]) * b->w_scales[r];
-        }
+        if (b->x2) decode_q8_int8(b, b->x2);
+        else decode_q8_int8(b, NULL); /* x2 a constant NULL: the one-term loops */
         return;
     }
     for (size_t i = 0; i < b->m; i += RM) {
@@ -278,6 +409,11 @@ static float quantize_x_residual_signed(const float *x, const uint8_t *q1, float
     return qr_quantize_x_residual_row(x, q1, s1, cols, kpad, out, 0);
 }
 
+/* QR_ACT_AUTO decodes in two int8 terms here: the four-stream maddubs loop reads W faster than widening
+ * it to float (8 lanes: a sign-extend, a convert and a multiply-add per 8 weights). Measured with this
+ * table on a Zen 4 host (QMAP_CPU=avx2; 256-bit operations at full width there, as on AVX2-only cores),
+ * 1.1B Q8_ROW, 1 thread, qmap bench -p 0 -n 32 -r 3, three interleaved rounds: two terms 0.67-0.69 of the
+ * speed of light, widening 0.47-0.59 (one stream row by row before: 0.50-0.60 and 0.55-0.61). */
 const qr_kernels qr_kernels_avx2 = {
     .name = "avx2",
     .level = QM_CPU_AVX2,
@@ -287,4 +423,5 @@ const qr_kernels qr_kernels_avx2 = {
     .q8_int8 = block_q8_int8,
     .quantize_x = quantize_x_signed,
     .quantize_x_residual = quantize_x_residual_signed,
+    .auto_decode_terms = 2,
 };

@@ -214,12 +214,6 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
  * instruction latency and a software prefetch ahead of the loads: QR_PREFETCH_BYTES for a lone row
  * (F16 24.7 -> 32.7 GB/s against the hardware prefetcher alone), QR_PREFETCH4_BYTES per stream with four
  * (2 KiB: +37% on the 1.1B Q8_ROW against 4 KiB's +16%, and 1 KiB +24%, 8 KiB +15%). */
-#ifndef QR_PREFETCH_BYTES
-#define QR_PREFETCH_BYTES 4096
-#endif
-#ifndef QR_PREFETCH4_BYTES
-#define QR_PREFETCH4_BYTES 2048 /* per stream, with four (measured below) */
-#endif
 /* The prefetches go to L2 (T1), not L1 (T0). On a Zen 4 host T0 lost about 10% of decode speed against no
  * software prefetch at all, while T1 matched or beat none (1.1B, qmap bench -n 32/64 -r 3, interleaved
  * A/B: Q8_ROW 1 thread 0.68-0.70 -> 0.76 of the speed of light, 2 threads 0.83-0.88 -> 0.91-0.94; F16
@@ -234,14 +228,6 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
  * two runs of 16 rounds, 13 of 16 faster in each; 1 thread 1.08, 12 of 12; one earlier 8-round run at
  * 32-54 GB/s had 4 KiB ahead, 1.06 [0.88-1.44]). -DQR_PREFETCH_HINT=, -DQR_PREFETCH_BYTES=,
  * -DQR_PREFETCH4_BYTES= to measure again. */
-#ifndef QR_PREFETCH_HINT
-#define QR_PREFETCH_HINT _MM_HINT_T1
-#endif
-#ifdef QR_NO_PREFETCH
-#define PREFETCH(p) ((void)(p))
-#else
-#define PREFETCH(p) _mm_prefetch((p), QR_PREFETCH_HINT)
-#endif
 
 INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_w, load_w_tail_fn *load_w_tail,
                         const int w_size, const int pf)
@@ -252,7 +238,7 @@ INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_
         if (pf && w_size <= 2) /* F16, Q8_ROW */
 #pragma GCC unroll 2
             for (int p = 0; p < w_size; p++)
-                PREFETCH((const char *)w + c * (size_t)w_size + QR_PREFETCH_BYTES + 64 * p);
+                QR_PREFETCH((const char *)w + c * (size_t)w_size + QR_PREFETCH_BYTES + 64 * p);
         a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c), load_w(w, c), a0);
         a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c + 16), load_w(w, c + 16), a1);
         a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + c + 32), load_w(w, c + 32), a2);
@@ -284,7 +270,7 @@ INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w
             if (pf)
 #pragma GCC unroll 4
                 for (int p = 0; p < w_size; p++)
-                    PREFETCH((const char *)w[r] + c * (size_t)w_size + QR_PREFETCH4_BYTES + 64 * p);
+                    QR_PREFETCH((const char *)w[r] + c * (size_t)w_size + QR_PREFETCH4_BYTES + 64 * p);
             a[r][0] = _mm512_fmadd_ps(x0, load_w(w[r], c), a[r][0]);
             a[r][1] = _mm512_fmadd_ps(x1, load_w(w[r], c + 16), a[r][1]);
             a[r][2] = _mm512_fmadd_ps(x2, load_w(w[r], c + 32), a[r][2]);
@@ -358,10 +344,10 @@ INLINE void rows4_int8_body(const qr_block *b, const uint8_t *x2, size_t i, size
     for (size_t c = 0; c < k; c += 64) { /* k is a multiple of 64 */
         const __m512i xv = _mm512_loadu_si512(x + c);
         if (prefetch || !x2) {
-            PREFETCH((const char *)w + c + QR_PREFETCH4_BYTES);
-            PREFETCH((const char *)w1 + c + QR_PREFETCH4_BYTES);
-            PREFETCH((const char *)w2 + c + QR_PREFETCH4_BYTES);
-            PREFETCH((const char *)w3 + c + QR_PREFETCH4_BYTES);
+            QR_PREFETCH((const char *)w + c + QR_PREFETCH4_BYTES);
+            QR_PREFETCH((const char *)w1 + c + QR_PREFETCH4_BYTES);
+            QR_PREFETCH((const char *)w2 + c + QR_PREFETCH4_BYTES);
+            QR_PREFETCH((const char *)w3 + c + QR_PREFETCH4_BYTES);
         }
         const __m512i v0 = _mm512_loadu_si512(w + c), v1 = _mm512_loadu_si512(w1 + c);
         const __m512i v2 = _mm512_loadu_si512(w2 + c), v3 = _mm512_loadu_si512(w3 + c);
@@ -399,7 +385,7 @@ INLINE uint32_t row_int8(const uint8_t *x, const uint8_t *w, size_t k)
     size_t c = 0;
     for (; c + 256 <= k; c += 256) {
 #pragma GCC unroll 8
-        for (int p = 0; p < 4; p++) PREFETCH((const char *)w + c + QR_PREFETCH_BYTES + 64 * p);
+        for (int p = 0; p < 4; p++) QR_PREFETCH((const char *)w + c + QR_PREFETCH_BYTES + 64 * p);
         a0 = dpbusd(a0, _mm512_loadu_si512(x + c), _mm512_loadu_si512(w + c));
         a1 = dpbusd(a1, _mm512_loadu_si512(x + c + 64), _mm512_loadu_si512(w + c + 64));
         a2 = dpbusd(a2, _mm512_loadu_si512(x + c + 128), _mm512_loadu_si512(w + c + 128));
@@ -416,7 +402,7 @@ INLINE void row_int8x2(const uint8_t *x, const uint8_t *x2, const uint8_t *w, si
     size_t c = 0;
     for (; c + 256 <= k; c += 256) {
 #pragma GCC unroll 8
-        for (int p = 0; p < 4; p++) PREFETCH((const char *)w + c + QR_PREFETCH_BYTES + 64 * p);
+        for (int p = 0; p < 4; p++) QR_PREFETCH((const char *)w + c + QR_PREFETCH_BYTES + 64 * p);
         __m512i w0 = _mm512_loadu_si512(w + c), w1 = _mm512_loadu_si512(w + c + 64);
         __m512i w2 = _mm512_loadu_si512(w + c + 128), w3 = _mm512_loadu_si512(w + c + 192);
         a0 = dpbusd(a0, _mm512_loadu_si512(x + c), w0);
@@ -455,40 +441,25 @@ INLINE void row_int8x2(const uint8_t *x, const uint8_t *x2, const uint8_t *w, si
         }                                                                                                         \
     } while (0)
 
-/* Decode walks the block's W rows as four streams, the quarters of the block side by side (row i of
- * each quarter together), then the 0-3 rows left over one by one. Blocks whose quarters are shorter
- * than QR_STREAM_MIN_BYTES go row by row. Measured on the 1.1B Q8_ROW decode against one stream, 1
- * thread, one run of 6 interleaved pairs: thresholds of 16 / 64 / 256 / 1024 KiB gave +27% / +27% / +17% /
- * -4% (larger thresholds leave more of the model's blocks to one stream); the 110M ran about equal. */
-#ifndef QR_STREAM_MIN_BYTES
-#define QR_STREAM_MIN_BYTES (16u << 10)
-#endif
-#define QUARTERS(b, q_, ROW4, ROW1)                                                                              \
-    do {                                                                                                      \
-        const size_t q_ = (b)->nr / 4 * (b)->w_stride >= QR_STREAM_MIN_BYTES ? (b)->nr / 4 : 0;              \
-        for (size_t i = 0; i < q_; i++) ROW4(i);                                                              \
-        for (size_t r = 4 * q_; r < (b)->nr; r++) ROW1(r);                                                    \
-    } while (0)
-
 INLINE void decode_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled,
                          const int w_size, const int pf)
 {
     const uint8_t *w = b->w;
 #define FLOAT_ROW4(i)                                                                                         \
     do {                                                                                                      \
-        const size_t r_[4] = { (i), q + (i), 2 * q + (i), 3 * q + (i) };                                      \
-        const void *const wr_[4] = { w + r_[0] * b->w_stride, w + r_[1] * b->w_stride,                        \
-                                     w + r_[2] * b->w_stride, w + r_[3] * b->w_stride };                      \
+        size_t r_[4];                                                                                         \
+        const void *wr_[4];                                                                                   \
         float s_[4];                                                                                          \
+        qr_quarter_rows(b, q, (i), r_, wr_);                                                                  \
         rows4_float((const float *)b->x, wr_, b->k, load_w, load_w_tail, w_size, pf, s_);                     \
-        for (int u_ = 0; u_ < 4; u_++) b->y[r_[u_]] = scaled ? s_[u_] * b->w_scales[r_[u_]] : s_[u_];        \
+        qr_put_rows4(b, r_, s_, scaled);                                                                      \
     } while (0)
 #define FLOAT_ROW1(r)                                                                                         \
     do {                                                                                                      \
         float s_ = row_float((const float *)b->x, w + (r) * b->w_stride, b->k, load_w, load_w_tail, w_size, pf); \
         b->y[r] = scaled ? s_ * b->w_scales[r] : s_;                                                          \
     } while (0)
-    QUARTERS(b, q, FLOAT_ROW4, FLOAT_ROW1);
+    QR_DECODE_QUARTERS(b, q, FLOAT_ROW4, FLOAT_ROW1);
 #undef FLOAT_ROW4
 #undef FLOAT_ROW1
 }
@@ -538,7 +509,7 @@ INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2, rows4_int8_fn *
         else d1_ = row_int8(x, w + (r) * b->w_stride, b->k);                                                  \
         b->y[r] = q8_int8_out(b, (r), d1_, d2_);                                                              \
     } while (0)
-    QUARTERS(b, q, INT8_ROW4, INT8_ROW1);
+    QR_DECODE_QUARTERS(b, q, INT8_ROW4, INT8_ROW1);
 #undef INT8_ROW4
 #undef INT8_ROW1
 }

@@ -315,7 +315,7 @@ static void run_share(const job *jb, const job_part *pt, size_t thread, size_t i
 
 /* Chunks per thread. A decode product is short (tens of microseconds) and bound by memory: eight chunks
  * a thread leave little to wait for when one thread starts late or is preempted. Alone, a thread has no
- * one to wait for, and one chunk keeps its four streams (qr_kernels_avx512.c, QUARTERS) as long as the
+ * one to wait for, and one chunk keeps its four streams (qr_kernels.h, QR_DECODE_QUARTERS) as long as the
  * product. Zen 4, qmap bench -p 0 -n 64 -r 3 -t 1, builds alternated: Llama 110M Q8_ROW 208-223 -> 220-235
  * tok/s, GPT-2 124M Q8_ROW 206 -> 217-228, 110M F16 115-116 -> 117-120; the 1.1B unchanged (its products
  * are long either way). A GEMM chunk walks all of X over its W rows, so fewer, larger chunks keep X's

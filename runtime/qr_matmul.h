@@ -65,7 +65,7 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
  * QR_ACT_AUTO (the default): float-X accuracy, the faster way: QR_ACT_INT8X2 when n > 1, where the
  *   product is bound by arithmetic; when n = 1, where it should be bound by memory bandwidth, what the
  *   variant says (qr_kernels.auto_decode_terms): QR_ACT_F32 where widening keeps up with memory, or
- *   QR_ACT_INT8X2 where it does not (AVX-512 on a core that runs 512-bit operations in two halves, Zen 4).
+ *   QR_ACT_INT8X2 where it does not (AVX2; AVX-512 on a core that runs 512-bit operations in two halves, Zen 4).
  *   QR_ACT_INT8 is the opt-in for speed over accuracy.
  * Ignored for F32/F16 weights. */
 typedef enum qr_act {
