@@ -90,7 +90,6 @@ static inline void qr_put_rows4(const qr_block *b, const size_t r[4], const floa
     for (int u = 0; u < 4; u++) b->y[r[u]] = scaled ? s[u] * b->w_scales[r[u]] : s[u];
 }
 
-
 /* The widest K slice of any variant (qr_kernels.k_slice_bytes): the AVX-512 variant's. */
 #define QR_K_SLICE_BYTES 4096
 
