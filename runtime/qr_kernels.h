@@ -75,20 +75,34 @@ typedef void qr_block_fn(const qr_block *b);
         for (size_t r = 4 * q_; r < (b)->nr; r++) ROW1(r);                                                    \
     } while (0)
 
-/* ROW4's rows: row i of each quarter of q rows, and where each starts. */
-static inline void qr_quarter_rows(const qr_block *b, size_t q, size_t i, size_t r[4], const void *w[4])
-{
-    for (int u = 0; u < 4; u++) {
-        r[u] = (size_t)u * q + i;
-        w[u] = (const uint8_t *)b->w + r[u] * b->w_stride;
+/* decode_float of a SIMD file: a float decode block (F32, F16, Q8_ROW widened; `scaled`: times the row's
+ * scale) walked by QR_DECODE_QUARTERS through that file's rows4_float and row_float, which have the same
+ * names and parameters in every file and its own vector types. `pf` = 0 drops their software prefetch. */
+#define QR_FLOAT_ROW4_(i)                                                                                     \
+    do {                                                                                                      \
+        size_t r_[4];                                                                                         \
+        const void *wr_[4];                                                                                   \
+        float s_[4];                                                                                          \
+        for (int u_ = 0; u_ < 4; u_++) {                                                                      \
+            r_[u_] = (size_t)u_ * q + (i);                                                                    \
+            wr_[u_] = (const uint8_t *)b->w + r_[u_] * b->w_stride;                                           \
+        }                                                                                                     \
+        rows4_float((const float *)b->x, wr_, b->k, load_w, load_w_tail, w_size, pf, s_);                     \
+        for (int u_ = 0; u_ < 4; u_++) b->y[r_[u_]] = scaled ? s_[u_] * b->w_scales[r_[u_]] : s_[u_];        \
+    } while (0)
+#define QR_FLOAT_ROW1_(r)                                                                                     \
+    do {                                                                                                      \
+        const float s_ = row_float((const float *)b->x, (const uint8_t *)b->w + (r) * b->w_stride, b->k,      \
+                                   load_w, load_w_tail, w_size, pf);                                          \
+        b->y[r] = scaled ? s_ * b->w_scales[r] : s_;                                                          \
+    } while (0)
+#define QR_DEFINE_DECODE_FLOAT                                                                                \
+    static inline __attribute__((always_inline)) void decode_float(const qr_block *b, load_w_fn *load_w,     \
+                                                                   load_w_tail_fn *load_w_tail, int scaled,   \
+                                                                   const int w_size, const int pf)            \
+    {                                                                                                         \
+        QR_DECODE_QUARTERS(b, q, QR_FLOAT_ROW4_, QR_FLOAT_ROW1_);                                             \
     }
-}
-
-/* Y of four float rows from their sums s: times the row's scale when `scaled` (Q8_ROW widened). */
-static inline void qr_put_rows4(const qr_block *b, const size_t r[4], const float s[4], int scaled)
-{
-    for (int u = 0; u < 4; u++) b->y[r[u]] = scaled ? s[u] * b->w_scales[r[u]] : s[u];
-}
 
 /* The widest K slice of any variant (qr_kernels.k_slice_bytes): the AVX-512 variant's. */
 #define QR_K_SLICE_BYTES 4096

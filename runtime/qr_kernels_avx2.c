@@ -307,28 +307,8 @@ INLINE float q8_int8_out(const qr_block *b, size_t r, int32_t d1, int32_t d2)
     return b->x2 ? t1 + ((float)d2 * b->x2_scales[0]) * b->w_scales[r] : t1;
 }
 
-INLINE void decode_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *load_w_tail, int scaled,
-                         const int w_size, const int pf)
-{
-    const uint8_t *w = b->w;
-#define FLOAT_ROW4(i)                                                                                         \
-    do {                                                                                                      \
-        size_t r_[4];                                                                                         \
-        const void *wr_[4];                                                                                   \
-        float s_[4];                                                                                          \
-        qr_quarter_rows(b, q, (i), r_, wr_);                                                                  \
-        rows4_float((const float *)b->x, wr_, b->k, load_w, load_w_tail, w_size, pf, s_);                         \
-        qr_put_rows4(b, r_, s_, scaled);                                                                      \
-    } while (0)
-#define FLOAT_ROW1(r)                                                                                         \
-    do {                                                                                                      \
-        float s_ = row_float((const float *)b->x, w + (r) * b->w_stride, b->k, load_w, load_w_tail, w_size, pf); \
-        b->y[r] = scaled ? s_ * b->w_scales[r] : s_;                                                          \
-    } while (0)
-    QR_DECODE_QUARTERS(b, q, FLOAT_ROW4, FLOAT_ROW1);
-#undef FLOAT_ROW4
-#undef FLOAT_ROW1
-}
+/* A float decode block over the four streams (qr_kernels.h). */
+QR_DEFINE_DECODE_FLOAT
 
 INLINE void decode_q8_int8(const qr_block *b, const int8_t *x2)
 {
