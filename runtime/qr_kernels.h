@@ -36,7 +36,16 @@ typedef struct qr_block {
                                * encoding, or NULL. Y[r] = t₁ + t₂, each tᵢ = ((float)dᵢ·sᵢ)·scale_r as
                                * for one term, so a variant reads W once for both */
     const float *x2_scales;   /* its scale (one) */
+    const uint8_t *xg;        /* q8_int8 GEMM (not decode) of a variant with x_groups: this term's int8 X of
+                               * the whole product in groups of QR_XG_ROWS rows (QR_XG_OFFSET), else NULL */
+    size_t x_row0;            /* with xg: the row of the whole X that x, x_scales and y start at */
 } qr_block;
+
+/* X in row groups (qr_kernels.x_groups): rows 16t .. 16t+15 of an int8 X with rows of kpad bytes are
+ * group t, kpad·16 bytes from the groups' start; in it, bytes 4g .. 4g+3 of row 16t+l lie at 64g + 4l.
+ * One 64-byte vector then holds the next 4 columns of 16 rows. Rows past the last of X are zero. */
+#define QR_XG_ROWS 16
+#define QR_XG_OFFSET(kpad, row, col) (((row) / QR_XG_ROWS) * QR_XG_ROWS * (kpad) + ((col) / 4) * 64 + ((row) % QR_XG_ROWS) * 4 + (col) % 4)
 
 typedef void qr_block_fn(const qr_block *b);
 
@@ -122,6 +131,9 @@ struct qr_kernels {
      * registers, 2 splits X into two int8 terms (the same float-X accuracy, two vpdpbusd per 64 weights
      * against about 12 instructions for widening) where widening cannot keep up with memory. */
     int auto_decode_terms;
+    /* Non-zero: q8_int8 multiplies GEMM blocks (more than one X row in the product) from X in row groups
+     * (qr_block.xg), which qr_matmul then writes beside the rows quantize_x leaves. */
+    int x_groups;
     /* Quantize one X row of `cols` floats into kpad (multiple of 64, >= cols) bytes of this variant's
      * int8 encoding (signed, or signed + 128 for VNNI's unsigned operand; the padding encodes 0) and
      * return its scale (0 for an all-zero row, NaN if the row holds NaN or Inf). The int8 values are

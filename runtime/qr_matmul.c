@@ -142,36 +142,44 @@ static size_t block_rows_of(const qr_matrix *w, int terms, size_t k_slice)
 }
 
 /* The work buffer, from its first 64-byte boundary: `terms` int8 copies of X (n rows of pad64(cols)
- * bytes each), their scales (terms · n floats), and for two terms a float block of n × block_rows per
- * thread that holds the second term's products before they are added to Y. */
+ * bytes each), their scales (terms · n floats), for two terms a float block of n × block_rows per
+ * thread that holds the second term's products before they are added to Y, and when X has more than
+ * one row, each term once more in row groups (qr_kernels.h, QR_XG_OFFSET; n rounded up to QR_XG_ROWS)
+ * for the variants that read them (sized whatever the variant: qr_matmul_work_size does not know it). */
 typedef struct work_layout {
     size_t q_bytes;       /* one int8 copy of X */
     size_t scales_bytes;  /* all scales, rounded up to 64 */
     size_t temp_floats;   /* per thread */
+    size_t xg_bytes;      /* one copy of X in row groups; 0 for n = 1 */
     size_t total;         /* including the 64 bytes of alignment slack; SIZE_MAX on overflow */
 } work_layout;
 
 /* X rows per chunk of a two-term product (run_share): the second term's partial products of a chunk
- * against one W block stay in L2. */
-#define QR_X2_CHUNK ((size_t)64)
+ * against one W block stay in L2. A multiple of the AVX-512 GEMM's tile of 3 row groups (48 rows) and
+ * of the row tiles' 4, so that a chunk is whole tiles. */
+#define QR_X2_CHUNK ((size_t)96)
 
 static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int threads)
 {
-    work_layout l = {0, 0, 0, 0};
+    work_layout l = {0, 0, 0, 0, 0};
     if (terms == 0) return l;
     const size_t row = pad64(w->cols); /* cols <= QR_INT8_MAX_COLS: no overflow */
     /* the most rows a two-term block of any variant holds (the widest K slice) */
     const size_t br = terms == 2 ? block_rows_of(w, 2, QR_K_SLICE_BYTES) : 0;
-    /* Every product below is bounded by n·(2·row + 8 + threads·br·4); refuse n that could overflow it. */
-    const size_t per_x_row = 2 * row + 8 + (size_t)threads * br * 4 + 64;
-    if (n > (SIZE_MAX - 256) / per_x_row) {
+    /* Every product below is bounded by (n + QR_XG_ROWS)·(4·row + 8 + threads·br·4); refuse n that could
+     * overflow it. */
+    const size_t per_x_row = 4 * row + 8 + (size_t)threads * br * 4 + 64;
+    const size_t max_rows = (SIZE_MAX - 256) / per_x_row;
+    if (max_rows < QR_XG_ROWS || n > max_rows - QR_XG_ROWS) {
         l.total = SIZE_MAX;
         return l;
     }
     l.q_bytes = n * row;
     l.scales_bytes = pad64((size_t)terms * n * sizeof(float));
     l.temp_floats = (n < QR_X2_CHUNK ? n : QR_X2_CHUNK) * br;
-    l.total = 64 + (size_t)terms * l.q_bytes + l.scales_bytes + (size_t)threads * l.temp_floats * sizeof(float);
+    l.xg_bytes = n > 1 ? (n + QR_XG_ROWS - 1) / QR_XG_ROWS * QR_XG_ROWS * row : 0;
+    l.total = 64 + (size_t)terms * (l.q_bytes + l.xg_bytes) + l.scales_bytes +
+              (size_t)threads * l.temp_floats * sizeof(float);
     return l;
 }
 
@@ -242,6 +250,7 @@ typedef struct job {
     const float *x_scales;
     const uint8_t *x2;        /* QR_ACT_INT8X2: the second int8 term of X, same stride */
     const float *x2_scales;
+    const uint8_t *xg, *xg2;  /* the int8 terms in row groups (qr_kernels.x_groups), or NULL */
     float *temp;              /* QR_ACT_INT8X2: temp_floats floats per thread */
     size_t temp_floats;
     size_t k;
@@ -279,6 +288,8 @@ static void run_share(const job *jb, const job_part *pt, size_t thread, size_t i
             .y = pt->y + i0 * jb->ldy + rb,
             .y_stride = jb->ldy,
             .decode = jb->decode,
+            .xg = jb->xg,
+            .x_row0 = i0,
         };
         if (!jb->x2 || jb->decode) { /* a decode block takes both terms at once (qr_block.x2) */
             b.x2 = jb->x2;
@@ -295,9 +306,11 @@ static void run_share(const job *jb, const job_part *pt, size_t thread, size_t i
             bc.m = cm;
             bc.x = jb->x + ic * jb->x_stride;
             bc.x_scales = jb->x_scales + ic;
+            bc.x_row0 = ic;
             bc.y = pt->y + ic * jb->ldy + rb;
             jb->fn(&bc);
             bc.x = jb->x2 + ic * jb->x_stride;
+            bc.xg = jb->xg2;
             bc.x_scales = jb->x2_scales + ic;
             bc.y = t;
             bc.y_stride = nr;
@@ -365,14 +378,25 @@ static void product_chunk(void *ctx, size_t c, int worker)
     }
 }
 
-/* The int8 copy (or two) of X, row by row. */
+/* The int8 copy (or two) of X, row by row, and for a variant that reads them the same rows in groups. */
 typedef struct quantize_job {
     const qr_kernels *k;
     const float *x;
     size_t ldx, cols, stride, n, chunks;
     uint8_t *q, *q2;
     float *s, *s2;
+    uint8_t *xg, *xg2;        /* NULL: no row groups */
 } quantize_job;
+
+/* Row i (stride bytes, NULL: zeros) into its place in the row groups (QR_XG_OFFSET). */
+static void group_row(const uint8_t *row, size_t stride, size_t i, uint8_t *xg)
+{
+    uint8_t *dst = xg + QR_XG_OFFSET(stride, i, 0);
+    for (size_t c = 0; c < stride; c += 4, dst += 64) {
+        if (row) memcpy(dst, row + c, 4);
+        else memset(dst, 0, 4);
+    }
+}
 
 static void quantize_chunk(void *ctx, size_t c, int worker)
 {
@@ -382,10 +406,18 @@ static void quantize_chunk(void *ctx, size_t c, int worker)
     split(j->n, j->chunks, c, 1, &a, &b);
     for (size_t i = a; i < b; i++) {
         const float *xi = j->x + i * j->ldx;
-        j->s[i] = j->k->quantize_x(xi, j->cols, j->stride, j->q + i * j->stride);
-        if (j->q2) j->s2[i] = j->k->quantize_x_residual(xi, j->q + i * j->stride, j->s[i], j->cols, j->stride,
-                                                        j->q2 + i * j->stride);
+        uint8_t *qi = j->q + i * j->stride, *q2i = j->q2 ? j->q2 + i * j->stride : NULL;
+        j->s[i] = j->k->quantize_x(xi, j->cols, j->stride, qi);
+        if (q2i) j->s2[i] = j->k->quantize_x_residual(xi, qi, j->s[i], j->cols, j->stride, q2i);
+        if (j->xg) group_row(qi, j->stride, i, j->xg);
+        if (j->xg && q2i) group_row(q2i, j->stride, i, j->xg2);
     }
+    /* the last group's rows past X: defined bytes for the kernels to read (their products are dropped) */
+    if (j->xg && b == j->n && b > a)
+        for (size_t i = j->n; i % QR_XG_ROWS; i++) {
+            group_row(NULL, j->stride, i, j->xg);
+            if (j->q2) group_row(NULL, j->stride, i, j->xg2);
+        }
 }
 
 /* Can these matrices run as one job: the same dtype and row length (so one X, quantized once, and one
@@ -435,7 +467,7 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
         jb.units += jb.parts[p].units;
         jb.rows += w[p]->rows;
     }
-    uint8_t *xq = NULL, *xq2 = NULL;
+    uint8_t *xq = NULL, *xq2 = NULL, *xg = NULL, *xg2 = NULL;
     float *xs = NULL, *xs2 = NULL;
     if (terms > 0) {
         /* laid out for `threads` (the count qr_matmul_work_size assumed); fewer may run. The parts share
@@ -455,6 +487,13 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
         jb.x2_scales = xs2;
         jb.temp = terms == 2 ? (float *)(void *)(base + (size_t)terms * l.q_bytes + l.scales_bytes) : NULL;
         jb.temp_floats = l.temp_floats;
+        if (k->x_groups && l.xg_bytes) {
+            xg = base + (size_t)terms * l.q_bytes + l.scales_bytes +
+                 (size_t)(terms == 2 ? threads : 1) * l.temp_floats * sizeof(float);
+            xg2 = terms == 2 ? xg + l.xg_bytes : NULL;
+            jb.xg = xg;
+            jb.xg2 = xg2;
+        }
         jb.k = pad64(w0->cols);
     } else {
         jb.fn = w0->dtype == QM_DTYPE_F32 ? k->f32 : w0->dtype == QM_DTYPE_F16 ? k->f16 : k->q8_f32;
@@ -466,7 +505,8 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
     if ((double)n * (double)jb.rows * (double)w0->cols < (double)QR_PARALLEL_MIN_MACS) pool = NULL;
     if (terms > 0) {
         quantize_job qj = { .k = k, .x = x, .ldx = ldx, .cols = w0->cols, .stride = pad64(w0->cols), .n = n,
-                            .chunks = qr_pool_chunks(pool, n, 1), .q = xq, .q2 = xq2, .s = xs, .s2 = xs2 };
+                            .chunks = qr_pool_chunks(pool, n, 1), .q = xq, .q2 = xq2, .s = xs, .s2 = xs2,
+                            .xg = xg, .xg2 = xg2 };
         qr_pool_run(pool, qj.chunks, quantize_chunk, &qj);
     }
     /* Split W's rows (each chunk streams its own part of W, the weights are the big operand); with too

@@ -1119,17 +1119,21 @@ static void test_decode_paths(void **state)
 /* pools of 1, 2, 3 and the default number of threads give the same bits, on problems big enough to be split:
  * many W rows (split between threads), and few W rows with several X rows (X split instead, down to
  * one X row per thread with 33 x 4095, n = 3, threads = 3), and n = 150 so that a two-term product runs
- * in several X chunks (qr_matmul.c QR_X2_CHUNK = 64), the last one partial; rows of 11008 (an int8
- * GEMM in K slices, each output's partial sum kept in Y between them) against the reference too. */
+ * in several X chunks (qr_matmul.c QR_X2_CHUNK = 96), the last one partial; rows of 11008 (an int8
+ * GEMM in K slices, each output's partial sum kept in Y between them) against the reference too. For
+ * the AVX-512 GEMM over X in row groups (qr_kernels_avx512.c): 24 x 8200 with n = 50 runs its full
+ * 3-group tile in K slices and a last group of 2 rows, and 20 x 300 with n = 100 splits X between
+ * threads at rows that are not group boundaries. */
 static void test_threads(void **state)
 {
     (void)state;
     static const qm_dtype dts[3] = {QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW};
-    static const size_t shapes[6][3] = {{515, 784, 12}, {13, 4095, 17}, {33, 784, 20}, {33, 4095, 3},
-                                        {130, 784, 150}, {42, 11008, 9}}; /* rows, cols, n */
+    static const size_t shapes[8][3] = {{515, 784, 12}, {13, 4095, 17}, {33, 784, 20}, {33, 4095, 3},
+                                        {130, 784, 150}, {42, 11008, 9}, {24, 8200, 50}, {20, 300, 100}};
+    /* rows, cols, n */
     variant vs[MAX_VARIANTS];
     size_t nv = get_variants(vs);
-    for (int si = 0; si < 6; si++)
+    for (int si = 0; si < 8; si++)
         for (int d = 0; d < 3; d++) {
             size_t rows = shapes[si][0], cols = shapes[si][1], n = shapes[si][2];
             tmat w = tmat_new(dts[d], rows, cols, 0, 0, si, 31337 + (uint64_t)(si * 3 + d));
