@@ -516,8 +516,9 @@ INLINE void gemm_q8_int8(const qr_block *b)
 /* ---- int8 GEMM over X in row groups (qr_kernels.h, QR_XG_OFFSET) --------------------------------
  * One vector of X holds the next 4 columns of 16 rows, and a W row's 4 bytes broadcast to every lane meet
  * them in one vpdpbusd: the lanes of an accumulator are 16 outputs (16 X rows, one W row), so a tile ends
- * without summing across lanes, where the row tiles above spend about a tenth of a 2048-column product
- * reducing theirs, and W is still read as it lies. A tile is GM groups × GN W rows (24 accumulators, 3 X
+ * without summing across lanes, where the row tiles above spend about 9% of a 2048-column product
+ * reducing theirs (from the time of 2048² against 4096² products, n = 512: the lane sums are per output,
+ * the multiply-adds per output and column), and W is still read as it lies. A tile is GM groups × GN W rows (24 accumulators, 3 X
  * vectors and a broadcast W in registers); GM × GN of 3 × 8, 4 × 6, 2 × 14 and 3 × 9 ran alike in a
  * standalone loop (Zen 4, 2048 columns, 480 × 256, 1 thread: 430-445 GOP/s at best against 372-409 for
  * a row-tile loop beside it). In qr_matmul, the 1.1B's shapes with n = 512 against the row tiles, calls
