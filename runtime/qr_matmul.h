@@ -5,9 +5,10 @@
  * X is n × cols float32 (n = 1 is the matrix-vector product of one decode step), Y is n × rows.
  *
  * Ownership: the caller owns every buffer. A call allocates nothing; the only scratch it needs (for
- * Q8_ROW with int8 activations: the int8 copies of X and, with two terms, a float block per thread)
- * lives in the caller's `work` buffer of qr_matmul_work_size() bytes, so a model sizes it once for its
- * largest batch and thread count. Y must not overlap W, X or the work buffer.
+ * Q8_ROW with int8 activations: the int8 copies of X — with more than one X row, each also in groups of
+ * 16 rows for the AVX-512 GEMM — and, with two terms, a float block per thread) lives in the caller's
+ * `work` buffer of qr_matmul_work_size() bytes, so a model sizes it once for its largest batch and
+ * thread count. Y must not overlap W, X or the work buffer.
  *
  * Errors come back as a qm_status: QM_ERR_INVALID_ARGUMENT for a bad view, stride, dtype or a work buffer
  * that is too small (nothing is written to Y then). There is no global state; a qr_kernels table is
