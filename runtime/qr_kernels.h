@@ -45,7 +45,8 @@ typedef struct qr_block {
  * group t, kpad·16 bytes from the groups' start; in it, bytes 4g .. 4g+3 of row 16t+l lie at 64g + 4l.
  * One 64-byte vector then holds the next 4 columns of 16 rows. Rows past the last of X are zero. */
 #define QR_XG_ROWS 16
-#define QR_XG_OFFSET(kpad, row, col) (((row) / QR_XG_ROWS) * QR_XG_ROWS * (kpad) + ((col) / 4) * 64 + ((row) % QR_XG_ROWS) * 4 + (col) % 4)
+#define QR_XG_OFFSET(kpad, row, col)                                                                            \
+    (((row) / QR_XG_ROWS) * QR_XG_ROWS * (kpad) + ((col) / 4) * 64 + ((row) % QR_XG_ROWS) * 4 + (col) % 4)
 
 typedef void qr_block_fn(const qr_block *b);
 

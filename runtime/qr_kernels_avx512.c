@@ -518,9 +518,9 @@ INLINE void gemm_q8_int8(const qr_block *b)
  * them in one vpdpbusd: the lanes of an accumulator are 16 outputs (16 X rows, one W row), so a tile ends
  * without summing across lanes, where the row tiles above spend about 9% of a 2048-column product
  * reducing theirs (from the time of 2048² against 4096² products, n = 512: the lane sums are per output,
- * the multiply-adds per output and column), and W is still read as it lies. A tile is GM groups × GN W rows (24 accumulators, 3 X
- * vectors and a broadcast W in registers); GM × GN of 3 × 8, 4 × 6, 2 × 14 and 3 × 9 ran alike in a
- * standalone loop (Zen 4, 2048 columns, 480 × 256, 1 thread: 430-445 GOP/s at best against 372-409 for
+ * the multiply-adds per output and column), and W is still read as it lies. A tile is GM groups × GN W
+ * rows (24 accumulators, 3 X vectors and a broadcast W in registers); GM × GN of 3 × 8, 4 × 6, 2 × 14 and
+ * 3 × 9 ran alike in a standalone loop (Zen 4, 2048 columns, 480 × 256, 1 thread: 430-445 GOP/s at best against 372-409 for
  * a row-tile loop beside it). In qr_matmul, the 1.1B's shapes with n = 512 against the row tiles, calls
  * alternated in one process: 1.05-1.09 times as fast (runtime/README.md). Groups reach past the block's
  * X rows; those outputs are not written. */
@@ -573,7 +573,8 @@ INLINE void tile_groups_out(const qr_block *b, size_t t, const int gm, size_t j,
             __m512 v[GN];
 #pragma GCC unroll 8
             for (int q = 0; q < gn; q++) {
-                const __m512i d = _mm512_sub_epi32(acc[a][q], _mm512_set1_epi32((int32_t)(128u * (uint32_t)b->w_sums[j + q])));
+                const __m512i sums128 = _mm512_set1_epi32((int32_t)(128u * (uint32_t)b->w_sums[j + q]));
+                const __m512i d = _mm512_sub_epi32(acc[a][q], sums128);
                 v[q] = _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(d), sxv), _mm512_set1_ps(b->w_scales[j + q]));
             }
             if (gn == 8) { /* rows out of columns: two 8 × 8 transposes, one per half of the lanes */
@@ -583,7 +584,8 @@ INLINE void tile_groups_out(const qr_block *b, size_t t, const int gm, size_t j,
                     for (int q = 0; q < 8; q++) r[q] = half_ps(v[q], h);
                     transpose8_ps(r);
                     for (size_t l = 8 * (size_t)h; l < 8 * (size_t)h + 8; l++)
-                        if (l >= l0 && l < l1) _mm256_storeu_ps(b->y + (g0 + l - b->x_row0) * b->y_stride + j, r[l - 8 * (size_t)h]);
+                        if (l >= l0 && l < l1)
+                            _mm256_storeu_ps(b->y + (g0 + l - b->x_row0) * b->y_stride + j, r[l - 8 * (size_t)h]);
                 }
                 continue;
             }
