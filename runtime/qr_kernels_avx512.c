@@ -7,7 +7,7 @@
  * so every vector loaded from W serves RM rows of X and every X vector serves RN rows of W. W is never
  * repacked: it is read as it lies, which is what lets it stay in the mapping. The int8 GEMM is the
  * exception to lanes along the row: it reads X (which qr_matmul copies when it quantizes it anyway) in
- * groups of 16 rows, lanes along X's rows (gemm_q8_int8_groups, below).
+ * groups of 16 rows, lanes along X's rows (gemm_int8 and the group tiles, below).
  *
  * Results do not depend on the thread count or the blocking: an output's float accumulation order
  * depends only on whether the whole product has one X row (decode, below) or more. Int8 products are
@@ -41,7 +41,7 @@ INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i b)
 }
 
 /* Sum of the 16 lanes, wrapping: GCC's _mm512_reduce_add_epi32 adds in signed vector arithmetic, whose
- * overflow is undefined, while these sums are meant to wrap (see tile_int8). The add intrinsics used
+ * overflow is undefined, while these sums are meant to wrap (see put_int8_sum). The add intrinsics used
  * here are unsigned in GCC's headers. */
 INLINE uint32_t reduce_add_u32(__m512i v)
 {
@@ -144,6 +144,23 @@ INLINE void tile_float(const qr_block *b, size_t i, size_t j, const int rm, cons
 
 /* ---- int8 products: vpdpbusd of (q_x + 128) (unsigned) and q_w (signed) ------------------------- */
 
+/* One output's integer sum into Y: added to the partial sum Y holds (as uint32 bits) unless `first`,
+ * kept there as bits unless `last`, and at the last slice Σ (q_x + 128)·q_w − 128·Σ q_w = Σ q_x·q_w
+ * turned into ((float)d·s_x)·scale_w. The sums may wrap in 32 bits; the result fits, so the wrapped
+ * arithmetic (unsigned in C) gives it exactly. Both GEMM tiles finish through it (or, four or eight
+ * outputs at a time, through the same operations in vectors). */
+INLINE void put_int8_sum(const qr_block *b, float *y, size_t r, uint32_t sum, float sx, bool first, bool last)
+{
+    uint32_t part;
+    if (!first) memcpy(&part, y, sizeof part), sum += part;
+    if (!last) {
+        memcpy(y, &sum, sizeof sum);
+        return;
+    }
+    const uint32_t u = sum - 128u * (uint32_t)b->w_sums[r];
+    *y = ((float)(int32_t)u * sx) * b->w_scales[r];
+}
+
 /* Columns [c0, c1) of the tile. A product whose rows are split in K slices (block_q8_int8) keeps each
  * output's partial sum in its own Y element between slices, as uint32 bits (Y is this block's to write):
  * `first` starts from zero instead of that sum, `last` turns the sum into the float result. */
@@ -173,8 +190,7 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
             for (int a = 0; a < rm; a++) acc[a][q] = dpbusd(acc[a][q], xv[a], wv);
         }
     }
-    /* Σ (q_x + 128)·q_w − 128·Σ q_w = Σ q_x·q_w. The sums may wrap in 32 bits; the result fits, so the
-     * wrapped arithmetic (unsigned in C) gives it exactly. */
+    /* the outputs as put_int8_sum gives them */
 #pragma GCC unroll 8
     for (int a = 0; a < rm; a++) {
         float *yr = b->y + (i + a) * b->y_stride + j;
@@ -192,16 +208,7 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
             continue;
         }
 #pragma GCC unroll 8
-        for (int q = 0; q < rn; q++) {
-            uint32_t sum = reduce_add_u32(acc[a][q]), part;
-            if (!first) memcpy(&part, yr + q, sizeof part), sum += part;
-            if (!last) {
-                memcpy(yr + q, &sum, sizeof sum);
-                continue;
-            }
-            uint32_t u = sum - 128u * (uint32_t)b->w_sums[j + q];
-            yr[q] = ((float)(int32_t)u * sx) * b->w_scales[j + q];
-        }
+        for (int q = 0; q < rn; q++) put_int8_sum(b, yr + q, j + q, reduce_add_u32(acc[a][q]), sx, first, last);
     }
 }
 
@@ -500,17 +507,24 @@ INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2, rows4_int8_fn *
  * size (4 + 4 rows of 11008 bytes: 88 KB) every step of every tile loads both from L2. With slices of at
  * most QR_K_SLICE_BYTES bytes, an X tile's slice stays in L1 while the W rows of the block pass it, as in
  * a product of shorter rows. */
+/* Columns [c0, c1) of the block's rows, slice by slice: as many slices of equal width (a multiple of 64)
+ * as keep each under QR_K_SLICE_BYTES, `first` and `last` true for the first and the last. */
+#define FOR_K_SLICES(b, BODY)                                                                                 \
+    do {                                                                                                      \
+        const size_t slices_ = ((b)->k + QR_K_SLICE_BYTES - 1) / QR_K_SLICE_BYTES;                            \
+        const size_t width_ = ((b)->k / 64 + slices_ - 1) / slices_ * 64;                                     \
+        for (size_t s_ = 0; s_ < slices_; s_++) {                                                             \
+            const size_t c0 = s_ * width_, c1 = c0 + width_ < (b)->k ? c0 + width_ : (b)->k;                  \
+            const bool first = s_ == 0, last = s_ + 1 == slices_;                                             \
+            BODY;                                                                                             \
+        }                                                                                                     \
+    } while (0)
+
 INLINE void gemm_q8_int8(const qr_block *b)
 {
-    const size_t slices = (b->k + QR_K_SLICE_BYTES - 1) / QR_K_SLICE_BYTES;
-    const size_t width = (b->k / 64 + slices - 1) / slices * 64;
-    for (size_t s = 0; s < slices; s++) {
-        const size_t c0 = s * width, c1 = c0 + width < b->k ? c0 + width : b->k;
-        const bool first = s == 0, last = s + 1 == slices;
 #define CALL_INT8(a_, b_) tile_int8(b, i, j, a_, b_, c0, c1, first, last)
-        FOR_TILES(b, CALL_INT8);
+    FOR_K_SLICES(b, FOR_TILES(b, CALL_INT8));
 #undef CALL_INT8
-    }
 }
 
 /* ---- int8 GEMM over X in row groups (qr_kernels.h, QR_XG_OFFSET) --------------------------------
@@ -520,8 +534,8 @@ INLINE void gemm_q8_int8(const qr_block *b)
  * reducing theirs (from the time of 2048² against 4096² products, n = 512: the lane sums are per output,
  * the multiply-adds per output and column), and W is still read as it lies. A tile is GM groups × GN W
  * rows (24 accumulators, 3 X vectors and a broadcast W in registers); GM × GN of 3 × 8, 4 × 6, 2 × 14 and
- * 3 × 9 ran alike in a standalone loop (Zen 4, 2048 columns, 480 × 256, 1 thread: 430-445 GOP/s at best against 372-409 for
- * a row-tile loop beside it). In qr_matmul, the 1.1B's shapes with n = 512 against the row tiles, calls
+ * 3 × 9 ran alike in a standalone loop (Zen 4, 2048 columns, 480 × 256, 1 thread: 430-445 GOP/s at
+ * best against 372-409 for a row-tile loop beside it). In qr_matmul, the 1.1B's shapes with n = 512 against the row tiles, calls
  * alternated in one process: 1.05-1.09 times as fast (runtime/README.md). Groups reach past the block's
  * X rows; those outputs are not written. */
 #define GM 3
@@ -553,8 +567,8 @@ INLINE void transpose8_ps(__m256 r[8])
     }
 }
 
-/* The outputs of a tile: as tile_int8, Σ (q_x + 128)·q_w − 128·Σ q_w, wrapping, and the float result in
- * the same operations (so the same bits); rows of the groups outside the block are not written. */
+/* The outputs of a tile as put_int8_sum gives them (sixteen at a time in the same float operations, so
+ * the same bits); rows of the groups outside the block are not written. */
 INLINE void tile_groups_out(const qr_block *b, size_t t, const int gm, size_t j, const int gn,
                             __m512i acc[GM][GN], bool first, bool last)
 {
@@ -569,7 +583,6 @@ INLINE void tile_groups_out(const qr_block *b, size_t t, const int gm, size_t j,
             float sx[QR_XG_ROWS] = { 0 };
             for (size_t l = l0; l < l1; l++) sx[l] = b->x_scales[g0 + l - b->x_row0];
             const __m512 sxv = _mm512_loadu_ps(sx);
-            float out[GN][QR_XG_ROWS];
             __m512 v[GN];
 #pragma GCC unroll 8
             for (int q = 0; q < gn; q++) {
@@ -589,6 +602,7 @@ INLINE void tile_groups_out(const qr_block *b, size_t t, const int gm, size_t j,
                 }
                 continue;
             }
+            float out[GN][QR_XG_ROWS];
 #pragma GCC unroll 8
             for (int q = 0; q < gn; q++) _mm512_storeu_ps(out[q], v[q]);
             for (size_t l = l0; l < l1; l++) {
@@ -604,16 +618,7 @@ INLINE void tile_groups_out(const qr_block *b, size_t t, const int gm, size_t j,
         for (size_t l = l0; l < l1; l++) {
             float *yr = b->y + (g0 + l - b->x_row0) * b->y_stride + j;
             const float sx = b->x_scales[g0 + l - b->x_row0];
-            for (int q = 0; q < gn; q++) {
-                uint32_t sum = sums[q][l], part;
-                if (!first) memcpy(&part, yr + q, sizeof part), sum += part;
-                if (!last) {
-                    memcpy(yr + q, &sum, sizeof sum);
-                    continue;
-                }
-                const uint32_t u = sum - 128u * (uint32_t)b->w_sums[j + q];
-                yr[q] = ((float)(int32_t)u * sx) * b->w_scales[j + q];
-            }
+            for (int q = 0; q < gn; q++) put_int8_sum(b, yr + q, j + q, sums[q][l], sx, first, last);
         }
     }
 }
@@ -713,8 +718,8 @@ static void tile_int8_groups_full(const qr_block *b, size_t t, size_t j, size_t 
     tile_groups_out(b, t, GM, j, GN, acc, first, last);
 }
 
-/* One K slice of the block: GM groups at a time (then the one or two left), each against the block's W
- * rows GN at a time (then 4, 2, 1): every shape compiled with constant bounds. */
+/* Groups t .. t+gm_-1 against the block's W rows GN at a time (then 4, 2, 1), over one K slice: every
+ * shape compiled with constant bounds. */
 #define GROUP_W_ROWS(gm_)                                                                                     \
     do {                                                                                                      \
         size_t j = 0;                                                                                         \
@@ -727,29 +732,30 @@ static void tile_int8_groups_full(const qr_block *b, size_t t, size_t j, size_t 
         if (j < b->nr) tile_int8_groups(b, t, gm_, j, 1, c0, c1, first, last);                               \
     } while (0)
 
-INLINE void gemm_q8_int8_groups(const qr_block *b)
+/* The groups the block's X rows fall in, GM at a time, then the one or two left. */
+INLINE void groups_slice(const qr_block *b, size_t c0, size_t c1, bool first, bool last)
 {
-    const size_t slices = (b->k + QR_K_SLICE_BYTES - 1) / QR_K_SLICE_BYTES;
-    const size_t width = (b->k / 64 + slices - 1) / slices * 64;
     const size_t t_end = (b->x_row0 + b->m + QR_XG_ROWS - 1) / QR_XG_ROWS;
-    for (size_t s = 0; s < slices; s++) {
-        const size_t c0 = s * width, c1 = c0 + width < b->k ? c0 + width : b->k;
-        const bool first = s == 0, last = s + 1 == slices;
-        size_t t = b->x_row0 / QR_XG_ROWS;
-        for (; t + GM <= t_end; t += GM) GROUP_W_ROWS(GM);
-        if (t + 2 <= t_end) {
-            GROUP_W_ROWS(2);
-            t += 2;
-        }
-        if (t < t_end) GROUP_W_ROWS(1);
+    size_t t = b->x_row0 / QR_XG_ROWS;
+    for (; t + GM <= t_end; t += GM) GROUP_W_ROWS(GM);
+    if (t + 2 <= t_end) {
+        GROUP_W_ROWS(2);
+        t += 2;
     }
+    if (t < t_end) GROUP_W_ROWS(1);
 }
 #undef GROUP_W_ROWS
 
+/* A GEMM block: from X in row groups when qr_matmul wrote them, else with the row tiles. */
+INLINE void gemm_int8(const qr_block *b)
+{
+    if (b->xg) FOR_K_SLICES(b, groups_slice(b, c0, c1, first, last));
+    else gemm_q8_int8(b);
+}
+
 static void block_q8_int8(const qr_block *b)
 {
-    if (!b->decode && b->xg) gemm_q8_int8_groups(b);
-    else if (!b->decode) gemm_q8_int8(b);
+    if (!b->decode) gemm_int8(b);
     else if (b->x2) decode_q8_int8(b, b->x2, rows4_int8);
     else decode_q8_int8(b, NULL, rows4_int8); /* x2 a constant NULL: the lone rows' one-term loop */
 }
@@ -757,8 +763,7 @@ static void block_q8_int8(const qr_block *b)
  * in halves. */
 static void block_q8_int8_no_prefetch(const qr_block *b)
 {
-    if (!b->decode && b->xg) gemm_q8_int8_groups(b);
-    else if (!b->decode) gemm_q8_int8(b);
+    if (!b->decode) gemm_int8(b);
     else if (b->x2) decode_q8_int8(b, b->x2, rows4_int8_no_prefetch);
     else decode_q8_int8(b, NULL, rows4_int8_no_prefetch);
 }

@@ -413,7 +413,7 @@ static void quantize_chunk(void *ctx, size_t c, int worker)
         if (j->xg && q2i) group_row(q2i, j->stride, i, j->xg2);
     }
     /* the last group's rows past X: defined bytes for the kernels to read (their products are dropped) */
-    if (j->xg && b == j->n && b > a)
+    if (j->xg && b == j->n) /* the last chunk, never empty */
         for (size_t i = j->n; i % QR_XG_ROWS; i++) {
             group_row(NULL, j->stride, i, j->xg);
             if (j->q2) group_row(NULL, j->stride, i, j->xg2);
