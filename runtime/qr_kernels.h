@@ -32,6 +32,9 @@ typedef struct qr_block {
     size_t y_stride;          /* floats */
     int decode;               /* the whole product has one X row (then m = 1): a variant may use another
                                * float summation order, the same in every block, to stream W faster */
+    int one_stream;           /* decode only: the block is this thread's next piece of its own run of W rows
+                               * (qr_kernels.decode_regions), and its next block starts where this one ends,
+                               * so the variant may read the rows in order as one stream */
     const void *x2;           /* q8_int8 with decode only: the second int8 term of X (QR_ACT_INT8X2), same
                                * encoding, or NULL. Y[r] = t₁ + t₂, each tᵢ = ((float)dᵢ·sᵢ)·scale_r as
                                * for one term, so a variant reads W once for both */
@@ -132,6 +135,10 @@ struct qr_kernels {
      * registers, 2 splits X into two int8 terms (the same float-X accuracy, two vpdpbusd per 64 weights
      * against about 12 instructions for widening) where widening cannot keep up with memory. */
     int auto_decode_terms;
+    /* Non-zero: with more than one thread, a decode gives each thread its own contiguous run of every
+     * product's W rows, taken from the front in pieces that follow one another (qr_pool_run_regions),
+     * and marks its blocks one_stream. Zero: a decode's rows go out in chunks the threads claim in turn. */
+    int decode_regions;
     /* Non-zero: q8_int8 multiplies GEMM blocks (more than one X row in the product) from X in row groups
      * (qr_block.xg), which qr_matmul then writes beside the rows quantize_x leaves. */
     int x_groups;

@@ -261,6 +261,7 @@ typedef struct job {
     size_t n;                 /* rows of X */
     bool split_rows;          /* chunks are W rows (else X rows) */
     size_t chunks;
+    bool one_stream;          /* a decode in regions (qr_kernels.decode_regions): blocks marked one_stream */
 } job;
 
 /* A thread's share: X rows [i0, i1) against rows [r0, r1) of one part's W, block by block. With two int8
@@ -288,6 +289,7 @@ static void run_share(const job *jb, const job_part *pt, size_t thread, size_t i
             .y = pt->y + i0 * jb->ldy + rb,
             .y_stride = jb->ldy,
             .decode = jb->decode,
+            .one_stream = jb->one_stream,
             .xg = jb->xg,
             .x_row0 = i0,
         };
@@ -352,8 +354,19 @@ static size_t decode_chunk_end(size_t units, size_t chunks, size_t c)
     return units * c * (5 * C + 4 * (C - c)) / (5 * C * C);
 }
 
-/* Chunk c: a range of row units across the parts (a chunk may end in one part and go on in the next),
- * or a range of X rows against every part. */
+/* Row units [a, b) across the parts (a range may end in one part and go on in the next), every X row. */
+static void run_units(const job *jb, int worker, size_t a, size_t b)
+{
+    for (size_t p = 0; p < jb->n_parts; p++) {
+        const job_part *pt = &jb->parts[p];
+        const size_t u0 = a > pt->unit0 ? a : pt->unit0, u1 = b < pt->unit0 + pt->units ? b : pt->unit0 + pt->units;
+        if (u0 >= u1) continue;
+        const size_t r0 = (u0 - pt->unit0) * QR_ROW_GRAIN, r1 = (u1 - pt->unit0) * QR_ROW_GRAIN;
+        run_share(jb, pt, (size_t)worker, 0, jb->n, r0, r1 < pt->w->rows ? r1 : pt->w->rows);
+    }
+}
+
+/* Chunk c: a range of row units across the parts, or a range of X rows against every part. */
 static void product_chunk(void *ctx, size_t c, int worker)
 {
     const job *jb = ctx;
@@ -365,17 +378,17 @@ static void product_chunk(void *ctx, size_t c, int worker)
         } else {
             split(jb->units, jb->chunks, c, 1, &a, &b);
         }
-        for (size_t p = 0; p < jb->n_parts; p++) {
-            const job_part *pt = &jb->parts[p];
-            const size_t u0 = a > pt->unit0 ? a : pt->unit0, u1 = b < pt->unit0 + pt->units ? b : pt->unit0 + pt->units;
-            if (u0 >= u1) continue;
-            const size_t r0 = (u0 - pt->unit0) * QR_ROW_GRAIN, r1 = (u1 - pt->unit0) * QR_ROW_GRAIN;
-            run_share(jb, pt, (size_t)worker, 0, jb->n, r0, r1 < pt->w->rows ? r1 : pt->w->rows);
-        }
+        run_units(jb, worker, a, b);
     } else {
         split(jb->n, jb->chunks, c, 1, &a, &b);
         for (size_t p = 0; p < jb->n_parts; p++) run_share(jb, &jb->parts[p], (size_t)worker, a, b, 0, jb->parts[p].w->rows);
     }
+}
+
+/* A decode range of row units (qr_pool_run_regions): one thread's next piece of its run of W's rows. */
+static void product_range(void *ctx, size_t first, size_t count, int worker)
+{
+    run_units(ctx, worker, first, first + count);
 }
 
 /* The int8 copy (or two) of X, row by row, and for a variant that reads them the same rows in groups. */
@@ -514,6 +527,13 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
     jb.n = n;
     jb.split_rows = jb.rows >= (size_t)threads * QR_ROW_GRAIN || n == 1;
     const size_t per_thread = n > 1 ? QR_CHUNKS_GEMM : qr_pool_threads(pool) > 1 ? QR_CHUNKS_DECODE : QR_CHUNKS_DECODE_ALONE;
+    /* A decode on a table that asks for it: every thread its own run of W's rows (qr_pool_run_regions;
+     * runtime/README.md, Threads, has the measurements). */
+    if (n == 1 && k->decode_regions && qr_pool_threads(pool) > 1) {
+        jb.one_stream = true;
+        qr_pool_run_regions(pool, jb.units, product_range, &jb);
+        return QM_OK;
+    }
     jb.chunks = qr_pool_chunks(pool, jb.split_rows ? jb.units : n, per_thread);
     qr_pool_run(pool, jb.chunks, product_chunk, &jb);
     return QM_OK;

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -326,4 +327,85 @@ void qr_pool_run(qr_pool *p, size_t n_chunks, qr_pool_fn *fn, void *ctx)
     }
     uint64_t t2 = now_ns();
     after_job(p, t0, t2, t2 - t1);
+}
+
+/* ---- region jobs (qr_pool_run_regions) ------------------------------------------------------------
+ * Why regions: on the 2-vCPU Zen 4 host, a read of 1 GiB by 2 threads in 8 MiB "matrices" ran 0.998 times
+ * as fast as the plain read of two halves when each thread read its own half of each matrix, and 0.92 when
+ * each matrix went out in 16 chunks that the threads took in turn (256 KiB chunks taken in turn: 0.91;
+ * 32 KiB: 0.63) — medians of 1181 alternated rounds while 2 threads read 42 GB/s or more; at 30-40 GB/s
+ * all of them read alike. A chunk taken in turn starts a new stream for the thread that takes it, and
+ * the hardware prefetcher has to find it again; a region's pieces follow one another.
+ *
+ * Each region is one 64-bit word, the next unit to hand out (low half) and the end (high half), on a cache
+ * line of its own: the owner's front takes touch only its own line until somebody steals. A front take and
+ * a back take of the same region are compare-and-swaps of that one word, so no unit is handed out twice. */
+typedef struct pool_region {
+    alignas(64) _Atomic uint64_t span;
+} pool_region;
+
+typedef struct region_job {
+    pool_region region[QR_POOL_MAX_REGIONS];
+    size_t n_regions;
+    qr_pool_range_fn *fn;
+    void *ctx;
+} region_job;
+
+/* Take units from g: from the front ceil(left / piece), or (piece = 0) the back half. false: none left. */
+static bool region_take(pool_region *g, unsigned piece, uint32_t *first, uint32_t *count)
+{
+    uint64_t v = atomic_load_explicit(&g->span, memory_order_relaxed);
+    for (;;) {
+        const uint32_t next = (uint32_t)v, end = (uint32_t)(v >> 32);
+        if (next >= end) return false;
+        const uint32_t left = end - next, k = piece ? (left + piece - 1) / piece : (left + 1) / 2;
+        const uint64_t nv = piece ? v + k : ((uint64_t)(end - k) << 32) | next;
+        if (atomic_compare_exchange_weak_explicit(&g->span, &v, nv, memory_order_relaxed, memory_order_relaxed)) {
+            *first = piece ? next : end - k;
+            *count = k;
+            return true;
+        }
+    }
+}
+
+/* One chunk of the pool job behind a region job: the thread's own region, then the backs of the others
+ * until nothing is left. Which chunk it is does not matter; a thread that runs a second finds nothing. The
+ * takes need no ordering: the ranges' writes reach the caller through the pool's `done` count. */
+static void region_chunk(void *ctx, size_t c, int worker)
+{
+    region_job *j = ctx;
+    (void)c;
+    pool_region *own = &j->region[(size_t)worker % j->n_regions];
+    uint32_t first, count;
+    while (region_take(own, QR_POOL_REGION_PIECE, &first, &count)) j->fn(j->ctx, first, count, worker);
+    for (;;) {
+        pool_region *fullest = NULL;
+        uint32_t most = 0;
+        for (size_t r = 0; r < j->n_regions; r++) {
+            const uint64_t v = atomic_load_explicit(&j->region[r].span, memory_order_relaxed);
+            const uint32_t next = (uint32_t)v, end = (uint32_t)(v >> 32);
+            if (next < end && end - next > most) {
+                most = end - next;
+                fullest = &j->region[r];
+            }
+        }
+        if (!fullest) return;
+        if (region_take(fullest, 0, &first, &count)) j->fn(j->ctx, first, count, worker);
+    }
+}
+
+void qr_pool_run_regions(qr_pool *p, size_t units, qr_pool_range_fn *fn, void *ctx)
+{
+    if (units == 0) return;
+    const size_t threads = (size_t)qr_pool_threads(p);
+    if (threads == 1 || units > QR_POOL_MAX_UNITS) {
+        fn(ctx, 0, units, 0);
+        return;
+    }
+    region_job j = { .n_regions = threads < QR_POOL_MAX_REGIONS ? threads : QR_POOL_MAX_REGIONS, .fn = fn, .ctx = ctx };
+    for (size_t r = 0; r < j.n_regions; r++) {
+        const uint64_t first = units * r / j.n_regions, end = units * (r + 1) / j.n_regions;
+        atomic_init(&j.region[r].span, first | end << 32);
+    }
+    qr_pool_run(p, threads, region_chunk, &j);
 }

@@ -64,6 +64,27 @@ int qr_pool_threads(const qr_pool *p);
  * any order and at the same time, so they must not write the same memory. */
 void qr_pool_run(qr_pool *p, size_t n_chunks, qr_pool_fn *fn, void *ctx);
 
+/* One range of a region job: units [first, first + count), run by thread `worker` (as for qr_pool_fn). */
+typedef void qr_pool_range_fn(void *ctx, size_t first, size_t count, int worker);
+
+/* Run fn over units 0 .. units-1 so that each thread reads a contiguous run of them in order: thread t
+ * owns region t, units [t·units/T, (t+1)·units/T) (T = the pool's threads, at most QR_POOL_MAX_REGIONS;
+ * above that threads share regions), and takes it from the front in pieces of a QR_POOL_REGION_PIECE-th
+ * of what is left of it, each piece starting where its last one ended. A thread whose region is empty
+ * takes half of what is left of the fullest region from its back, so the owner's run is not cut, a worker
+ * that starts late costs nothing, and one preempted while it holds a piece makes the caller wait for that
+ * piece only (at most a QR_POOL_REGION_PIECE-th of its region; qr_pool_run's back-off applies as usual).
+ * Every unit runs exactly once, in one range; returns when all have run (their writes then visible to the
+ * caller). What it is for: a decode product reads each thread's rows of W as one stream (qr_pool.c says
+ * what that gains). A NULL pool, a pool of 1 thread, or more than QR_POOL_MAX_UNITS units: fn(ctx, 0,
+ * units, 0) once on the calling thread (nothing if units is 0). Ranges may run at the same time, so they
+ * must not write the same memory. */
+void qr_pool_run_regions(qr_pool *p, size_t units, qr_pool_range_fn *fn, void *ctx);
+
+#define QR_POOL_MAX_UNITS ((size_t)UINT32_MAX)
+#define QR_POOL_MAX_REGIONS 64
+#define QR_POOL_REGION_PIECE 4
+
 /* How many chunks to cut `units` of work into for p: about `per_thread` per thread (so a thread that
  * starts late or is preempted leaves little for the others to wait on), at most `units`, at least 1. */
 size_t qr_pool_chunks(const qr_pool *p, size_t units, size_t per_thread);

@@ -1071,8 +1071,10 @@ static void cmp_bits(const char *ctx, const char *what, const float *a, size_t l
 /* A decode product (n = 1) may read a block's W rows as several streams at once and the rows left over
  * one by one (qr_kernels.h, QR_DECODE_QUARTERS); an output's bits must not depend on which way its row went. Each row
  * of W alone (a one-row view: always the one-row way) against the whole matrix on 1, 2 and 3 threads
- * (blocks of other sizes, rows at other places in them), shapes whose blocks are long enough for four
- * streams and leave 1-3 rows over. Float products too: bit for bit, not within a bound. */
+ * (blocks of other sizes, rows at other places in them; on the avx512-vnni-2x256 table each thread's own
+ * run of rows, taken in pieces from the front and stolen from the back: qr_pool_run_regions), shapes whose
+ * blocks are long enough for four streams and leave 1-3 rows over. Float products too: bit for bit, not
+ * within a bound. */
 static void test_decode_paths(void **state)
 {
     (void)state;

@@ -5,7 +5,9 @@
  * ThreadSanitizer by `make pool-tsan`, which checks the memory ordering the caller relies on.
  * Nothing here is timed: the back-off is exercised, and its only observable effect — who runs the chunks
  * — is allowed either way. Pinning: a pool of as many threads as the process has CPUs runs worker i on the
- * i-th of them and nowhere else; with QMAP_PIN=0, or with more threads than CPUs, a worker may run on all. */
+ * i-th of them and nowhere else; with QMAP_PIN=0, or with more threads than CPUs, a worker may run on all.
+ * Region jobs: every unit once, in ranges that follow one another in the region a thread owns, and a
+ * stalled worker's region taken over from its back. */
 #define _GNU_SOURCE /* sched_getaffinity, pthread_getaffinity_np */
 #include "test_util.h"
 
@@ -300,6 +302,129 @@ static void test_pinning(void **state)
     unsetenv("QMAP_PIN");
 }
 
+/* ---- region jobs (qr_pool_run_regions) ---- */
+
+#define RANGE_LOG 4096
+
+/* What a region job saw: how often each unit ran (and its plain write), and each thread's ranges in the
+ * order it ran them (only that thread appends to its own log). */
+typedef struct region_seen {
+    _Atomic uint32_t *runs;
+    uint64_t *value;
+    size_t units;
+    int threads;
+    _Atomic int bad;
+    size_t n_log[8];
+    size_t log_first[8][RANGE_LOG], log_count[8][RANGE_LOG];
+    int slow_worker;          /* >= 0: this worker sleeps 2 ms in its first range of the job */
+    _Atomic int slept;
+} region_seen;
+
+static void region_range(void *ctx, size_t first, size_t count, int worker)
+{
+    region_seen *j = ctx;
+    if (worker < 0 || worker >= j->threads || worker >= 8 || count == 0 || first + count > j->units ||
+        j->n_log[worker] >= RANGE_LOG) {
+        atomic_store(&j->bad, 1);
+        return;
+    }
+    j->log_first[worker][j->n_log[worker]] = first;
+    j->log_count[worker][j->n_log[worker]++] = count;
+    if (worker == j->slow_worker && !atomic_exchange(&j->slept, 1)) {
+        struct timespec ts = { 0, 2000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    for (size_t u = first; u < first + count; u++) {
+        atomic_fetch_add_explicit(&j->runs[u], 1, memory_order_relaxed);
+        j->value[u] = u * 2654435761u + 7;
+    }
+}
+
+/* One region job of `units` on p; checks every unit once and seen, and that each thread's ranges in its own
+ * region start at the region's start and each begin where the one before ended (one stream). */
+static void check_region_job(qr_pool *p, int threads, size_t units, region_seen *j)
+{
+    j->units = units;
+    j->threads = threads;
+    atomic_store(&j->bad, 0);
+    atomic_store(&j->slept, 0);
+    memset(j->n_log, 0, sizeof j->n_log);
+    for (size_t u = 0; u < units; u++) atomic_store(&j->runs[u], 0), j->value[u] = 0;
+    qr_pool_run_regions(p, units, region_range, j);
+    if (atomic_load(&j->bad)) fail_msg("threads %d, %zu units: a range out of bounds or a bad worker", threads, units);
+    for (size_t u = 0; u < units; u++) {
+        if (atomic_load(&j->runs[u]) != 1)
+            fail_msg("threads %d, %zu units: unit %zu ran %u times", threads, units, u, atomic_load(&j->runs[u]));
+        if (j->value[u] != u * 2654435761u + 7)
+            fail_msg("threads %d, %zu units: unit %zu's write is not seen by the caller", threads, units, u);
+    }
+    for (int w = 0; w < threads && units; w++) {
+        const size_t start = units * (size_t)w / (size_t)threads, end = units * (size_t)(w + 1) / (size_t)threads;
+        size_t expect = start;
+        for (size_t i = 0; i < j->n_log[w]; i++) {
+            const size_t f = j->log_first[w][i];
+            if (f < start || f >= end) continue;   /* stolen from another region */
+            if (f != expect)
+                fail_msg("threads %d, %zu units: worker %d's range %zu in its own region [%zu, %zu) starts at %zu, "
+                         "not where its last one ended (%zu)", threads, units, w, i, start, end, f, expect);
+            expect = f + j->log_count[w][i];
+        }
+    }
+}
+
+static void test_regions(void **state)
+{
+    (void)state;
+    static const int counts[] = { 1, 2, 3, 4, 8 };
+    static const size_t sizes[] = { 0, 1, 2, 3, 7, 64, 1000, 4097 };
+    region_seen *j = calloc(1, sizeof *j);
+    assert_non_null(j);
+    j->runs = calloc(4097, sizeof *j->runs);
+    j->value = calloc(4097, sizeof *j->value);
+    assert_non_null(j->runs);
+    assert_non_null(j->value);
+    j->slow_worker = -1;
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        qr_pool *p = new_pool(counts[i]);
+        for (int r = 0; r < 20; r++)
+            for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) check_region_job(p, counts[i], sizes[s], j);
+        qr_pool_free(p);
+    }
+    check_region_job(NULL, 1, 1000, j);
+    assert_int_equal(j->n_log[0], 1);   /* no pool: one range, all of it */
+    assert_int_equal(j->log_count[0][0], 1000);
+    free(j->runs);
+    free(j->value);
+    free(j);
+}
+
+/* A worker that stalls in its first range: the caller takes the rest of the worker's region from its back
+ * (whether the worker woke before the caller finished its own region or not), and every unit still runs
+ * once. */
+static void test_regions_slow_worker(void **state)
+{
+    (void)state;
+    region_seen *j = calloc(1, sizeof *j);
+    assert_non_null(j);
+    j->runs = calloc(1000, sizeof *j->runs);
+    j->value = calloc(1000, sizeof *j->value);
+    assert_non_null(j->runs);
+    assert_non_null(j->value);
+    qr_pool *p = new_pool(2);
+    for (int r = 0; r < 20; r++) {
+        j->slow_worker = 1;
+        check_region_job(p, 2, 1000, j);
+        size_t stolen = 0;
+        for (size_t i = 0; i < j->n_log[0]; i++)
+            if (j->log_first[0][i] >= 500) stolen += j->log_count[0][i];
+        if (stolen == 0) fail_msg("round %d: the caller took nothing of the stalled worker's region", r);
+    }
+    qr_pool_free(p);
+    free(j->runs);
+    free(j->value);
+    free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -311,6 +436,8 @@ int main(void)
         cmocka_unit_test(test_slow_worker),
         cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_pinning),
+        cmocka_unit_test(test_regions),
+        cmocka_unit_test(test_regions_slow_worker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
