@@ -372,18 +372,31 @@ static void check_region_job(qr_pool *p, int threads, size_t units, region_seen 
     }
 }
 
+static region_seen *seen_new(size_t max_units, int slow_worker)
+{
+    region_seen *j = calloc(1, sizeof *j);
+    assert_non_null(j);
+    j->runs = calloc(max_units, sizeof *j->runs);
+    j->value = calloc(max_units, sizeof *j->value);
+    assert_non_null(j->runs);
+    assert_non_null(j->value);
+    j->slow_worker = slow_worker;
+    return j;
+}
+
+static void seen_free(region_seen *j)
+{
+    free(j->runs);
+    free(j->value);
+    free(j);
+}
+
 static void test_regions(void **state)
 {
     (void)state;
     static const int counts[] = { 1, 2, 3, 4, 8 };
     static const size_t sizes[] = { 0, 1, 2, 3, 7, 64, 1000, 4097 };
-    region_seen *j = calloc(1, sizeof *j);
-    assert_non_null(j);
-    j->runs = calloc(4097, sizeof *j->runs);
-    j->value = calloc(4097, sizeof *j->value);
-    assert_non_null(j->runs);
-    assert_non_null(j->value);
-    j->slow_worker = -1;
+    region_seen *j = seen_new(4097, -1);
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         qr_pool *p = new_pool(counts[i]);
         for (int r = 0; r < 20; r++)
@@ -393,9 +406,7 @@ static void test_regions(void **state)
     check_region_job(NULL, 1, 1000, j);
     assert_int_equal(j->n_log[0], 1);   /* no pool: one range, all of it */
     assert_int_equal(j->log_count[0][0], 1000);
-    free(j->runs);
-    free(j->value);
-    free(j);
+    seen_free(j);
 }
 
 /* A worker that stalls in its first range: the caller takes the rest of the worker's region from its back
@@ -404,15 +415,9 @@ static void test_regions(void **state)
 static void test_regions_slow_worker(void **state)
 {
     (void)state;
-    region_seen *j = calloc(1, sizeof *j);
-    assert_non_null(j);
-    j->runs = calloc(1000, sizeof *j->runs);
-    j->value = calloc(1000, sizeof *j->value);
-    assert_non_null(j->runs);
-    assert_non_null(j->value);
+    region_seen *j = seen_new(1000, 1);
     qr_pool *p = new_pool(2);
     for (int r = 0; r < 20; r++) {
-        j->slow_worker = 1;
         check_region_job(p, 2, 1000, j);
         size_t stolen = 0;
         for (size_t i = 0; i < j->n_log[0]; i++)
@@ -420,9 +425,7 @@ static void test_regions_slow_worker(void **state)
         if (stolen == 0) fail_msg("round %d: the caller took nothing of the stalled worker's region", r);
     }
     qr_pool_free(p);
-    free(j->runs);
-    free(j->value);
-    free(j);
+    seen_free(j);
 }
 
 int main(void)
