@@ -334,7 +334,7 @@ static void run_share(const job *jb, const job_part *pt, size_t thread, size_t i
  * product. Zen 4, qmap bench -p 0 -n 64 -r 3 -t 1, builds alternated: Llama 110M Q8_ROW 208-223 -> 220-235
  * tok/s, GPT-2 124M Q8_ROW 206 -> 217-228, 110M F16 115-116 -> 117-120; the 1.1B unchanged (its products
  * are long either way). A GEMM chunk walks all of X over its W rows, so fewer, larger chunks keep X's
- * passes few. */
+ * passes few. A table with decode_regions hands a decode on several threads out in regions instead. */
 #define QR_CHUNKS_DECODE 8
 #define QR_CHUNKS_DECODE_ALONE 1
 #define QR_CHUNKS_GEMM 4
