@@ -137,7 +137,8 @@ struct qr_kernels {
     int auto_decode_terms;
     /* Non-zero: with more than one thread, a decode gives each thread its own contiguous run of every
      * product's W rows, taken from the front in pieces that follow one another (qr_pool_run_regions),
-     * and marks its blocks one_stream. Zero: a decode's rows go out in chunks the threads claim in turn. */
+     * and marks its blocks one_stream (the AVX-512 two-term loop then reads them as one stream). Zero: a
+     * decode's rows go out in chunks the threads claim in turn. */
     int decode_regions;
     /* Non-zero: q8_int8 multiplies GEMM blocks (more than one X row in the product) from X in row groups
      * (qr_block.xg), which qr_matmul then writes beside the rows quantize_x leaves. */

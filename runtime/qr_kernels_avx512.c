@@ -490,10 +490,9 @@ static void block_q8_f32(const qr_block *b)
 typedef void rows4_int8_fn(const qr_block *b, const uint8_t *x2, size_t i, size_t q);
 
 /* `prefetch` = 0: the two-term lone rows go without software prefetch, as rows4_int8_no_prefetch does.
- * `follow` = 1: a block marked one_stream is read row by row, one stream that the thread's next block
- * continues (qr_block.one_stream), instead of in quarters. */
-INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2, rows4_int8_fn *rows4, const int prefetch,
-                           const int follow)
+ * Two terms and a block marked one_stream (only a table with decode_regions marks them): row by row, one
+ * stream that the thread's next block continues, instead of in quarters. */
+INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2, rows4_int8_fn *rows4, const int prefetch)
 {
     const uint8_t *x = b->x, *w = b->w;
 #define INT8_ROW4(i) rows4(b, x2, (i), q)
@@ -504,7 +503,7 @@ INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2, rows4_int8_fn *
         else d1_ = row_int8(x, w + (r) * b->w_stride, b->k);                                                  \
         b->y[r] = q8_int8_out(b, (r), d1_, d2_);                                                              \
     } while (0)
-    if (follow && b->one_stream)
+    if (x2 && b->one_stream)
         for (size_t r = 0; r < b->nr; r++) INT8_ROW1(r);
     else
         QR_DECODE_QUARTERS(b, q, INT8_ROW4, INT8_ROW1);
@@ -544,9 +543,9 @@ INLINE void gemm_q8_int8(const qr_block *b)
  * the multiply-adds per output and column), and W is still read as it lies. A tile is GM groups × GN W
  * rows (24 accumulators, 3 X vectors and a broadcast W in registers); GM × GN of 3 × 8, 4 × 6, 2 × 14 and
  * 3 × 9 ran alike in a standalone loop (Zen 4, 2048 columns, 480 × 256, 1 thread: 430-445 GOP/s at
- * best against 372-409 for a row-tile loop beside it). In qr_matmul, the 1.1B's shapes with n = 512 against the row tiles, calls
- * alternated in one process: 1.05-1.09 times as fast (runtime/README.md). Groups reach past the block's
- * X rows; those outputs are not written. */
+ * best against 372-409 for a row-tile loop beside it). In qr_matmul, the 1.1B's shapes with n = 512
+ * against the row tiles, calls alternated in one process: 1.05-1.09 times as fast (runtime/README.md).
+ * Groups reach past the block's X rows; those outputs are not written. */
 #define GM 3
 #define GN 8
 
@@ -765,8 +764,8 @@ INLINE void gemm_int8(const qr_block *b)
 static void block_q8_int8(const qr_block *b)
 {
     if (!b->decode) gemm_int8(b);
-    else if (b->x2) decode_q8_int8(b, b->x2, rows4_int8, 1, 0);
-    else decode_q8_int8(b, NULL, rows4_int8, 1, 0); /* x2 a constant NULL: the lone rows' one-term loop */
+    else if (b->x2) decode_q8_int8(b, b->x2, rows4_int8, 1);
+    else decode_q8_int8(b, NULL, rows4_int8, 1); /* x2 a constant NULL: the lone rows' one-term loop */
 }
 /* The two-term decode without software prefetch (rows4_int8_body, and the lone rows of row_int8x2), for
  * cores that run 512-bit operations in halves, where with several threads (decode_regions) each thread
@@ -778,8 +777,8 @@ static void block_q8_int8(const qr_block *b)
 static void block_q8_int8_no_prefetch(const qr_block *b)
 {
     if (!b->decode) gemm_int8(b);
-    else if (b->x2) decode_q8_int8(b, b->x2, rows4_int8_no_prefetch, 0, 1);
-    else decode_q8_int8(b, NULL, rows4_int8_no_prefetch, 0, 0); /* one term: quarters (not measured alone) */
+    else if (b->x2) decode_q8_int8(b, b->x2, rows4_int8_no_prefetch, 0);
+    else decode_q8_int8(b, NULL, rows4_int8_no_prefetch, 0); /* one term: quarters (one stream not measured) */
 }
 
 /* ---- X to int8: qr_quantize_x.h's rule sixteen lanes at a time ------------------------------------

@@ -522,11 +522,7 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
                             .xg = xg, .xg2 = xg2 };
         qr_pool_run(pool, qj.chunks, quantize_chunk, &qj);
     }
-    /* Split W's rows (each chunk streams its own part of W, the weights are the big operand); with too
-     * few rows for that, split X's rows instead. */
     jb.n = n;
-    jb.split_rows = jb.rows >= (size_t)threads * QR_ROW_GRAIN || n == 1;
-    const size_t per_thread = n > 1 ? QR_CHUNKS_GEMM : qr_pool_threads(pool) > 1 ? QR_CHUNKS_DECODE : QR_CHUNKS_DECODE_ALONE;
     /* A decode on a table that asks for it: every thread its own run of W's rows (qr_pool_run_regions;
      * runtime/README.md, Threads, has the measurements). */
     if (n == 1 && k->decode_regions && qr_pool_threads(pool) > 1) {
@@ -534,6 +530,12 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
         qr_pool_run_regions(pool, jb.units, product_range, &jb);
         return QM_OK;
     }
+    /* Split W's rows (each chunk streams its own part of W, the weights are the big operand); with too
+     * few rows for that, split X's rows instead. */
+    jb.split_rows = jb.rows >= (size_t)threads * QR_ROW_GRAIN || n == 1;
+    const size_t per_thread = n > 1                       ? QR_CHUNKS_GEMM
+                              : qr_pool_threads(pool) > 1 ? QR_CHUNKS_DECODE
+                                                          : QR_CHUNKS_DECODE_ALONE;
     jb.chunks = qr_pool_chunks(pool, jb.split_rows ? jb.units : n, per_thread);
     qr_pool_run(pool, jb.chunks, product_chunk, &jb);
     return QM_OK;

@@ -316,8 +316,10 @@ typedef struct region_seen {
     _Atomic int bad;
     size_t n_log[8];
     size_t log_first[8][RANGE_LOG], log_count[8][RANGE_LOG];
-    int slow_worker;          /* >= 0: this worker sleeps 2 ms in its first range of the job */
+    int slow_worker;          /* >= 0: this worker stalls in its first range of the job until worker 0 has
+                               * run a range in the second half of the units (at most 2 s) */
     _Atomic int slept;
+    _Atomic int caller_stole; /* worker 0 has run a range at or past units / 2 */
 } region_seen;
 
 static void region_range(void *ctx, size_t first, size_t count, int worker)
@@ -330,9 +332,12 @@ static void region_range(void *ctx, size_t first, size_t count, int worker)
     }
     j->log_first[worker][j->n_log[worker]] = first;
     j->log_count[worker][j->n_log[worker]++] = count;
+    if (worker == 0 && first >= j->units / 2) atomic_store(&j->caller_stole, 1);
     if (worker == j->slow_worker && !atomic_exchange(&j->slept, 1)) {
-        struct timespec ts = { 0, 2000 * 1000 };
-        nanosleep(&ts, NULL);
+        /* wait for the caller to take over (not a fixed sleep: a caller preempted for longer than a sleep
+         * would find the region done by its owner, and the test would fail on a busy machine) */
+        struct timespec ts = { 0, 50 * 1000 };
+        for (int i = 0; i < 40000 && !atomic_load(&j->caller_stole); i++) nanosleep(&ts, NULL);
     }
     for (size_t u = first; u < first + count; u++) {
         atomic_fetch_add_explicit(&j->runs[u], 1, memory_order_relaxed);
@@ -348,6 +353,7 @@ static void check_region_job(qr_pool *p, int threads, size_t units, region_seen 
     j->threads = threads;
     atomic_store(&j->bad, 0);
     atomic_store(&j->slept, 0);
+    atomic_store(&j->caller_stole, 0);
     memset(j->n_log, 0, sizeof j->n_log);
     for (size_t u = 0; u < units; u++) atomic_store(&j->runs[u], 0), j->value[u] = 0;
     qr_pool_run_regions(p, units, region_range, j);
@@ -409,9 +415,10 @@ static void test_regions(void **state)
     seen_free(j);
 }
 
-/* A worker that stalls in its first range: the caller takes the rest of the worker's region from its back
- * (whether the worker woke before the caller finished its own region or not), and every unit still runs
- * once. */
+/* A worker that stalls in its first range (until the caller has taken some of its region, or 2 s): the
+ * caller takes the rest of the worker's region from its back (whether the worker woke before the caller
+ * finished its own region or not), and every unit still runs once. Without stealing the worker waits its
+ * 2 s out and the check below fails. */
 static void test_regions_slow_worker(void **state)
 {
     (void)state;
