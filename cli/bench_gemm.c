@@ -125,7 +125,7 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
                     set_error("GEMM %s %zux%zu act %s threads %d ran at %.2f x the %s peak measured beside it in %d "
                               "tries: the peak baseline is wrong (a kernel cannot exceed it), so no ratio is printed",
                               dtype_label(gc->dtype), gc->rows, gc->cols, act_name(&t.view, act), c->threads[ti],
-                              ratios[r], int8 ? "VNNI" : "FMA", BM_MAX_RERUNS + 1);
+                              ratios[r], int8 ? "int8" : "FMA", BM_MAX_RERUNS + 1);
                     goto out;
                 }
                 rates[r] = g.rate;
@@ -144,12 +144,12 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
                        c->threads[ti]);
                 bm_print_stats(&st, "GOP/s");
                 if (have_peak) {
-                    printf("  %.2f x %s peak%s [%.2f-%.2f] (peak beside it %.0f)", sr.median, int8 ? "VNNI" : "FMA",
+                    printf("  %.2f x %s peak%s [%.2f-%.2f] (peak beside it %.0f)", sr.median, int8 ? "int8" : "FMA",
                            executed > 1.0 ? " (2 terms)" : "", sr.min, sr.max, spk.median);
                     print_reruns(reruns);
                     printf("\n");
                 } else {
-                    printf("  (no %s peak on this CPU)\n", int8 ? "VNNI" : "FMA");
+                    printf("  (no %s peak on this CPU)\n", int8 ? "int8" : "FMA");
                 }
                 fflush(stdout);
             } else {
@@ -162,7 +162,7 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
                 json_u64(j, "n", n);
                 json_u64(j, "threads", (uint64_t)c->threads[ti]);
                 bm_json_stats(j, &st, "GOP/s");
-                json_cstring(j, "peak", int8 ? "vnni_int8" : "fma_f32");
+                json_cstring(j, "peak", int8 ? "int8" : "fma_f32");
                 json_u64(j, "executed_per_op", (uint64_t)executed);   /* ratio_to_peak counts GOP/s × this */
                 json_u64(j, "reruns", (uint64_t)reruns);
                 if (have_peak) {
@@ -254,7 +254,7 @@ int bench_gemm(const bench_cfg *c, const qr_kernels *k, const baseline *base, js
     gemm_ref ref = { 0 };
     if (!c->json)
         printf("\n4. GEMM, n = %zu rows of X, anonymous memory: GOP/s = 2*n*rows*cols / time; \"x peak\" = median of "
-               "per-run ratios to the\n   peak loop of section 2 timed beside each run, same threads (VNNI for act int8, "
+               "per-run ratios to the\n   peak loop of section 2 timed beside each run, same threads (int8 for act int8 and i8x2, "
                "FMA otherwise)\n", c->gemm_n);
     else json_begin_array(j, "gemm");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

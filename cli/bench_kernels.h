@@ -47,7 +47,7 @@ typedef struct baseline {
     uint64_t peak_iters;
 } baseline;
 double bandwidth_once(const baseline *b, int threads);
-double peak_once(const baseline *b, bool vnni, int threads);
+double peak_once(const baseline *b, bool int8, int threads);
 
 /* The first failure's message (printf-style), kept for the command to print. */
 void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -100,9 +100,16 @@ uint8_t *bm_anon_buffer(size_t len, int threads);
 
 /* ---- instruction peak -------------------------------------------------------------------------------- */
 
-typedef enum bm_peak_kind { BM_PEAK_INT8 = 0, BM_PEAK_FMA = 1 } bm_peak_kind;
+/* BM_PEAK_INT8: unsigned × signed bytes summed into 32 bits, vpdpbusd zmm with AVX-512 VNNI, else
+ * vpmaddubsw + vpmaddwd ymm with AVX2 (what the AVX2 int8 kernels run); BM_PEAK_FMA: vfmadd ps, zmm with
+ * AVX-512, else ymm with AVX2 + FMA. The widest the CPU has, whatever QMAP_CPU caps the kernels to. */
+typedef enum bm_peak_kind {
+    BM_PEAK_INT8 = 0,
+    BM_PEAK_FMA = 1,
+    BM_PEAK_INT8_AVX2 = 2,   /* the AVX2 int8 loop even where VNNI is there (tests, comparisons) */
+} bm_peak_kind;
 
-/* What the CPU can run: the loop's label ("vpdpbusd zmm (int8)") or NULL when it lacks the instruction. */
+/* What the CPU can run: the loop's label ("vpdpbusd zmm (int8)") or NULL when it lacks the instructions. */
 const char *bm_peak_label(bm_peak_kind k);
 /* Multiply-adds per loop trip of one thread, each counting as 2 operations. */
 double bm_peak_ops_per_trip(bm_peak_kind k);

@@ -3,7 +3,7 @@
  *
  * For each model and thread count: -r timed runs after one warm-up, each run
  *   pp: a fresh session state, one qmap_eval of -p token ids (the GEMM path), timed; beside it the
- *       multiply-add peak (int8 VNNI for a Q8_ROW model, FMA otherwise): the fraction of the peak that the
+ *       multiply-add peak (int8 for a Q8_ROW model, FMA otherwise): the fraction of the peak that the
  *       products' operations reach (2 per multiply-add the session counted: qmap_session_get_counters,
  *       each int8 term of X counted once, attention not at all);
  *   tg: a fresh state, -n qmap_eval calls of one token each (the decode path), timed; beside it the best
@@ -149,7 +149,7 @@ static void print_header(const bm_cfg *c)
 }
 
 /* Whether a model's prompt products run on int8 (a Q8_ROW model, unless --act f32), measured against the
- * VNNI peak, or on float, against the FMA peak. */
+ * int8 peak, or on float, against the FMA peak. */
 static bool pp_on_int8(const bm_cfg *c, const qmap_model_info *in)
 {
     return strcmp(in->file_type, "q8_row") == 0 && c->act != QMAP_ACT_F32;
@@ -546,8 +546,9 @@ int bench_model(int argc, char **argv)
         "attention read, on average over the run: qmap_session_kv_bytes_read), and 'x limit' the fraction of it\n"
         "reached. With -d N each run first evaluates N tokens (untimed), so that pp and tg run at that context\n"
         "depth (the test column says '@ dN'), as llama-bench's -d does. Beside each pp run (before and after,\n"
-        "the better reading) the multiply-add peak is measured (int8 VNNI for a Q8_ROW model, FMA otherwise\n"
-        "or with --act f32): 'x limit' counts 2 operations per multiply-add the session ran\n"
+        "the better reading) the multiply-add peak is measured (int8 for a Q8_ROW model: AVX-512 VNNI, or\n"
+        "AVX2's vpmaddubsw+vpmaddwd without it; FMA otherwise or with --act f32): 'x limit' counts 2\n"
+        "operations per multiply-add the session ran\n"
         "(qmap_session_get_counters: a product in two int8 terms runs each multiply-add twice, and 'limit'\n"
         "says how many terms a weight took on average), the output head once per prompt (only the last\n"
         "token's logits are computed), and no attention.\n"

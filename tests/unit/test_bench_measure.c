@@ -103,11 +103,21 @@ static void statistics(void **state)
 static void peak(void **state)
 {
     (void)state;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k <= BM_PEAK_INT8_AVX2; k++) {
         double g = bm_peak_once((bm_peak_kind)k, 1000, 2);
         if (bm_peak_label((bm_peak_kind)k)) assert_true(g > 0 && isfinite(g) && bm_peak_ops_per_trip((bm_peak_kind)k) > 0);
         else assert_true(isnan(g));
     }
+#if defined(__x86_64__) || defined(__i386__)
+    /* the AVX2 int8 loop runs wherever AVX2 does, and is the int8 peak of a CPU without VNNI */
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) {
+        assert_non_null(bm_peak_label(BM_PEAK_INT8_AVX2));
+        assert_non_null(bm_peak_label(BM_PEAK_INT8));
+        if (!__builtin_cpu_supports("avx512vnni"))
+            assert_string_equal(bm_peak_label(BM_PEAK_INT8), bm_peak_label(BM_PEAK_INT8_AVX2));
+    }
+#endif
 }
 
 /* Threads of this process now (/proc/self/task). */
