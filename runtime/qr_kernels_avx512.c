@@ -263,7 +263,13 @@ INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_
 
 /* Four W rows far apart (one from each quarter of the block: four streams, as the bandwidth baseline's
  * best reader), each summed exactly as row_float sums one: the same four accumulators per row, so a row's
- * result does not depend on which of the two it went through. */
+ * result does not depend on which of the two it went through. F32 takes each 64-column step in two passes
+ * over the four rows, two lines of each at a time (accumulators 0-1, then 2-3: the same sums in the same
+ * order), as the baseline reader interleaves its streams 128 bytes at a time; four lines of one row and
+ * then the next read slower. One process alternating the two orders per 16-token decode of the 1.1B F32,
+ * 2 threads, Zen 4 (a throwaway build): median of the paired ratios 1.028 (27 of 34 rounds faster) with
+ * the host at 45+ GB/s and 1.037 (18 of 22) below; logits identical. The same split for F16 (one line of
+ * each row a pass) measured 1.008 (16 of 30) and 1.021 (12 of 14): F16 and Q8_ROW keep one pass. */
 INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w_fn *load_w,
                         load_w_tail_fn *load_w_tail, const int w_size, const int pf, float out[4])
 {
@@ -271,19 +277,23 @@ INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
     size_t c = 0;
+    const int group = w_size == 4 ? 2 : 4;   /* accumulators (16 columns each) per pass over the rows */
     for (; c + 64 <= k; c += 64) {
-        const __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
-        const __m512 x2 = _mm512_loadu_ps(x + c + 32), x3 = _mm512_loadu_ps(x + c + 48);
+#pragma GCC unroll 2
+        for (int h = 0; h < 4; h += group) {
+            __m512 xv[4];
 #pragma GCC unroll 4
-        for (int r = 0; r < 4; r++) {
-            if (pf)
+            for (int g = h; g < h + group; g++) xv[g] = _mm512_loadu_ps(x + c + 16 * g);
 #pragma GCC unroll 4
-                for (int p = 0; p < w_size; p++)
-                    QR_PREFETCH((const char *)w[r] + c * (size_t)w_size + QR_PREFETCH4_BYTES + 64 * p);
-            a[r][0] = _mm512_fmadd_ps(x0, load_w(w[r], c), a[r][0]);
-            a[r][1] = _mm512_fmadd_ps(x1, load_w(w[r], c + 16), a[r][1]);
-            a[r][2] = _mm512_fmadd_ps(x2, load_w(w[r], c + 32), a[r][2]);
-            a[r][3] = _mm512_fmadd_ps(x3, load_w(w[r], c + 48), a[r][3]);
+            for (int r = 0; r < 4; r++) {
+                if (pf) /* this pass's lines of the row: group · 16 · w_size bytes from column c + 16h */
+#pragma GCC unroll 4
+                    for (int p = 0; p < group * w_size / 4; p++)
+                        QR_PREFETCH((const char *)w[r] + (c + 16 * (size_t)h) * (size_t)w_size + QR_PREFETCH4_BYTES +
+                                    64 * p);
+#pragma GCC unroll 4
+                for (int g = h; g < h + group; g++) a[r][g] = _mm512_fmadd_ps(xv[g], load_w(w[r], c + 16 * g), a[r][g]);
+            }
         }
     }
     for (; c + 16 <= k; c += 16) {
