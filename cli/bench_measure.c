@@ -456,6 +456,15 @@ uint8_t *bm_anon_buffer(size_t len, int threads)
 #define REP16(X) REP12(X) X(12) X(13) X(14) X(15)
 #define PEAK_ACC_ZMM 16
 #define PEAK_ACC_YMM 12
+/* `iters` trips of STEP on ymm accumulators c0..c11, every one live in a register each trip */
+#define PEAK_LOOP_YMM12(STEP)                                                                               \
+    for (uint64_t it = 0; it < iters; it++) {                                                               \
+        REP12(STEP)                                                                                         \
+        __asm__ volatile("" : "+x"(c0), "+x"(c1), "+x"(c2), "+x"(c3), "+x"(c4), "+x"(c5), "+x"(c6), "+x"(c7), \
+                         "+x"(c8), "+x"(c9), "+x"(c10), "+x"(c11));                                         \
+    }
+/* c0 + ... + c11 with the vector add ADD, as a tree */
+#define SUM12(ADD) ADD(ADD(ADD(ADD(c0, c1), ADD(c2, c3)), ADD(ADD(c4, c5), ADD(c6, c7))), ADD(ADD(c8, c9), ADD(c10, c11)))
 
 #if BENCH_X86
 __attribute__((target("avx512f,avx512vnni"))) static uint64_t peak_vnni(uint64_t iters, int seed)
@@ -509,16 +518,10 @@ __attribute__((target("avx2,fma"))) static uint64_t peak_fma_ymm(uint64_t iters,
 #define DECL(i) __m256 c##i = _mm256_set1_ps((float)i);
     REP12(DECL)
 #undef DECL
-    for (uint64_t it = 0; it < iters; it++) {
 #define STEP(i) c##i = _mm256_fmadd_ps(a, b, c##i);
-        REP12(STEP)
+    PEAK_LOOP_YMM12(STEP)
 #undef STEP
-        __asm__ volatile("" : "+x"(c0), "+x"(c1), "+x"(c2), "+x"(c3), "+x"(c4), "+x"(c5), "+x"(c6), "+x"(c7),
-                         "+x"(c8), "+x"(c9), "+x"(c10), "+x"(c11));
-    }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
-                                           _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7))),
-                             _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
+    __m256 s = SUM12(_mm256_add_ps);
     float out[8];
     _mm256_storeu_ps(out, s);
     return (uint64_t)(out[0] + out[1] + out[2] + out[3] + out[4] + out[5] + out[6] + out[7]);
@@ -536,16 +539,10 @@ __attribute__((target("avx2"))) static uint64_t peak_maddubs_ymm(uint64_t iters,
 #define DECL(i) __m256i c##i = _mm256_set1_epi32(0x01010101 * (seed + i + 1));
     REP12(DECL)
 #undef DECL
-    for (uint64_t it = 0; it < iters; it++) {
 #define STEP(i) c##i = _mm256_add_epi32(c##i, _mm256_madd_epi16(_mm256_maddubs_epi16(c##i, b), ones));
-        REP12(STEP)
+    PEAK_LOOP_YMM12(STEP)
 #undef STEP
-        __asm__ volatile("" : "+x"(c0), "+x"(c1), "+x"(c2), "+x"(c3), "+x"(c4), "+x"(c5), "+x"(c6), "+x"(c7),
-                         "+x"(c8), "+x"(c9), "+x"(c10), "+x"(c11));
-    }
-    __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), _mm256_add_epi32(c2, c3)),
-                                                  _mm256_add_epi32(_mm256_add_epi32(c4, c5), _mm256_add_epi32(c6, c7))),
-                                 _mm256_add_epi32(_mm256_add_epi32(c8, c9), _mm256_add_epi32(c10, c11)));
+    __m256i s = SUM12(_mm256_add_epi32);
     uint32_t out[8], sum = 0; /* unsigned: the accumulators wrap by design */
     _mm256_storeu_si256((__m256i *)(void *)out, s);
     for (int i = 0; i < 8; i++) sum += out[i];
