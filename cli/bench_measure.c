@@ -464,7 +464,8 @@ uint8_t *bm_anon_buffer(size_t len, int threads)
                          "+x"(c8), "+x"(c9), "+x"(c10), "+x"(c11));                                         \
     }
 /* c0 + ... + c11 with the vector add ADD, as a tree */
-#define SUM12(ADD) ADD(ADD(ADD(ADD(c0, c1), ADD(c2, c3)), ADD(ADD(c4, c5), ADD(c6, c7))), ADD(ADD(c8, c9), ADD(c10, c11)))
+#define SUM12(ADD)                                                                                          \
+    ADD(ADD(ADD(ADD(c0, c1), ADD(c2, c3)), ADD(ADD(c4, c5), ADD(c6, c7))), ADD(ADD(c8, c9), ADD(c10, c11)))
 
 #if BENCH_X86
 __attribute__((target("avx512f,avx512vnni"))) static uint64_t peak_vnni(uint64_t iters, int seed)

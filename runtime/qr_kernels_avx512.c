@@ -269,7 +269,8 @@ INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_
  * then the next read slower. One process alternating the two orders per 16-token decode of the 1.1B F32,
  * 2 threads, Zen 4 (a throwaway build): median of the paired ratios 1.028 (27 of 34 rounds faster) with
  * the host at 45+ GB/s and 1.037 (18 of 22) below; logits identical. The same split for F16 (one line of
- * each row a pass) measured 1.008 (16 of 30) and 1.021 (12 of 14): F16 and Q8_ROW keep one pass. */
+ * each row a pass) measured 1.008 (16 of 30) and 1.021 (12 of 14): F16 keeps one pass, as does Q8_ROW
+ * widened (not measured). */
 INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w_fn *load_w,
                         load_w_tail_fn *load_w_tail, const int w_size, const int pf, float out[4])
 {
