@@ -254,8 +254,8 @@ int bench_gemm(const bench_cfg *c, const qr_kernels *k, const baseline *base, js
     gemm_ref ref = { 0 };
     if (!c->json)
         printf("\n4. GEMM, n = %zu rows of X, anonymous memory: GOP/s = 2*n*rows*cols / time; \"x peak\" = median of "
-               "per-run ratios to the\n   peak loop of section 2 timed beside each run, same threads (int8 for act int8 "
-               "and i8x2, FMA otherwise)\n", c->gemm_n);
+               "per-run ratios to the\n   peak loop of section 2 timed beside each run, same threads (int8 for act "
+               "int8 and i8x2, FMA otherwise)\n", c->gemm_n);
     else json_begin_array(j, "gemm");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (bench_gemm_one(c, k, base, &cases[i], &ref, j) != 0) return -1;
