@@ -498,15 +498,13 @@ static void block_q8_f32(const qr_block *b)
     else gemm_float(b, w_q8, w_q8_tail, 1);
 }
 
-typedef void rows4_int8_fn(const qr_block *b, const uint8_t *x2, size_t i, size_t q);
-
-/* `prefetch` = 0: the two-term lone rows go without software prefetch, as rows4_int8_no_prefetch does.
- * Two terms and a block marked one_stream (only a table with decode_regions marks them): row by row, one
- * stream that the thread's next block continues, instead of in quarters. */
-INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2, rows4_int8_fn *rows4, const int prefetch)
+/* `prefetch` = 0: the quarters (rows4_int8_no_prefetch) and the two-term lone rows go without software
+ * prefetch. Two terms and a block marked one_stream (only a table with decode_regions marks them): row by
+ * row, one stream that the thread's next block continues, instead of in quarters. */
+INLINE void decode_q8_int8(const qr_block *b, const uint8_t *x2, const int prefetch)
 {
     const uint8_t *x = b->x, *w = b->w;
-#define INT8_ROW4(i) rows4(b, x2, (i), q)
+#define INT8_ROW4(i) (prefetch ? rows4_int8 : rows4_int8_no_prefetch)(b, x2, (i), q)
 #define INT8_ROW1(r)                                                                                          \
     do {                                                                                                      \
         uint32_t d1_, d2_ = 0;                                                                                \
@@ -775,8 +773,8 @@ INLINE void gemm_int8(const qr_block *b)
 static void block_q8_int8(const qr_block *b)
 {
     if (!b->decode) gemm_int8(b);
-    else if (b->x2) decode_q8_int8(b, b->x2, rows4_int8, 1);
-    else decode_q8_int8(b, NULL, rows4_int8, 1); /* x2 a constant NULL: the lone rows' one-term loop */
+    else if (b->x2) decode_q8_int8(b, b->x2, 1);
+    else decode_q8_int8(b, NULL, 1); /* x2 a constant NULL: the lone rows' one-term loop */
 }
 /* The two-term decode without software prefetch (rows4_int8_body, and the lone rows of row_int8x2), for
  * cores that run 512-bit operations in halves, where with several threads (decode_regions) each thread
@@ -788,8 +786,8 @@ static void block_q8_int8(const qr_block *b)
 static void block_q8_int8_no_prefetch(const qr_block *b)
 {
     if (!b->decode) gemm_int8(b);
-    else if (b->x2) decode_q8_int8(b, b->x2, rows4_int8_no_prefetch, 0);
-    else decode_q8_int8(b, NULL, rows4_int8_no_prefetch, 0); /* one term: quarters (one stream not measured) */
+    else if (b->x2) decode_q8_int8(b, b->x2, 0);
+    else decode_q8_int8(b, NULL, 0); /* one term: quarters (one stream not measured) */
 }
 
 /* ---- X to int8: qr_quantize_x.h's rule sixteen lanes at a time ------------------------------------

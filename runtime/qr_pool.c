@@ -402,7 +402,11 @@ void qr_pool_run_regions(qr_pool *p, size_t units, qr_pool_range_fn *fn, void *c
         fn(ctx, 0, units, 0);
         return;
     }
-    region_job j = { .n_regions = threads < QR_POOL_MAX_REGIONS ? threads : QR_POOL_MAX_REGIONS, .fn = fn, .ctx = ctx };
+    /* not an initializer: that would clear all QR_POOL_MAX_REGIONS lines (4 KiB) on every decode product */
+    region_job j;
+    j.n_regions = threads < QR_POOL_MAX_REGIONS ? threads : QR_POOL_MAX_REGIONS;
+    j.fn = fn;
+    j.ctx = ctx;
     for (size_t r = 0; r < j.n_regions; r++) {
         const uint64_t first = units * r / j.n_regions, end = units * (r + 1) / j.n_regions;
         atomic_init(&j.region[r].span, first | end << 32);

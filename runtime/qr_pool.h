@@ -2,9 +2,9 @@
  *
  * A job is n chunks of work, fn(ctx, chunk, worker) for chunk = 0 .. n-1. The calling thread posts it and
  * takes chunks itself; the pool's workers take chunks as they come by. (qr_pool_run_regions, below, hands
- * out contiguous runs of units instead, one per thread, on top of a job of one chunk per thread.) qr_pool_run returns once every
- * chunk has run, and it waits only for chunks a worker has already taken — never for a worker that has not
- * woken up. That is the point of this module: OpenMP's fork-join ends every parallel region in a barrier
+ * out contiguous runs of units instead, one per thread, on top of a job of one chunk per thread.)
+ * qr_pool_run returns once every chunk has run, and it waits only for chunks a worker has already taken —
+ * never for a worker that has not woken up. That is the point of this module: OpenMP's fork-join ends every parallel region in a barrier
  * that waits for every thread of the team, so when another process holds a core, a 2-thread decode waits
  * for a descheduled thread at each of its ~100 products per token (measured on 2 cores with one busy
  * process beside: 110M Q8_ROW decode at 2 threads 46-79 tok/s, below 1 thread's 119-132).
