@@ -57,8 +57,9 @@ void bench_kernels_help(FILE *fp)
             "qmap bench kernels:\n"
             "Measure the matmul kernels against this machine's limits:\n"
             "  1. memory read bandwidth: 1 GiB read by each of several methods (vector loads with 8\n"
-            "     accumulators, with and without software prefetch, 1 or 4 streams per thread), over\n"
-            "     anonymous memory and over a file mapping; the best method of each moment is the\n"
+            "     accumulators, with and without software prefetch, 1 or 4 streams per thread, each\n"
+            "     thread its own part of the buffer or of each 256 MiB of it), over anonymous memory\n"
+            "     and over a file mapping; the best method of each moment is the\n"
             "     baseline of section 3; a run above 1.05 x its limit is taken again (up to 3 times),\n"
             "     and one above it in every try is an error (exit 1)\n"
             "  2. instruction peak: independent int8 (GOP/s) and FMA (GFLOP/s) multiply-add chains on\n"
@@ -236,9 +237,9 @@ static int bench_bandwidth(const bench_cfg *c, baseline *base, json_out *j)
     double *rates = malloc((size_t)c->runs * sizeof *rates);
     if (!rates) { munmap(anon, len); munmap(file, len); set_error("out of memory"); return -1; }
     if (!c->json)
-        printf("\n1. memory read bandwidth: %zu MiB read by each method (each thread its own contiguous part), "
-               "anonymous memory and a file mapping of the same size;\n   the baseline of sections 3-4 is the "
-               "best method of each moment, timed beside each run\n", len / MIB);
+        printf("\n1. memory read bandwidth: %zu MiB read by each method (each thread its own part of the buffer, "
+               "or of each 256 MiB for '/256M'), anonymous memory and a file mapping of the same size;\n   the "
+               "baseline of sections 3-4 is the best method of each moment, timed beside each run\n", len / MIB);
     else {
         json_begin_object(j, "bandwidth");
         json_u64(j, "buffer_bytes", len);
@@ -256,7 +257,7 @@ static int bench_bandwidth(const bench_cfg *c, baseline *base, json_out *j)
                 st[m] = bm_stats_of(rates, c->runs);
                 const char *name = m < n_rd ? rd[m].name : "best of each run";
                 if (!c->json) {
-                    printf("   %-9s threads %-3d %-16s ", where ? "file map" : "anonymous", t, name);
+                    printf("   %-9s threads %-3d %-21s ", where ? "file map" : "anonymous", t, name);
                     bm_print_stats(&st[m], "GB/s");
                     printf("\n");
                 } else {

@@ -81,15 +81,19 @@ typedef struct bm_reader {
     const char *name;                        /* "avx512+pf", ... */
     uint64_t (*fn)(const uint8_t *p, size_t n);   /* sum of n bytes as 64-bit words; n a multiple of granule */
     size_t granule;                          /* bytes; p must be 64-byte aligned */
+    size_t chunk;                            /* 0: each thread reads one contiguous part of a buffer; else
+                                              * the buffer goes in chunks of this many bytes (the last may
+                                              * be shorter), each split among the threads like a buffer */
 } bm_reader;
 
 /* The readers this CPU can run. */
 size_t bm_readers(const bm_reader **out);
 /* The sum every reader must return: the n/8 little-endian 64-bit words of p, wrapping. */
 uint64_t bm_read_reference(const uint8_t *p, size_t n);
-/* One timed pass of reader r: `threads` threads each read their own contiguous part of buf[0..len) (len
- * rounded down per thread to the granule); a buffer under 64 MiB is read as many times as make 64 MiB, in
- * the same timed region (bm_run_threads). GB/s (1e9 bytes/s) of the bytes actually read. */
+/* One timed pass of reader r: `threads` threads each read their own contiguous part of buf[0..len), or
+ * of each r->chunk bytes of it (each part rounded down to the granule); a buffer under 64 MiB is read as
+ * many times as make 64 MiB, in the same timed region (bm_run_threads). GB/s (1e9 bytes/s) of the bytes
+ * actually read. */
 double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads);
 /* The baseline: one pass of every reader, the best GB/s; *best (if not NULL) names the winner. */
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best);

@@ -2,8 +2,9 @@
  *
  * Every read method the CPU has must return exactly bm_read_reference's sum (the 64-bit words of the
  * buffer, wrapping) on buffers of every multiple of its granule up to 8 granules and on a large one, so
- * that each reads every byte once and nothing else; bm_read_once over several threads must read the parts
- * the threads were given; the anonymous buffer is filled; the statistics are the median, min and max.
+ * that each reads every byte once and nothing else; bm_read_once over 1, 2 and 4 threads must read every
+ * byte of the buffer once, in parts no longer than a thread's share of the reader's chunk when it has one
+ * (a reader that sums what it is given, against the whole buffer's sum); the anonymous buffer is filled; the statistics are the median, min and max.
  * bm_run_threads runs its function on as many threads as asked, all at once (each waits, with a time
  * limit, until all have arrived: run one after another, they would time out), each on its own thread,
  * and leaves no thread behind; the time it returns covers the slowest thread's work. bm_run_beside_limit
@@ -59,6 +60,37 @@ static void readers_equal_reference(void **state)
         assert_int_equal(r[k].fn(p, big), bm_read_reference(p, big));
         free(p);
     }
+}
+
+/* A reader that adds what it read to g_read_sum and notes the longest part it was given. */
+static _Atomic uint64_t g_read_sum;
+static _Atomic size_t g_longest_part;
+static uint64_t summing_reader(const uint8_t *p, size_t n)
+{
+    const uint64_t s = bm_read_reference(p, n);
+    atomic_fetch_add(&g_read_sum, s);
+    size_t seen = atomic_load(&g_longest_part);
+    while (n > seen && !atomic_compare_exchange_weak(&g_longest_part, &seen, n)) {}
+    return s;
+}
+
+static void parts_cover_the_buffer_once(void **state)
+{
+    (void)state;
+    const size_t len = (size_t)67 << 20;   /* one pass (64 MiB or more); 4 MiB and 64 MiB chunks and a 3 MiB tail */
+    uint8_t *p = random_buffer(len, 5);
+    const uint64_t want = bm_read_reference(p, len);
+    const size_t chunks[] = { 0, (size_t)4 << 20, (size_t)64 << 20 };
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++)
+        for (int nt = 1; nt <= 4; nt *= 2) {
+            const bm_reader r = { "summing", summing_reader, 64, chunks[c] };
+            atomic_store(&g_read_sum, 0);
+            atomic_store(&g_longest_part, 0);
+            assert_true(bm_read_once(&r, p, len, nt) > 0);
+            assert_true(atomic_load(&g_read_sum) == want);
+            assert_true(atomic_load(&g_longest_part) == (chunks[c] ? chunks[c] : len) / (size_t)nt);
+        }
+    free(p);
 }
 
 static void reference_is_the_word_sum(void **state)
@@ -260,6 +292,7 @@ int main(void)
         cmocka_unit_test(reference_is_the_word_sum),
         cmocka_unit_test(readers_equal_reference),
         cmocka_unit_test(bandwidth_and_buffer),
+        cmocka_unit_test(parts_cover_the_buffer_once),
         cmocka_unit_test(statistics),
         cmocka_unit_test(peak),
         cmocka_unit_test(threads_run_at_once),
