@@ -382,7 +382,10 @@ typedef struct read_job {
 } read_job;
 
 /* Bytes each of nt threads reads of a span of len bytes: its part, rounded down to the granule. */
-static size_t read_part_len(const bm_reader *r, size_t len, int nt) { return len / (size_t)nt / r->granule * r->granule; }
+static size_t read_part_len(const bm_reader *r, size_t len, int nt)
+{
+    return len / (size_t)nt / r->granule * r->granule;
+}
 
 /* The spans a pass splits among the threads: the whole buffer, or each chunk of it. */
 static size_t span_of(const bm_reader *r, size_t len) { return r->chunk && r->chunk < len ? r->chunk : len; }

@@ -4,7 +4,8 @@
  * buffer, wrapping) on buffers of every multiple of its granule up to 8 granules and on a large one, so
  * that each reads every byte once and nothing else; bm_read_once over 1, 2 and 4 threads must read every
  * byte of the buffer once, in parts no longer than a thread's share of the reader's chunk when it has one
- * (a reader that sums what it is given, against the whole buffer's sum); the anonymous buffer is filled; the statistics are the median, min and max.
+ * (a reader that sums what it is given, against the whole buffer's sum); the anonymous buffer is filled;
+ * the statistics are the median, min and max.
  * bm_run_threads runs its function on as many threads as asked, all at once (each waits, with a time
  * limit, until all have arrived: run one after another, they would time out), each on its own thread,
  * and leaves no thread behind; the time it returns covers the slowest thread's work. bm_run_beside_limit
