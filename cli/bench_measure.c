@@ -374,11 +374,16 @@ size_t bm_readers(const bm_reader **out)
  * not count as time spent reading (a small model's weights: their speed of light is the cache's). */
 #define MIN_READ_BYTES ((size_t)64 << 20)
 
+typedef struct read_part_out {
+    uint64_t total;   /* the reader's sums */
+    size_t bytes;     /* what it was given to read */
+} read_part_out;
+
 typedef struct read_job {
     const bm_reader *r;
     const uint8_t *buf;
     size_t len, passes;
-    uint64_t *total;   /* per thread */
+    read_part_out *out;   /* per thread */
 } read_job;
 
 /* Bytes each of nt threads reads of a span of len bytes: its part, rounded down to the granule. */
@@ -387,40 +392,36 @@ static size_t read_part_len(const bm_reader *r, size_t len, int nt)
     return len / (size_t)nt / r->granule * r->granule;
 }
 
-/* The spans a pass splits among the threads: the whole buffer, or each chunk of it. */
-static size_t span_of(const bm_reader *r, size_t len) { return r->chunk && r->chunk < len ? r->chunk : len; }
-
-/* Bytes all nt threads read in one pass of len bytes. */
-static size_t read_bytes(const bm_reader *r, size_t len, int nt)
-{
-    const size_t span = span_of(r, len), whole = len / span;
-    return (size_t)nt * (whole * read_part_len(r, span, nt) + read_part_len(r, len - whole * span, nt));
-}
-
 static void read_part(void *ctx, int t, int nt)
 {
     const read_job *j = ctx;
-    const size_t span = span_of(j->r, j->len);
-    uint64_t total = 0;
+    /* the spans split among the threads: the whole buffer, or each chunk of it */
+    const size_t span = j->r->chunk && j->r->chunk < j->len ? j->r->chunk : j->len;
+    read_part_out o = { 0, 0 };
     for (size_t p = 0; p < j->passes; p++)
-        for (size_t o = 0; o < j->len; o += span) {
-            const size_t n = read_part_len(j->r, j->len - o < span ? j->len - o : span, nt);
-            if (n) total += j->r->fn(j->buf + o + (size_t)t * n, n);
+        for (size_t at = 0; at < j->len; at += span) {
+            const size_t n = read_part_len(j->r, j->len - at < span ? j->len - at : span, nt);
+            if (n) o.total += j->r->fn(j->buf + at + (size_t)t * n, n);
+            o.bytes += n;
         }
-    j->total[t] = total;
+    j->out[t] = o;
 }
 
 double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads)
 {
     if (threads < 1) threads = 1;
     size_t passes = len >= MIN_READ_BYTES ? 1 : (MIN_READ_BYTES + len - 1) / (len ? len : 1);
-    uint64_t *total = calloc((size_t)threads, sizeof *total);
-    if (!total) return NAN;
-    read_job j = { r, buf, len, passes, total };
+    read_part_out *out = calloc((size_t)threads, sizeof *out);
+    if (!out) return NAN;
+    read_job j = { r, buf, len, passes, out };
     const double s = bm_run_threads(threads, read_part, &j);
-    for (int t = 0; t < threads; t++) g_sink += total[t];
-    free(total);
-    return (double)(passes * read_bytes(r, len, threads)) / s / 1e9;
+    size_t bytes = 0;
+    for (int t = 0; t < threads; t++) {
+        g_sink += out[t].total;
+        bytes += out[t].bytes;
+    }
+    free(out);
+    return (double)bytes / s / 1e9;
 }
 
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best)
@@ -429,6 +430,8 @@ double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **be
     size_t n = bm_readers(&r);
     double top = 0;
     for (size_t i = 0; i < n; i++) {
+        /* a buffer no longer than a reader's chunk is one chunk: that reader is its plain twin again */
+        if (r[i].chunk && r[i].chunk >= len) continue;
         double g = bm_read_once(&r[i], buf, len, threads);
         if (g > top) {
             top = g;

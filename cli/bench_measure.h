@@ -83,7 +83,8 @@ typedef struct bm_reader {
     size_t granule;                          /* bytes; p must be 64-byte aligned */
     size_t chunk;                            /* 0: each thread reads one contiguous part of a buffer; else
                                               * the buffer goes in chunks of this many bytes (the last may
-                                              * be shorter), each split among the threads like a buffer */
+                                              * be shorter), each split among the threads like a buffer;
+                                              * bm_readers' chunked readers run a plain one's loop */
 } bm_reader;
 
 /* The readers this CPU can run. */
@@ -95,7 +96,8 @@ uint64_t bm_read_reference(const uint8_t *p, size_t n);
  * many times as make 64 MiB, in the same timed region (bm_run_threads). GB/s (1e9 bytes/s) of the bytes
  * actually read. */
 double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads);
-/* The baseline: one pass of every reader, the best GB/s; *best (if not NULL) names the winner. */
+/* The baseline: one pass of every reader, the best GB/s; *best (if not NULL) names the winner. A chunked
+ * reader is skipped where len is no more than its chunk: there it reads as its plain twin. */
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best);
 /* len bytes of anonymous memory (64-byte aligned, in 2 MiB pages where the kernel gives them), filled with
  * non-zero bytes by `threads` threads, each touching first the part it will read. NULL (errno set) on

@@ -4,10 +4,11 @@
  * takes chunks itself; the pool's workers take chunks as they come by. (qr_pool_run_regions, below, hands
  * out contiguous runs of units instead, one per thread, on top of a job of one chunk per thread.)
  * qr_pool_run returns once every chunk has run, and it waits only for chunks a worker has already taken —
- * never for a worker that has not woken up. That is the point of this module: OpenMP's fork-join ends every parallel region in a barrier
- * that waits for every thread of the team, so when another process holds a core, a 2-thread decode waits
- * for a descheduled thread at each of its ~100 products per token (measured on 2 cores with one busy
- * process beside: 110M Q8_ROW decode at 2 threads 46-79 tok/s, below 1 thread's 119-132).
+ * never for a worker that has not woken up. That is the point of this module: OpenMP's fork-join ends
+ * every parallel region in a barrier that waits for every thread of the team, so when another process
+ * holds a core, a 2-thread decode waits for a descheduled thread at each of its ~100 products per token
+ * (measured on 2 cores with one busy process beside: 110M Q8_ROW decode at 2 threads 46-79 tok/s, below 1
+ * thread's 119-132).
  * Where a worker is preempted while it holds a chunk, the caller must wait for it; when that keeps
  * happening, the caller runs jobs alone for a while (the back-off in qr_pool.c). With both, the same run
  * gives 114-117 tok/s, and an idle machine the same speed as OpenMP.
