@@ -398,7 +398,11 @@ static float quantize_x_residual_signed(const float *x, const uint8_t *q1, float
  * it to float (8 lanes: a sign-extend, a convert and a multiply-add per 8 weights). Measured with this
  * table on a Zen 4 host (QMAP_CPU=avx2; 256-bit operations at full width there, as on AVX2-only cores),
  * 1.1B Q8_ROW, 1 thread, qmap bench -p 0 -n 32 -r 3, three interleaved rounds: two terms 0.67-0.69 of the
- * speed of light, widening 0.47-0.59 (one stream row by row before: 0.50-0.60 and 0.55-0.61). */
+ * speed of light, widening 0.47-0.59 (one stream row by row before: 0.50-0.60 and 0.55-0.61).
+ * Decode regions (qr_kernels.decode_regions) are off here: with them, the same host, 2 threads, builds
+ * alternated (qmap bench tinyllama-1.1b-q8.qmap -p 0 -n 32 -r 3 -t 2, 12 rounds) read 0.63-0.72 of the
+ * speed of light at 48-53 GB/s against 0.66-0.73 without (faster in 1 of 7 rounds there), 0.84-0.89
+ * against 0.86-0.90 at 32-34 GB/s. */
 const qr_kernels qr_kernels_avx2 = {
     .name = "avx2",
     .level = QM_CPU_AVX2,
