@@ -424,14 +424,15 @@ double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int thre
     return (double)bytes / s / 1e9;
 }
 
+bool bm_reader_applies(const bm_reader *r, size_t len) { return !r->chunk || r->chunk < len; }
+
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best)
 {
     const bm_reader *r;
     size_t n = bm_readers(&r);
     double top = 0;
     for (size_t i = 0; i < n; i++) {
-        /* a buffer no longer than a reader's chunk is one chunk: that reader is its plain twin again */
-        if (r[i].chunk && r[i].chunk >= len) continue;
+        if (!bm_reader_applies(&r[i], len)) continue;
         double g = bm_read_once(&r[i], buf, len, threads);
         if (g > top) {
             top = g;

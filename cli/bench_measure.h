@@ -89,6 +89,9 @@ typedef struct bm_reader {
 
 /* The readers this CPU can run. */
 size_t bm_readers(const bm_reader **out);
+/* Whether r reads a buffer of len bytes in its own way: false for a chunked reader whose chunk is no
+ * shorter than len (the buffer is then one chunk, and r reads it exactly as its plain twin). */
+bool bm_reader_applies(const bm_reader *r, size_t len);
 /* The sum every reader must return: the n/8 little-endian 64-bit words of p, wrapping. */
 uint64_t bm_read_reference(const uint8_t *p, size_t n);
 /* One timed pass of reader r: `threads` threads each read their own contiguous part of buf[0..len), or
@@ -96,8 +99,8 @@ uint64_t bm_read_reference(const uint8_t *p, size_t n);
  * many times as make 64 MiB, in the same timed region (bm_run_threads). GB/s (1e9 bytes/s) of the bytes
  * actually read. */
 double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads);
-/* The baseline: one pass of every reader, the best GB/s; *best (if not NULL) names the winner. A chunked
- * reader is skipped where len is no more than its chunk: there it reads as its plain twin. */
+/* The baseline: one pass of every reader that applies to len (bm_reader_applies), the best GB/s; *best (if
+ * not NULL) names the winner. */
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best);
 /* len bytes of anonymous memory (64-byte aligned, in 2 MiB pages where the kernel gives them), filled with
  * non-zero bytes by `threads` threads, each touching first the part it will read. NULL (errno set) on

@@ -4,7 +4,8 @@
  * buffer, wrapping) on buffers of every multiple of its granule up to 8 granules and on a large one, so
  * that each reads every byte once and nothing else; bm_read_once over 1, 2 and 4 threads must read every
  * byte of the buffer once, in parts no longer than a thread's share of the reader's chunk when it has one
- * (a reader that sums what it is given, against the whole buffer's sum); the anonymous buffer is filled;
+ * (a reader that sums what it is given, against the whole buffer's sum), and a chunked reader applies only
+ * to buffers longer than its chunk; the anonymous buffer is filled;
  * the statistics are the median, min and max.
  * bm_run_threads runs its function on as many threads as asked, all at once (each waits, with a time
  * limit, until all have arrived: run one after another, they would time out), each on its own thread,
@@ -92,6 +93,21 @@ static void parts_cover_the_buffer_once(void **state)
             assert_true(atomic_load(&g_longest_part) == (chunks[c] ? chunks[c] : len) / (size_t)nt);
         }
     free(p);
+}
+
+/* A chunked reader applies only where its chunk is shorter than the buffer (else it reads as its plain
+ * twin); a plain one everywhere. */
+static void chunked_reader_applies_past_its_chunk(void **state)
+{
+    (void)state;
+    const size_t mib = (size_t)1 << 20;
+    const bm_reader plain = { "plain", bm_read_reference, 64, 0 };
+    const bm_reader chunked = { "chunked", bm_read_reference, 64, 4 * mib };
+    assert_true(bm_reader_applies(&plain, 64));
+    assert_true(bm_reader_applies(&plain, 64 * mib));
+    assert_false(bm_reader_applies(&chunked, 4 * mib));
+    assert_false(bm_reader_applies(&chunked, 64));
+    assert_true(bm_reader_applies(&chunked, 4 * mib + 64));
 }
 
 static void reference_is_the_word_sum(void **state)
@@ -294,6 +310,7 @@ int main(void)
         cmocka_unit_test(readers_equal_reference),
         cmocka_unit_test(bandwidth_and_buffer),
         cmocka_unit_test(parts_cover_the_buffer_once),
+        cmocka_unit_test(chunked_reader_applies_past_its_chunk),
         cmocka_unit_test(statistics),
         cmocka_unit_test(peak),
         cmocka_unit_test(threads_run_at_once),
