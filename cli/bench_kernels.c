@@ -215,8 +215,6 @@ static uint8_t *file_mapping(const char *dir, size_t len)
     return m == MAP_FAILED ? NULL : m;
 }
 
-#define BW_MAX_READERS 8
-
 static int bench_bandwidth(const bench_cfg *c, baseline *base, json_out *j)
 {
     size_t len = c->bw_bytes;
@@ -250,24 +248,23 @@ static int bench_bandwidth(const bench_cfg *c, baseline *base, json_out *j)
         int t = c->threads[ti];
         for (int where = 0; where < 2; where++) {
             const uint8_t *buf = where ? file : anon;
-            bm_stats st[BW_MAX_READERS + 1];
-            for (size_t m = 0; m <= n_rd && m <= BW_MAX_READERS; m++) {
+            for (size_t m = 0; m <= n_rd; m++) {   /* every reader, then (m = n_rd) the baseline */
                 if (m < n_rd && !bm_reader_applies(&rd[m], len)) continue;   /* its plain twin's row */
                 if (m < n_rd) bm_read_once(&rd[m], buf, len, t);   /* warm-up */
                 for (int r = 0; r < c->runs; r++)
                     rates[r] = m < n_rd ? bm_read_once(&rd[m], buf, len, t) : bm_bandwidth(buf, len, t, NULL);
-                st[m] = bm_stats_of(rates, c->runs);
+                const bm_stats st = bm_stats_of(rates, c->runs);
                 const char *name = m < n_rd ? rd[m].name : "best of each run";
                 if (!c->json) {
                     printf("   %-9s threads %-3d %-21s ", where ? "file map" : "anonymous", t, name);
-                    bm_print_stats(&st[m], "GB/s");
+                    bm_print_stats(&st, "GB/s");
                     printf("\n");
                 } else {
                     json_begin_object(j, NULL);
                     json_cstring(j, "memory", where ? "file_mapping" : "anonymous");
                     json_u64(j, "threads", (uint64_t)t);
                     json_cstring(j, "method", m < n_rd ? rd[m].name : "best");
-                    bm_json_stats(j, &st[m], "GB/s");
+                    bm_json_stats(j, &st, "GB/s");
                     json_end_object(j);
                 }
             }
