@@ -199,6 +199,12 @@ bm_stats bm_stats_of(double *v, int n)
 
 double bm_ratio(double a, double b) { return b > 0 ? a / b : NAN; }
 
+bool bm_limit_steady(double before, double after)
+{
+    if (!(before > 0) || !(after > 0)) return false;   /* NaN compares false */
+    return fmin(before, after) >= (1.0 - BM_STEADY_SPREAD) * fmax(before, after);
+}
+
 void bm_json_stats(json_out *j, const bm_stats *s, const char *unit)
 {
     json_f64(j, "median", s->median);

@@ -48,6 +48,17 @@ void bm_print_stats(const bm_stats *s, const char *unit);               /* "41.2
  * of single readings. The benchmarks never print a ratio above it. */
 #define BM_RATIO_LIMIT 1.05
 
+/* A run's limit held when the readings just before and just after it agree within this fraction of the
+ * larger. Otherwise the host changed state around the run (on the Zen 4 VMs qmap is measured on, the
+ * 2-thread bandwidth moves between ~30 and ~60 GB/s within seconds), and the run's fraction of the better
+ * reading says more about the host than about the code: the benchmarks count such runs and give the
+ * fraction over the others beside the median of all. */
+#define BM_STEADY_SPREAD 0.10
+
+/* Whether a limit read before (>0) and after (>0) a run held (bm_limit_steady(b, a): both above 0 and the
+ * smaller at least (1 - BM_STEADY_SPREAD) x the larger); false for a missing (0 or NaN) reading. */
+bool bm_limit_steady(double before, double after);
+
 /* How many times the benchmarks take a run above BM_RATIO_LIMIT again (bm_run_beside_limit). */
 #define BM_MAX_RERUNS 3
 

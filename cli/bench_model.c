@@ -18,7 +18,9 @@
  * With --mmap 0,1 the model is opened twice, over its mapping and as an anonymous copy (--no-mmap), and
  * every run of a test is taken on both in alternating order; the mapping/copy ratio is taken per run.
  * Figures are medians with min and max of the -r runs; ratios are taken per run, and a run above
- * BM_RATIO_LIMIT x its limit is taken again (bm_run_beside_limit) or stops the command. Token ids are
+ * BM_RATIO_LIMIT x its limit is taken again (bm_run_beside_limit) or stops the command; a run whose
+ * readings before and after disagree (bm_limit_steady) is counted, and the fraction is also given over the
+ * runs whose limit held. Token ids are
  * fixed and spread over the vocabulary: speed does not depend on the text.
  */
 #include <errno.h>
@@ -124,6 +126,9 @@ typedef struct row {
     int threads, mmap;
     bm_stats tps, limit, frac, bw_anon, bw_map;
     int reruns;               /* runs taken again because they came out above BM_RATIO_LIMIT x their limit */
+    int steady;               /* runs whose limit held (bm_limit_steady of the readings before and after) */
+    bm_stats frac_steady;     /* the fraction over those runs (runs 0: none held) */
+    bm_stats drift;           /* the limit read after each run / the one read before */
     double kv_bytes;          /* tg: bytes of KV cache read per token (mean over the runs' tokens) */
     double int8_terms;        /* pp: int8 multiply-adds per weight multiply-add (0: float; 2: every product
                                * in two terms; between 1 and 2: some in one, some in two) */
@@ -135,7 +140,7 @@ static void print_header(const bm_cfg *c)
     if (c->csv) {
         printf("model,file_type,size_bytes,params,dtypes,threads,mmap,test,tokens,tps_median,tps_min,tps_max,runs,"
                "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,int8_terms,reruns,act,kernels,"
-               "n_depth,kv_bytes_per_token\n");
+               "n_depth,kv_bytes_per_token,steady_runs,fraction_steady_median,limit_after_over_before_median\n");
     } else if (!c->json) {
         printf("| %-*s | %9s | %8s | %-22s | %3s | %4s | %*s | %-22s | %-26s | %-16s |\n", c->name_width, "model", "size",
                "params", "dtypes", "thr", "mmap", c->test_width, "test", "t/s median [min-max]", "limit (measured beside)",
@@ -192,6 +197,15 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         json_end_object(j);
         if (!tg) json_f64(j, "int8_terms", r->int8_terms);
         json_u64(j, "reruns", (uint64_t)r->reruns);
+        json_u64(j, "steady_runs", (uint64_t)r->steady);
+        if (r->steady) {
+            json_begin_object(j, "fraction_steady");
+            bm_json_stats(j, &r->frac_steady, "ratio");
+            json_end_object(j);
+        } else json_null(j, "fraction_steady");
+        json_begin_object(j, "limit_after_over_before");
+        bm_json_stats(j, &r->drift, "ratio");
+        json_end_object(j);
         json_begin_object(j, tg ? "speed_of_light" : "peak");
         bm_json_stats(j, &r->limit, unit);
         json_end_object(j);
@@ -215,12 +229,13 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         return;
     }
     if (c->csv) {
-        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%.6f,%d,%s,%s,%ld,%.0f\n", in->path,
+        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%.6f,%d,%s,%s,%ld,%.0f,%d,%.4f,"
+               "%.4f\n", in->path,
                in->file_type, (unsigned long long)in->file_size, (unsigned long long)in->n_params, mf->mix, r->threads,
                r->mmap, r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
                r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN,
                tg ? NAN : r->int8_terms, r->reruns, cli_act_choices[c->act], qr_kernels_name(qr_kernels_get()), c->depth,
-               tg ? r->kv_bytes : NAN);
+               tg ? r->kv_bytes : NAN, r->steady, r->steady ? r->frac_steady.median : NAN, r->drift.median);
         return;
     }
     binary_size(in->file_size, size, sizeof size);
@@ -293,6 +308,7 @@ typedef struct run_ctx {
     const model_facts *mf;
     uint64_t bytes_per_token;
     double tps, limit, frac, bw_anon, bw_map, int8_terms;   /* out */
+    double before, after;          /* out: the limit's readings (GB/s or GOP/s) just before and just after */
     double kv_bytes;               /* out, tg: KV cache bytes read per token */
     bool failed;                   /* out: qe says why */
     qmap_error qe;
@@ -314,7 +330,9 @@ static double timed_run(void *p)
         return NAN;
     }
     if (r->test == 0) {
-        r->limit = fmax(pre_peak, bm_peak_once(r->pk, r->peak_iters, r->threads));
+        r->before = pre_peak;
+        r->after = bm_peak_once(r->pk, r->peak_iters, r->threads);
+        r->limit = fmax(r->before, r->after);
         /* the work the session counted: each int8 term of X once (two terms run every multiply-add twice),
          * the head only for the last token (a prompt keeps the last logits; counting it n times put GPT-2's
          * F16 pp512, whose tied head is 31% of its weights, at 1.06 x the FMA peak) */
@@ -329,6 +347,8 @@ static double timed_run(void *p)
         best_bandwidth(r->anon, r->anon_len, r->map, r->map_len, r->threads, &a, &b);
         r->bw_anon = fmax(a, pre_a);
         r->bw_map = fmax(b, pre_b);
+        r->before = fmax(pre_a, pre_b);
+        r->after = fmax(a, b);
         /* the weights once and the cache as far as each step's attention reached */
         r->kv_bytes = (double)kv_bytes / (double)r->n;
         r->limit = fmax(r->bw_anon, r->bw_map) * 1e9 / ((double)r->bytes_per_token + r->kv_bytes);
@@ -353,8 +373,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
     const uint8_t *map = NULL;
     size_t anon_len = 0, map_len = 0;
     int32_t *ids = NULL;
-    enum { TPS, LIMIT, FRAC, BW_ANON, BW_MAP, N_V };
-    double *v[2][N_V] = { { NULL } }, *ratio = NULL;
+    enum { TPS, LIMIT, FRAC, BW_ANON, BW_MAP, STEADY, DRIFT, N_V };
+    double *v[2][N_V] = { { NULL } }, *ratio = NULL, *held = NULL;
     if (facts_of(path, &mf, err, err_size) != 0) return -1;
     for (int mi = 0; mi < nm; mi++) {
         qmap_model_params mp;
@@ -387,7 +407,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
     long n_ids = c->depth + (c->pp > c->tg ? c->pp : c->tg);
     ids = malloc((size_t)(n_ids ? n_ids : 1) * sizeof *ids);
     ratio = malloc((size_t)c->runs * sizeof *ratio);
-    bool ok = (c->tg == 0 || (anon && map)) && ids && ratio;
+    held = malloc((size_t)c->runs * sizeof *held);
+    bool ok = (c->tg == 0 || (anon && map)) && ids && ratio && held;
     for (int mi = 0; mi < nm; mi++)
         for (int i = 0; i < N_V; i++) ok = ok && (v[mi][i] = malloc((size_t)c->runs * sizeof(double))) != NULL;
     if (!ok) {
@@ -454,6 +475,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
                     w[TPS][run] = rx.tps;
                     w[LIMIT][run] = rx.limit;
                     w[FRAC][run] = rx.frac;
+                    w[STEADY][run] = bm_limit_steady(rx.before, rx.after);
+                    w[DRIFT][run] = bm_ratio(rx.after, rx.before);
                     if (test == 0) int8_terms = rx.int8_terms;
                     else {
                         kv_per_token = rx.kv_bytes;   /* the same in every run: the same positions */
@@ -468,6 +491,10 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
                           .int8_terms = int8_terms, .kv_bytes = kv_per_token, .reruns = reruns[mi],
                           /* tg rows only (the JSON's field): each call reads /proc/self/smaps */
                           .large_pages = test == 1 && c->mmaps[mi] ? qmap_model_large_page_bytes(m[mi]) : UINT64_MAX };
+                for (long k = 0; k < c->runs; k++)   /* before bm_stats_of sorts FRAC */
+                    if (v[mi][STEADY][k] != 0) held[r.steady++] = v[mi][FRAC][k];
+                if (r.steady) r.frac_steady = bm_stats_of(held, r.steady);
+                r.drift = bm_stats_of(v[mi][DRIFT], (int)c->runs);
                 r.tps = bm_stats_of(v[mi][TPS], (int)c->runs);
                 r.limit = bm_stats_of(v[mi][LIMIT], (int)c->runs);
                 r.frac = bm_stats_of(v[mi][FRAC], (int)c->runs);
@@ -481,6 +508,16 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
                             "after %s and %s taken again (the host's %s changed during the run)\n", r.test, n, t,
                             r.reruns, r.reruns > 1 ? "s" : "", BM_RATIO_LIMIT, r.reruns > 1 ? "them" : "it",
                             r.reruns > 1 ? "were" : "was", test ? "bandwidth" : "peak");
+                if (r.steady < c->runs && !c->json && !c->csv) {
+                    char over[96] = "no run's limit held";
+                    if (r.steady)
+                        snprintf(over, sizeof over, "over the %d whose limit held: x limit %.2f [%.2f-%.2f]", r.steady,
+                                 r.frac_steady.median, r.frac_steady.min, r.frac_steady.max);
+                    fprintf(stderr, "qmap bench: %s%ld, %d thr: the %s read before and after %ld of %ld runs differed by "
+                            "more than %.0f%% (the host changed state around them; their fractions say more about "
+                            "it than about the model); %s\n", r.test, n, t, test ? "bandwidth" : "peak",
+                            c->runs - r.steady, c->runs, 100 * BM_STEADY_SPREAD, over);
+                }
             }
             /* both ways measured: the figure that decides qmap's premise (the mapping as fast as a copy) */
             if (nm == 2 && !c->json && !c->csv) {
@@ -508,6 +545,7 @@ out:
         qmap_model_close(m[mi]);
     }
     free(ratio);
+    free(held);
     free(ids);
     if (map) munmap((void *)map, map_len);
     if (anon) munmap(anon, anon_len);
@@ -554,8 +592,12 @@ int bench_model(int argc, char **argv)
         "token's logits are computed), and no attention.\n"
         "No run is printed above 1.05 x its limit: such a run is taken again with new readings (the host\n"
         "changed during it; at most 3 times, counted as reruns), and one still above after that means the\n"
-        "baseline is wrong: the command stops with an error instead. Below the table, how much of each model's\n"
-        "mapping is in 2 MiB pages (weights in 4 KiB pages stream slower on the VMs qmap was measured on).",
+        "baseline is wrong: the command stops with an error instead. A run whose limit read before and after\n"
+        "differs by more than 10% (the host changed state around it) is kept, but counted: after its row a\n"
+        "line on stderr says how many and gives the fraction over the runs whose limit held (--json:\n"
+        "steady_runs, fraction_steady, limit_after_over_before; --csv: the same medians). Below the table,\n"
+        "how much of each model's mapping is in 2 MiB pages (weights in 4 KiB pages stream slower on the VMs\n"
+        "qmap was measured on).",
         opts, sizeof opts / sizeof opts[0],
         "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"
     };

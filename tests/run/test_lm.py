@@ -483,6 +483,17 @@ def error_cases(env, llama_f32, workdir, mistral_f32=None):
                                  and x["fraction_of_speed_of_light"]["max"] <= 1.05
                                  and isinstance(x["reruns"], int) and 0 <= x["reruns"] <= 3 * 3
                                  and x["tokens_per_second"]["runs"] == 3 for x in tg), str(tg)[:600])
+    # runs whose limit moved between its readings before and after are counted; the fraction over the others
+    # is a subset of the runs' fractions (null when none held), and after/before is given for every run
+    def steady_ok(x, frac):
+        k, fs, d = x.get("steady_runs"), x.get("fraction_steady", 0), x.get("limit_after_over_before", {})
+        subset = (fs is None) if k == 0 else (isinstance(fs, dict) and fs["runs"] == k
+                                              and x[frac]["min"] <= fs["min"] <= fs["median"] <= fs["max"] <= x[frac]["max"])
+        return isinstance(k, int) and 0 <= k <= 3 and subset and d.get("runs") == 3 and d["min"] > 0
+    c.check(g, "qmap bench --json: every row counts its steady runs (limit read before and after within 10%) and "
+            "gives the fraction over them, a subset of all runs' fractions, and each run's limit after / before",
+            len(rows) == 2 and all(steady_ok(x, "fraction_of_speed_of_light" if x["test"] == "tg16" else "fraction_of_peak")
+                                   for x in rows), str(rows)[:800])
     pp = [x for x in rows if x["test"] == "pp8"]
     c.check(g, "qmap bench: pp rows give t/s, the multiply-add peak and every run's fraction of it in (0, 1.05]",
             len(pp) == 1 and all(x["tokens_per_second"]["median"] > 0 and x["peak"]["median"] > 0

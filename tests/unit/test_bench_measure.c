@@ -6,7 +6,8 @@
  * byte of the buffer once, in parts no longer than a thread's share of the reader's chunk when it has one
  * (a reader that sums what it is given, against the whole buffer's sum), and a chunked reader applies only
  * to buffers longer than its chunk; the anonymous buffer is filled;
- * the statistics are the median, min and max.
+ * the statistics are the median, min and max; a limit held (bm_limit_steady) when its readings before
+ * and after a run agree within BM_STEADY_SPREAD, and never with one missing.
  * bm_run_threads runs its function on as many threads as asked, all at once (each waits, with a time
  * limit, until all have arrived: run one after another, they would time out), each on its own thread,
  * and leaves no thread behind; the time it returns covers the slowest thread's work. bm_run_beside_limit
@@ -147,6 +148,20 @@ static void statistics(void **state)
     assert_true(s.median == 2.5 && s.min == 1 && s.max == 4);
     assert_true(isnan(bm_ratio(1, 0)));
     assert_true(bm_ratio(3, 2) == 1.5);
+}
+
+/* A limit held when its readings before and after a run agree within BM_STEADY_SPREAD of the larger, in
+ * either order; a missing reading (0, NaN) never holds. */
+static void limit_steady(void **state)
+{
+    (void)state;
+    const double hi = 60.0, edge = (1.0 - BM_STEADY_SPREAD) * hi;
+    assert_true(bm_limit_steady(hi, hi));
+    assert_true(bm_limit_steady(hi, edge) && bm_limit_steady(edge, hi));
+    assert_false(bm_limit_steady(hi, edge * 0.999) || bm_limit_steady(edge * 0.999, hi));
+    assert_false(bm_limit_steady(60.0, 32.0));   /* the host's two states */
+    assert_false(bm_limit_steady(0, 0) || bm_limit_steady(NAN, hi) || bm_limit_steady(hi, NAN) ||
+                 bm_limit_steady(-hi, -hi));
 }
 
 static void peak(void **state)
@@ -312,6 +327,7 @@ int main(void)
         cmocka_unit_test(parts_cover_the_buffer_once),
         cmocka_unit_test(chunked_reader_applies_past_its_chunk),
         cmocka_unit_test(statistics),
+        cmocka_unit_test(limit_steady),
         cmocka_unit_test(peak),
         cmocka_unit_test(threads_run_at_once),
         cmocka_unit_test(reruns_above_the_limit),
