@@ -129,6 +129,9 @@ typedef struct row {
     int steady;               /* runs whose limit held (bm_limit_steady of the readings before and after) */
     bm_stats frac_steady;     /* the fraction over those runs (runs 0: none held) */
     bm_stats drift;           /* the limit read after each run / the one read before */
+    /* each run in order (--json's samples_*, as llama-bench's samples_ts): t/s, fraction of the limit, the
+     * limit's readings before and after (GB/s for tg, GOP/s or GFLOP/s for pp) */
+    const double *s_tps, *s_frac, *s_before, *s_after;
     double kv_bytes;          /* tg: bytes of KV cache read per token (mean over the runs' tokens) */
     double int8_terms;        /* pp: int8 multiply-adds per weight multiply-add (0: float; 2: every product
                                * in two terms; between 1 and 2: some in one, some in two) */
@@ -206,6 +209,13 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         json_begin_object(j, "limit_after_over_before");
         bm_json_stats(j, &r->drift, "ratio");
         json_end_object(j);
+        const char *sample_names[4] = { "samples_ts", "samples_fraction", "samples_limit_before", "samples_limit_after" };
+        const double *samples[4] = { r->s_tps, r->s_frac, r->s_before, r->s_after };
+        for (int k = 0; k < 4; k++) {
+            json_begin_array(j, sample_names[k]);
+            for (int i = 0; i < r->tps.runs; i++) json_f64(j, NULL, samples[k][i]);
+            json_end_array(j);
+        }
         json_begin_object(j, tg ? "speed_of_light" : "peak");
         bm_json_stats(j, &r->limit, unit);
         json_end_object(j);
@@ -373,7 +383,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
     const uint8_t *map = NULL;
     size_t anon_len = 0, map_len = 0;
     int32_t *ids = NULL;
-    enum { TPS, LIMIT, FRAC, BW_ANON, BW_MAP, STEADY, DRIFT, N_V };
+    /* each run's figures (the statistics sort TPS, LIMIT, FRAC...; *_IN_ORDER keep the runs' order) */
+    enum { TPS, LIMIT, FRAC, BW_ANON, BW_MAP, STEADY, DRIFT, BEFORE, AFTER, TPS_IN_ORDER, FRAC_IN_ORDER, N_V };
     double *v[2][N_V] = { { NULL } }, *ratio = NULL, *held = NULL;
     if (facts_of(path, &mf, err, err_size) != 0) return -1;
     for (int mi = 0; mi < nm; mi++) {
@@ -477,6 +488,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
                     w[FRAC][run] = rx.frac;
                     w[STEADY][run] = bm_limit_steady(rx.before, rx.after);
                     w[DRIFT][run] = bm_ratio(rx.after, rx.before);
+                    w[BEFORE][run] = rx.before;
+                    w[AFTER][run] = rx.after;
                     if (test == 0) int8_terms = rx.int8_terms;
                     else {
                         kv_per_token = rx.kv_bytes;   /* the same in every run: the same positions */
@@ -491,8 +504,15 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
                           .int8_terms = int8_terms, .kv_bytes = kv_per_token, .reruns = reruns[mi],
                           /* tg rows only (the JSON's field): each call reads /proc/self/smaps */
                           .large_pages = test == 1 && c->mmaps[mi] ? qmap_model_large_page_bytes(m[mi]) : UINT64_MAX };
-                for (long k = 0; k < c->runs; k++)   /* before bm_stats_of sorts FRAC */
+                for (long k = 0; k < c->runs; k++) {   /* before bm_stats_of sorts TPS and FRAC */
                     if (v[mi][STEADY][k] != 0) held[r.steady++] = v[mi][FRAC][k];
+                    v[mi][TPS_IN_ORDER][k] = v[mi][TPS][k];
+                    v[mi][FRAC_IN_ORDER][k] = v[mi][FRAC][k];
+                }
+                r.s_before = v[mi][BEFORE];
+                r.s_after = v[mi][AFTER];
+                r.s_tps = v[mi][TPS_IN_ORDER];
+                r.s_frac = v[mi][FRAC_IN_ORDER];
                 if (r.steady) r.frac_steady = bm_stats_of(held, r.steady);
                 r.drift = bm_stats_of(v[mi][DRIFT], (int)c->runs);
                 r.tps = bm_stats_of(v[mi][TPS], (int)c->runs);
@@ -595,9 +615,10 @@ int bench_model(int argc, char **argv)
         "baseline is wrong: the command stops with an error instead. A run whose limit read before and after\n"
         "differs by more than 10% (the host changed state around it) is kept, but counted: after its row a\n"
         "line on stderr says how many and gives the fraction over the runs whose limit held (--json:\n"
-        "steady_runs, fraction_steady, limit_after_over_before; --csv: the same medians). Below the table,\n"
-        "how much of each model's mapping is in 2 MiB pages (weights in 4 KiB pages stream slower on the VMs\n"
-        "qmap was measured on).",
+        "steady_runs, fraction_steady, limit_after_over_before; --csv: the same medians). --json also gives\n"
+        "each run in order, as llama-bench's samples_ts: samples_ts, samples_fraction, samples_limit_before,\n"
+        "samples_limit_after. Below the table, how much of each model's mapping is in 2 MiB pages (weights in\n"
+        "4 KiB pages stream slower on the VMs qmap was measured on).",
         opts, sizeof opts / sizeof opts[0],
         "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"
     };

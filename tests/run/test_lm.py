@@ -483,15 +483,24 @@ def error_cases(env, llama_f32, workdir, mistral_f32=None):
                                  and x["fraction_of_speed_of_light"]["max"] <= 1.05
                                  and isinstance(x["reruns"], int) and 0 <= x["reruns"] <= 3 * 3
                                  and x["tokens_per_second"]["runs"] == 3 for x in tg), str(tg)[:600])
-    # runs whose limit moved between its readings before and after are counted; the fraction over the others
-    # is a subset of the runs' fractions (null when none held), and after/before is given for every run
+    # each run in order (samples_*, as llama-bench's samples_ts): t/s, fraction, the limit read before and
+    # after; a run whose two readings differ by more than 10% is not steady, and the fraction over the
+    # steady runs is theirs (null when none held)
     def steady_ok(x, frac):
-        k, fs, d = x.get("steady_runs"), x.get("fraction_steady", 0), x.get("limit_after_over_before", {})
-        subset = (fs is None) if k == 0 else (isinstance(fs, dict) and fs["runs"] == k
-                                              and x[frac]["min"] <= fs["min"] <= fs["median"] <= fs["max"] <= x[frac]["max"])
-        return isinstance(k, int) and 0 <= k <= 3 and subset and d.get("runs") == 3 and d["min"] > 0
-    c.check(g, "qmap bench --json: every row counts its steady runs (limit read before and after within 10%) and "
-            "gives the fraction over them, a subset of all runs' fractions, and each run's limit after / before",
+        ts, fr = x.get("samples_ts", []), x.get("samples_fraction", [])
+        b, a = x.get("samples_limit_before", []), x.get("samples_limit_after", [])
+        if not (len(ts) == len(fr) == len(b) == len(a) == 3 and min(b + a) > 0):
+            return False
+        held = sorted(f for f, u, v in zip(fr, b, a) if min(u, v) >= 0.9 * max(u, v))
+        fs = x.get("fraction_steady", 0)
+        same = (fs is None) if not held else (isinstance(fs, dict) and fs["runs"] == len(held)
+                                              and fs["min"] == held[0] and fs["max"] == held[-1])
+        return (x.get("steady_runs") == len(held) and same and sorted(ts) == [x["tokens_per_second"][k] for k in
+                                                                                ("min", "median", "max")]
+                and sorted(fr) == [x[frac][k] for k in ("min", "median", "max")]
+                and x["limit_after_over_before"]["runs"] == 3)
+    c.check(g, "qmap bench --json: every row gives each run's t/s, fraction and limit read before and after, "
+            "counts the runs whose two readings agree within 10% and gives the fraction over them",
             len(rows) == 2 and all(steady_ok(x, "fraction_of_speed_of_light" if x["test"] == "tg16" else "fraction_of_peak")
                                    for x in rows), str(rows)[:800])
     pp = [x for x in rows if x["test"] == "pp8"]
