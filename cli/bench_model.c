@@ -614,10 +614,11 @@ int bench_model(int argc, char **argv)
         "changed during it; at most 3 times, counted as reruns), and one still above after that means the\n"
         "baseline is wrong: the command stops with an error instead. A run whose limit read before and after\n"
         "differs by more than 10% (the host changed state around it) is kept, but counted: after its row a\n"
-        "line on stderr says how many and gives the fraction over the runs whose limit held (--json:\n"
-        "steady_runs, fraction_steady, limit_after_over_before; --csv: the same medians). --json also gives\n"
-        "each run in order, as llama-bench's samples_ts: samples_ts, samples_fraction, samples_limit_before,\n"
-        "samples_limit_after. Below the table, how much of each model's mapping is in 2 MiB pages (weights in\n"
+        "line on stderr says how many and gives the fraction over the runs whose limit held (readings that\n"
+        "agree do not prove that the host held between them; --json: steady_runs, fraction_steady,\n"
+        "limit_after_over_before; --csv: their medians). --json also gives each run in order, as\n"
+        "llama-bench's samples_ts: samples_ts, samples_fraction, samples_limit_before, samples_limit_after.\n"
+        "Below the table, how much of each model's mapping is in 2 MiB pages (weights in\n"
         "4 KiB pages stream slower on the VMs qmap was measured on).",
         opts, sizeof opts / sizeof opts[0],
         "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"
