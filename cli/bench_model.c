@@ -128,7 +128,6 @@ typedef struct row {
     int reruns;               /* runs taken again because they came out above BM_RATIO_LIMIT x their limit */
     int steady;               /* runs whose limit held (bm_limit_steady of the readings before and after) */
     bm_stats frac_steady;     /* the fraction over those runs (runs 0: none held) */
-    bm_stats drift;           /* the limit read after each run / the one read before */
     /* each run in order (--json's samples_*, as llama-bench's samples_ts): t/s, fraction of the limit, the
      * limit's readings before and after (GB/s for tg, GOP/s or GFLOP/s for pp) */
     const double *s_tps, *s_frac, *s_before, *s_after;
@@ -143,7 +142,7 @@ static void print_header(const bm_cfg *c)
     if (c->csv) {
         printf("model,file_type,size_bytes,params,dtypes,threads,mmap,test,tokens,tps_median,tps_min,tps_max,runs,"
                "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,int8_terms,reruns,act,kernels,"
-               "n_depth,kv_bytes_per_token,steady_runs,fraction_steady_median,limit_after_over_before_median\n");
+               "n_depth,kv_bytes_per_token,steady_runs,fraction_steady_median\n");
     } else if (!c->json) {
         printf("| %-*s | %9s | %8s | %-22s | %3s | %4s | %*s | %-22s | %-26s | %-16s |\n", c->name_width, "model", "size",
                "params", "dtypes", "thr", "mmap", c->test_width, "test", "t/s median [min-max]", "limit (measured beside)",
@@ -206,9 +205,6 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
             bm_json_stats(j, &r->frac_steady, "ratio");
             json_end_object(j);
         } else json_null(j, "fraction_steady");
-        json_begin_object(j, "limit_after_over_before");
-        bm_json_stats(j, &r->drift, "ratio");
-        json_end_object(j);
         const char *sample_names[4] = { "samples_ts", "samples_fraction", "samples_limit_before", "samples_limit_after" };
         const double *samples[4] = { r->s_tps, r->s_frac, r->s_before, r->s_after };
         for (int k = 0; k < 4; k++) {
@@ -239,13 +235,13 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
         return;
     }
     if (c->csv) {
-        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%.6f,%d,%s,%s,%ld,%.0f,%d,%.4f,"
-               "%.4f\n", in->path,
+        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%.6f,%d,%s,%s,%ld,%.0f,%d,%.4f\n",
+               in->path,
                in->file_type, (unsigned long long)in->file_size, (unsigned long long)in->n_params, mf->mix, r->threads,
                r->mmap, r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
                r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN,
                tg ? NAN : r->int8_terms, r->reruns, cli_act_choices[c->act], qr_kernels_name(qr_kernels_get()), c->depth,
-               tg ? r->kv_bytes : NAN, r->steady, r->steady ? r->frac_steady.median : NAN, r->drift.median);
+               tg ? r->kv_bytes : NAN, r->steady, r->steady ? r->frac_steady.median : NAN);
         return;
     }
     binary_size(in->file_size, size, sizeof size);
@@ -278,6 +274,13 @@ static void best_bandwidth(const uint8_t *anon, size_t anon_len, const uint8_t *
         *a = fmax(*a, bm_bandwidth(anon, anon_len, q, NULL));
         *b = fmax(*b, bm_bandwidth(map, map_len, q, NULL));
     }
+}
+
+/* bm_stats_of over a copy of v in scratch (n values each): v keeps the runs' order for --json's samples. */
+static bm_stats stats_of_copy(const double *v, int n, double *scratch)
+{
+    memcpy(scratch, v, (size_t)n * sizeof *v);
+    return bm_stats_of(scratch, n);
 }
 
 /* One timed run, after `depth` untimed tokens (ids[0..depth)) from a fresh state; the test reads ids from
@@ -383,9 +386,9 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
     const uint8_t *map = NULL;
     size_t anon_len = 0, map_len = 0;
     int32_t *ids = NULL;
-    /* each run's figures (the statistics sort TPS, LIMIT, FRAC...; *_IN_ORDER keep the runs' order) */
-    enum { TPS, LIMIT, FRAC, BW_ANON, BW_MAP, STEADY, DRIFT, BEFORE, AFTER, TPS_IN_ORDER, FRAC_IN_ORDER, N_V };
-    double *v[2][N_V] = { { NULL } }, *ratio = NULL, *held = NULL;
+    /* each run's figures, in the runs' order (--json's samples); statistics are taken over `scratch` */
+    enum { TPS, LIMIT, FRAC, BW_ANON, BW_MAP, BEFORE, AFTER, N_V };
+    double *v[2][N_V] = { { NULL } }, *ratio = NULL, *scratch = NULL;
     if (facts_of(path, &mf, err, err_size) != 0) return -1;
     for (int mi = 0; mi < nm; mi++) {
         qmap_model_params mp;
@@ -418,8 +421,8 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
     long n_ids = c->depth + (c->pp > c->tg ? c->pp : c->tg);
     ids = malloc((size_t)(n_ids ? n_ids : 1) * sizeof *ids);
     ratio = malloc((size_t)c->runs * sizeof *ratio);
-    held = malloc((size_t)c->runs * sizeof *held);
-    bool ok = (c->tg == 0 || (anon && map)) && ids && ratio && held;
+    scratch = malloc((size_t)c->runs * sizeof *scratch);
+    bool ok = (c->tg == 0 || (anon && map)) && ids && ratio && scratch;
     for (int mi = 0; mi < nm; mi++)
         for (int i = 0; i < N_V; i++) ok = ok && (v[mi][i] = malloc((size_t)c->runs * sizeof(double))) != NULL;
     if (!ok) {
@@ -486,8 +489,6 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
                     w[TPS][run] = rx.tps;
                     w[LIMIT][run] = rx.limit;
                     w[FRAC][run] = rx.frac;
-                    w[STEADY][run] = bm_limit_steady(rx.before, rx.after);
-                    w[DRIFT][run] = bm_ratio(rx.after, rx.before);
                     w[BEFORE][run] = rx.before;
                     w[AFTER][run] = rx.after;
                     if (test == 0) int8_terms = rx.int8_terms;
@@ -504,24 +505,22 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
                           .int8_terms = int8_terms, .kv_bytes = kv_per_token, .reruns = reruns[mi],
                           /* tg rows only (the JSON's field): each call reads /proc/self/smaps */
                           .large_pages = test == 1 && c->mmaps[mi] ? qmap_model_large_page_bytes(m[mi]) : UINT64_MAX };
-                for (long k = 0; k < c->runs; k++) {   /* before bm_stats_of sorts TPS and FRAC */
-                    if (v[mi][STEADY][k] != 0) held[r.steady++] = v[mi][FRAC][k];
-                    v[mi][TPS_IN_ORDER][k] = v[mi][TPS][k];
-                    v[mi][FRAC_IN_ORDER][k] = v[mi][FRAC][k];
-                }
-                r.s_before = v[mi][BEFORE];
-                r.s_after = v[mi][AFTER];
-                r.s_tps = v[mi][TPS_IN_ORDER];
-                r.s_frac = v[mi][FRAC_IN_ORDER];
-                if (r.steady) r.frac_steady = bm_stats_of(held, r.steady);
-                r.drift = bm_stats_of(v[mi][DRIFT], (int)c->runs);
-                r.tps = bm_stats_of(v[mi][TPS], (int)c->runs);
-                r.limit = bm_stats_of(v[mi][LIMIT], (int)c->runs);
-                r.frac = bm_stats_of(v[mi][FRAC], (int)c->runs);
+                double *const *w = v[mi];
+                const int runs = (int)c->runs;
+                for (int k = 0; k < runs; k++)
+                    if (bm_limit_steady(w[BEFORE][k], w[AFTER][k])) scratch[r.steady++] = w[FRAC][k];
+                if (r.steady) r.frac_steady = bm_stats_of(scratch, r.steady);
+                r.tps = stats_of_copy(w[TPS], runs, scratch);
+                r.limit = stats_of_copy(w[LIMIT], runs, scratch);
+                r.frac = stats_of_copy(w[FRAC], runs, scratch);
                 if (test == 1) {
-                    r.bw_anon = bm_stats_of(v[mi][BW_ANON], (int)c->runs);
-                    r.bw_map = bm_stats_of(v[mi][BW_MAP], (int)c->runs);
+                    r.bw_anon = stats_of_copy(w[BW_ANON], runs, scratch);
+                    r.bw_map = stats_of_copy(w[BW_MAP], runs, scratch);
                 }
+                r.s_tps = w[TPS];
+                r.s_frac = w[FRAC];
+                r.s_before = w[BEFORE];
+                r.s_after = w[AFTER];
                 print_row(c, j, &in, &mf, label, &r);
                 if (r.reruns && !c->json && !c->csv)
                     fprintf(stderr, "qmap bench: %s%ld, %d thr: %d run%s came out above %.2f x the limit read before and "
@@ -565,7 +564,7 @@ out:
         qmap_model_close(m[mi]);
     }
     free(ratio);
-    free(held);
+    free(scratch);
     free(ids);
     if (map) munmap((void *)map, map_len);
     if (anon) munmap(anon, anon_len);
@@ -615,11 +614,11 @@ int bench_model(int argc, char **argv)
         "baseline is wrong: the command stops with an error instead. A run whose limit read before and after\n"
         "differs by more than 10% (the host changed state around it) is kept, but counted: after its row a\n"
         "line on stderr says how many and gives the fraction over the runs whose limit held (readings that\n"
-        "agree do not prove that the host held between them; --json: steady_runs, fraction_steady,\n"
-        "limit_after_over_before; --csv: their medians). --json also gives each run in order, as\n"
-        "llama-bench's samples_ts: samples_ts, samples_fraction, samples_limit_before, samples_limit_after.\n"
-        "Below the table, how much of each model's mapping is in 2 MiB pages (weights in\n"
-        "4 KiB pages stream slower on the VMs qmap was measured on).",
+        "agree do not prove that the host held between them; --json: steady_runs, fraction_steady; --csv:\n"
+        "steady_runs, fraction_steady_median). --json also gives each run in order, as llama-bench's\n"
+        "samples_ts: samples_ts, samples_fraction, samples_limit_before, samples_limit_after. Below the\n"
+        "table, how much of each model's mapping is in 2 MiB pages (weights in 4 KiB pages stream slower on\n"
+        "the VMs qmap was measured on).",
         opts, sizeof opts / sizeof opts[0],
         "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"
     };

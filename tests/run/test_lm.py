@@ -497,8 +497,7 @@ def error_cases(env, llama_f32, workdir, mistral_f32=None):
                                               and fs["min"] == held[0] and fs["max"] == held[-1])
         return (x.get("steady_runs") == len(held) and same and sorted(ts) == [x["tokens_per_second"][k] for k in
                                                                                 ("min", "median", "max")]
-                and sorted(fr) == [x[frac][k] for k in ("min", "median", "max")]
-                and x["limit_after_over_before"]["runs"] == 3)
+                and sorted(fr) == [x[frac][k] for k in ("min", "median", "max")])
     c.check(g, "qmap bench --json: every row gives each run's t/s, fraction and limit read before and after, "
             "counts the runs whose two readings agree within 10% and gives the fraction over them",
             len(rows) == 2 and all(steady_ok(x, "fraction_of_speed_of_light" if x["test"] == "tg16" else "fraction_of_peak")
