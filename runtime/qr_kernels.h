@@ -153,6 +153,9 @@ struct qr_kernels {
     float (*quantize_x_residual)(const float *x, const uint8_t *q1, float s1, size_t cols, size_t kpad, uint8_t *out);
 };
 
-extern const qr_kernels qr_kernels_ref, qr_kernels_avx2, qr_kernels_avx512, qr_kernels_avx512_halves;
+/* qr_kernels_avx512 widens in a decode (AMD Zen 5), qr_kernels_avx512_i8x2 decodes in two int8 terms
+ * (Intel), qr_kernels_avx512_halves in two terms without prefetch and in regions (AMD Zen 4). */
+extern const qr_kernels qr_kernels_ref, qr_kernels_avx2, qr_kernels_avx512, qr_kernels_avx512_i8x2,
+    qr_kernels_avx512_halves;
 
 #endif /* QR_KERNELS_H */

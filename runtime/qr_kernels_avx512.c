@@ -865,6 +865,27 @@ const qr_kernels qr_kernels_avx512 = {
     .auto_decode_terms = 0,
 };
 
+/* The same kernels for a core with full-width 512-bit units where widening does not keep up with memory
+ * in a decode (the Intel Xeon host with AVX-512 FP16, 2026-11-27; runtime/README.md): QR_ACT_AUTO decodes
+ * in two int8 terms, and the rest is the plain table's (software prefetch and chunks claimed in turn: the
+ * halves table's way, without prefetch and in regions, measured slower there). `qmap bench kernels` read
+ * 1 GiB of Q8_ROW weights at 0.73 of the bandwidth beside it by widening against 0.91-0.94 in two terms,
+ * and `qmap bench tinyllama-1.1b-q8.qmap -p 0 -n 32 -r 3`, builds in rotation, 12 runs each, gave 0.73
+ * -> 0.82 of the speed of light with 2 threads and 0.73 -> 0.81 with 1 (the halves table 0.58 and 0.71). */
+const qr_kernels qr_kernels_avx512_i8x2 = {
+    .name = "avx512-vnni-i8x2",
+    .level = QM_CPU_AVX512,
+    .f32 = block_f32,
+    .f16 = block_f16,
+    .q8_f32 = block_q8_f32,
+    .q8_int8 = block_q8_int8,
+    .k_slice_bytes = QR_K_SLICE_BYTES,
+    .x_groups = 1,
+    .quantize_x = quantize_x_unsigned,
+    .quantize_x_residual = quantize_x_residual_unsigned,
+    .auto_decode_terms = 2,
+};
+
 /* The same kernels tuned for a core that runs 512-bit operations as two 256-bit halves (AMD Zen 4).
  * There, widening Q8_ROW weights to float ran at 26.7 GB/s from L1 against two int8 terms' 81 GB/s,
  * below the ~30 GB/s one core reads from memory, and QR_ACT_AUTO's decode in two terms was 8-16% faster

@@ -10,14 +10,27 @@
 
 /* ---- variant choice ------------------------------------------------------------------------- */
 
+#if defined(__x86_64__) && defined(__GNUC__)
+/* Which AVX-512 table suits this core: where QR_ACT_AUTO's decode widens W to float only if the core
+ * widens faster than memory delivers (runtime/README.md has the measurements). AMD family 19h with
+ * AVX-512 is Zen 4 (Zen 3 has none): 512-bit operations in two halves. Other AMD cores with AVX-512 are
+ * Zen 5 or later, full width, where widening was measured faster. The Intel cores measured (a Xeon with
+ * AVX-512 FP16) widen at 0.73 of the bandwidth and read two int8 terms at 0.9 or more; a core of another
+ * vendor gets that table too, which holds the float-X accuracy either way. */
+static const qr_kernels *avx512_table(void)
+{
+    if (__builtin_cpu_is("amd")) return __builtin_cpu_is("amdfam19h") ? &qr_kernels_avx512_halves : &qr_kernels_avx512;
+    return &qr_kernels_avx512_i8x2;
+}
+#endif
+
 const qr_kernels *qr_kernels_for(qm_cpu_level level)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (level == QM_CPU_AVX512)
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")
-                   /* AMD family 19h with AVX-512 is Zen 4 (Zen 3 has none): 512-bit operations in two halves */
-                   ? (__builtin_cpu_is("amdfam19h") ? &qr_kernels_avx512_halves : &qr_kernels_avx512)
+                   ? avx512_table()
                    : NULL;
     if (level == QM_CPU_AVX2)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")

@@ -99,9 +99,10 @@ const qr_kernels *qr_kernels_get(void);
 /* The variant of `level`, or NULL if this build or this CPU lacks it (tests and benchmarks). The AVX-512
  * variant needs AVX-512 F+BW+VL+VNNI; the AVX2 variant AVX2+FMA+F16C. */
 const qr_kernels *qr_kernels_for(qm_cpu_level level);
-/* "generic", "avx2", "avx512-vnni" or "avx512-vnni-2x256" (the same kernels for a core that runs 512-bit
- * operations in halves: QR_ACT_AUTO decodes in two int8 terms, and the two-term and F16 decodes go
- * without software prefetch). */
+/* "generic", "avx2", "avx512-vnni" (AMD Zen 5: QR_ACT_AUTO decodes by widening W to float),
+ * "avx512-vnni-i8x2" (the same kernels for Intel: QR_ACT_AUTO decodes in two int8 terms) or
+ * "avx512-vnni-2x256" (for a core that runs 512-bit operations in halves, AMD Zen 4: two terms, and the
+ * two-term and F16 decodes go without software prefetch and in regions). */
 const char *qr_kernels_name(const qr_kernels *k);
 
 /* Bytes of work buffer qr_matmul needs for n rows of X against w with these opts (0 when it needs none:

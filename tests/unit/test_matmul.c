@@ -62,7 +62,7 @@ typedef struct variant {
     char label[48];
 } variant;
 
-#define MAX_VARIANTS 5
+#define MAX_VARIANTS 6
 
 static size_t get_variants(variant out[MAX_VARIANTS])
 {
@@ -74,10 +74,15 @@ static size_t get_variants(variant out[MAX_VARIANTS])
         out[n].k = k;
         snprintf(out[n].label, sizeof out[n].label, "%s", qr_kernels_name(k));
         n++;
-        if (levels[i] == QM_CPU_AVX512) {
-            out[n].k = k == &qr_kernels_avx512 ? &qr_kernels_avx512_halves : &qr_kernels_avx512;
-            snprintf(out[n].label, sizeof out[n].label, "%s", qr_kernels_name(out[n].k));
-            n++;
+        if (levels[i] == QM_CPU_AVX512) { /* the other AVX-512 tables too: every one on every AVX-512 CPU */
+            static const qr_kernels *const all512[3] = {&qr_kernels_avx512, &qr_kernels_avx512_i8x2,
+                                                        &qr_kernels_avx512_halves};
+            for (int j = 0; j < 3; j++) {
+                if (all512[j] == k) continue;
+                out[n].k = all512[j];
+                snprintf(out[n].label, sizeof out[n].label, "%s", qr_kernels_name(out[n].k));
+                n++;
+            }
         }
     }
     out[n].k = NULL;
@@ -669,8 +674,8 @@ static void test_names(void **state)
             print_message("no %s variant on this CPU: skipped everywhere\n", names[i]);
             continue;
         }
-        /* the AVX-512 variant has a second table for cores that run 512-bit operations in halves (Zen 4),
-         * which differs only in QR_ACT_AUTO's decode (test_matmul_many) */
+        /* the AVX-512 variant has three tables (avx512-vnni, -i8x2 for Intel, -2x256 for Zen 4), which
+         * differ in QR_ACT_AUTO's decode (test_matmul_many) and in how a decode reads W, not in bits */
         if (strncmp(qr_kernels_name(k), names[i], strlen(names[i])) != 0)
             fail_msg("level %d: variant %s, expected %s", (int)levels[i], qr_kernels_name(k), names[i]);
     }
