@@ -866,7 +866,7 @@ const qr_kernels qr_kernels_avx512 = {
 };
 
 /* The same kernels for a core with full-width 512-bit units where widening does not keep up with memory
- * in a decode (the Intel Xeon host with AVX-512 FP16, 2026-11-27; runtime/README.md): QR_ACT_AUTO decodes
+ * in a decode (the Intel Xeon host with AVX-512 FP16, 2026-11-28; runtime/README.md): QR_ACT_AUTO decodes
  * in two int8 terms, and the rest is the plain table's (software prefetch and chunks claimed in turn: the
  * halves table's way, without prefetch and in regions, measured slower there). `qmap bench kernels` read
  * 1 GiB of Q8_ROW weights at 0.73 of the bandwidth beside it by widening against 0.91-0.94 in two terms,

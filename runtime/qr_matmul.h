@@ -99,7 +99,7 @@ const qr_kernels *qr_kernels_get(void);
 /* The variant of `level`, or NULL if this build or this CPU lacks it (tests and benchmarks). The AVX-512
  * variant needs AVX-512 F+BW+VL+VNNI; the AVX2 variant AVX2+FMA+F16C. */
 const qr_kernels *qr_kernels_for(qm_cpu_level level);
-/* "generic", "avx2", "avx512-vnni" (AMD Zen 5: QR_ACT_AUTO decodes by widening W to float),
+/* "generic", "avx2", "avx512-vnni" (AMD Zen 5 and later: QR_ACT_AUTO decodes by widening W to float),
  * "avx512-vnni-i8x2" (the same kernels for Intel: QR_ACT_AUTO decodes in two int8 terms) or
  * "avx512-vnni-2x256" (for a core that runs 512-bit operations in halves, AMD Zen 4: two terms, and the
  * two-term and F16 decodes go without software prefetch and in regions). */
