@@ -851,17 +851,18 @@ static float quantize_x_residual_unsigned(const float *x, const uint8_t *q1, flo
     return quantize_unsigned(x, q1, s1, cols, kpad, out);
 }
 
+/* What the three AVX-512 tables share; each table below lists only what makes it differ (the F16 and
+ * two-term decode loops, QR_ACT_AUTO's decode, decode regions), so the differences read at a glance. */
+#define AVX512_SHARED                                                                       \
+    .level = QM_CPU_AVX512, .f32 = block_f32, .q8_f32 = block_q8_f32,                      \
+    .k_slice_bytes = QR_K_SLICE_BYTES, .x_groups = 1, .quantize_x = quantize_x_unsigned,  \
+    .quantize_x_residual = quantize_x_residual_unsigned
+
 const qr_kernels qr_kernels_avx512 = {
+    AVX512_SHARED,
     .name = "avx512-vnni",
-    .level = QM_CPU_AVX512,
-    .f32 = block_f32,
     .f16 = block_f16,
-    .q8_f32 = block_q8_f32,
     .q8_int8 = block_q8_int8,
-    .k_slice_bytes = QR_K_SLICE_BYTES,
-    .x_groups = 1,
-    .quantize_x = quantize_x_unsigned,
-    .quantize_x_residual = quantize_x_residual_unsigned,
     .auto_decode_terms = 0,
 };
 
@@ -873,16 +874,10 @@ const qr_kernels qr_kernels_avx512 = {
  * and `qmap bench tinyllama-1.1b-q8.qmap -p 0 -n 32 -r 3`, builds in rotation, 12 runs each, gave 0.73
  * -> 0.82 of the speed of light with 2 threads and 0.73 -> 0.81 with 1 (the halves table 0.58 and 0.71). */
 const qr_kernels qr_kernels_avx512_i8x2 = {
+    AVX512_SHARED,
     .name = "avx512-vnni-i8x2",
-    .level = QM_CPU_AVX512,
-    .f32 = block_f32,
     .f16 = block_f16,
-    .q8_f32 = block_q8_f32,
     .q8_int8 = block_q8_int8,
-    .k_slice_bytes = QR_K_SLICE_BYTES,
-    .x_groups = 1,
-    .quantize_x = quantize_x_unsigned,
-    .quantize_x_residual = quantize_x_residual_unsigned,
     .auto_decode_terms = 2,
 };
 
@@ -895,16 +890,12 @@ const qr_kernels qr_kernels_avx512_i8x2 = {
  * a decode gives each thread its own run of W's rows (decode_regions), which the two-term loop reads as
  * one stream. The other tables keep the chunks claimed in turn that they were measured with. */
 const qr_kernels qr_kernels_avx512_halves = {
+    AVX512_SHARED,
     .name = "avx512-vnni-2x256",
-    .level = QM_CPU_AVX512,
-    .f32 = block_f32,
     .f16 = block_f16_no_prefetch,
-    .q8_f32 = block_q8_f32,
     .q8_int8 = block_q8_int8_no_prefetch,
-    .k_slice_bytes = QR_K_SLICE_BYTES,
-    .x_groups = 1,
-    .quantize_x = quantize_x_unsigned,
-    .quantize_x_residual = quantize_x_residual_unsigned,
     .auto_decode_terms = 2,
     .decode_regions = 1,
 };
+
+#undef AVX512_SHARED

@@ -675,7 +675,8 @@ static void test_names(void **state)
             continue;
         }
         /* the AVX-512 variant has three tables (avx512-vnni, -i8x2 for Intel, -2x256 for Zen 4), which
-         * differ in QR_ACT_AUTO's decode (test_matmul_many) and in how a decode reads W, not in bits */
+         * differ in how a decode reads W (the same bits) and in QR_ACT_AUTO's decode: float X or two int8
+         * terms, each the bits of that act asked for by name (test_matmul_many, test_decode_paths) */
         if (strncmp(qr_kernels_name(k), names[i], strlen(names[i])) != 0)
             fail_msg("level %d: variant %s, expected %s", (int)levels[i], qr_kernels_name(k), names[i]);
     }
