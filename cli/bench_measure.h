@@ -113,6 +113,36 @@ double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int thre
 /* The baseline: one pass of every reader that applies to len (bm_reader_applies), the best GB/s; *best (if
  * not NULL) names the winner. */
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best);
+/* ---- a buffer the cache can hold ---- */
+
+/* A buffer the last-level cache can hold much of reads faster pass after pass, as the cache's replacement
+ * keeps more of it: on an Intel Xeon VM reporting 260 MiB of L3, 124 MiB read at 15-18 GB/s (1 thread) and
+ * 35-47 (2) the first time and 22-24 / 55-57 a few passes on, and the first reading of a small model's
+ * mapping right after a decode of it was already at the second figure. A decode reads the same weights
+ * token after token, so its steady state is the warm one, and a limit read once is too low: a GPT-2 124M
+ * decode came out at 1.01 x it. Such a buffer is read until its reading stops rising. */
+
+/* A reading is taken again while it rises by more than this fraction over the best before it. */
+#define BM_WARM_GAIN 0.02
+/* At most this many readings of a buffer the cache may hold (bm_bandwidth_warm). */
+#define BM_WARM_MAX_READINGS 8
+
+/* Whether the last-level cache may hold part of a buffer of len bytes: len at most twice its size
+ * (sysconf's level-3, else level-2 size); at most 1 GiB where neither can be told. */
+bool bm_cache_may_hold(size_t len);
+
+/* One reading of some limit (GB/s ...): NaN or <= 0 when there is none. */
+typedef double bm_reading_fn(void *ctx);
+/* Takes fn's readings until one rises by no more than BM_WARM_GAIN over the best before it: at least 2
+ * readings, at most max_readings (>= 1). Returns the best (0 when none was above 0); *readings (if not NULL)
+ * is the number taken. */
+double bm_best_until_steady(bm_reading_fn *fn, void *ctx, int max_readings, int *readings);
+
+/* bm_bandwidth, taken until steady (bm_best_until_steady, BM_WARM_MAX_READINGS) where bm_cache_may_hold(len),
+ * once otherwise (a buffer that streams from memory reads the same every time: a second reading would
+ * only double the cost of the baseline beside a large model's runs). */
+double bm_bandwidth_warm(const uint8_t *buf, size_t len, int threads, const char **best);
+
 /* len bytes of anonymous memory (64-byte aligned, in 2 MiB pages where the kernel gives them), filled with
  * non-zero bytes by `threads` threads, each touching first the part it will read. NULL (errno set) on
  * failure. */

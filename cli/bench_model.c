@@ -9,7 +9,8 @@
  *   tg: a fresh state, -n qmap_eval calls of one token each (the decode path), timed; beside it the best
  *       read bandwidth (bench_measure.h) with up to the same number of threads (qmap runs a small product
  *       on one), over anonymous memory and over a mapping of the model's own file, read just before and
- *       just after the run (the better of the two);
+ *       just after the run (the better of the two), each read until it stops rising where the cache may
+ *       hold the buffer (bm_bandwidth_warm: a small model's weights stay in a large L3 token after token);
  *       the speed of light is the better of the two divided by the bytes one decode step reads
  *       (qmap_model_info.bytes_per_token: every matrix once, one embedding row; and the KV cache its
  *       attention read, qmap_session_kv_bytes_read, averaged over the run), and the fraction reached.
@@ -265,14 +266,20 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
 }
 
 /* The best read bandwidth with up to t threads (a decode step may run a small product on fewer), over the
- * anonymous buffer and over the mapping. */
-static void best_bandwidth(const uint8_t *anon, size_t anon_len, const uint8_t *map, size_t map_len, int t, double *a,
-                           double *b)
+ * anonymous buffer (*a) and over the mapping (*b), each read until steady where the cache may hold it
+ * (bm_bandwidth_warm). map_last: the mapping after the buffer, as before a run, so that the model's pages
+ * are the cache's when it starts (as in a decode's steady state); else first, as after a run, while its
+ * pages are still there. */
+static void best_bandwidth(const uint8_t *anon, size_t anon_len, const uint8_t *map, size_t map_len, int t,
+                           bool map_last, double *a, double *b)
 {
     *a = *b = 0;
-    for (int q = 1; q <= t; q++) {
-        *a = fmax(*a, bm_bandwidth(anon, anon_len, q, NULL));
-        *b = fmax(*b, bm_bandwidth(map, map_len, q, NULL));
+    for (int pass = 0; pass < 2; pass++) {
+        const bool read_map = (pass == 1) == map_last;
+        for (int q = 1; q <= t; q++) {
+            if (read_map) *b = fmax(*b, bm_bandwidth_warm(map, map_len, q, NULL));
+            else *a = fmax(*a, bm_bandwidth_warm(anon, anon_len, q, NULL));
+        }
     }
 }
 
@@ -334,7 +341,7 @@ static double timed_run(void *p)
 {
     run_ctx *r = p;
     double pre_a = 0, pre_b = 0, pre_peak = 0;
-    if (r->test == 1) best_bandwidth(r->anon, r->anon_len, r->map, r->map_len, r->threads, &pre_a, &pre_b);
+    if (r->test == 1) best_bandwidth(r->anon, r->anon_len, r->map, r->map_len, r->threads, true, &pre_a, &pre_b);
     else pre_peak = bm_peak_once(r->pk, r->peak_iters, r->threads);
     qmap_session_counters work;
     uint64_t kv_bytes;
@@ -357,7 +364,7 @@ static double timed_run(void *p)
         r->int8_terms = (double)work.int8_madds / weight_madds;
     } else {
         double a, b;
-        best_bandwidth(r->anon, r->anon_len, r->map, r->map_len, r->threads, &a, &b);
+        best_bandwidth(r->anon, r->anon_len, r->map, r->map_len, r->threads, false, &a, &b);
         r->bw_anon = fmax(a, pre_a);
         r->bw_map = fmax(b, pre_b);
         r->before = fmax(pre_a, pre_b);
@@ -598,7 +605,9 @@ int bench_model(int argc, char **argv)
         "tokens one at a time, the decode path) in tokens/s, median [min-max] of -r runs after a warm-up, one\n"
         "row per model, thread count and test, as llama.cpp's llama-bench prints them. Beside each tg run the\n"
         "best read bandwidth is measured over anonymous memory and over the model's file mapping, just\n"
-        "before and just after the run (the better reading counts): the speed of light is that bandwidth\n"
+        "before and just after the run (the better reading counts; a buffer of up to twice the last-level\n"
+        "cache's size is read again until its reading stops rising, as a decode finds the weights the cache\n"
+        "kept from the token before): the speed of light is that bandwidth\n"
         "divided by the bytes one token reads (every matrix once, one embedding row, and the KV cache its\n"
         "attention read, on average over the run: qmap_session_kv_bytes_read), and 'x limit' the fraction of it\n"
         "reached. With -d N each run first evaluates N tokens (untimed), so that pp and tg run at that context\n"

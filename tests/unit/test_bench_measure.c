@@ -27,6 +27,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench_measure.h"
 
@@ -291,6 +292,67 @@ static void reruns_above_the_limit(void **state)
     assert_int_equal(reruns, 1);
 }
 
+/* The warm-up rule: readings go on while each rises by more than BM_WARM_GAIN over the best before it,
+ * at least two and at most the cap; the best comes back, not the last. */
+static void readings_until_steady(void **state)
+{
+    (void)state;
+    /* a buffer the cache fills pass after pass: 15 -> 24, then a reading within 2% of the best stops it */
+    const double warming[] = { 15.0, 18.3, 22.6, 24.0, 24.3, 30.0 };
+    scripted sc = { warming, 0 };
+    int n = 0;
+    assert_true(bm_best_until_steady(scripted_run, &sc, 8, &n) == 24.3);
+    assert_int_equal(n, 5);
+    assert_int_equal(sc.calls, 5);
+    /* streaming from memory: the second reading does not rise, two in all; a lower second keeps the first */
+    const double flat[] = { 16.4, 16.1, 30.0 };
+    sc = (scripted){ flat, 0 };
+    assert_true(bm_best_until_steady(scripted_run, &sc, 8, &n) == 16.4);
+    assert_int_equal(n, 2);
+    /* a rise of exactly 2% is no rise */
+    const double edge[] = { 10.0, 10.0 * (1 + BM_WARM_GAIN), 30.0 };
+    sc = (scripted){ edge, 0 };
+    assert_true(bm_best_until_steady(scripted_run, &sc, 8, NULL) == 10.0 * (1 + BM_WARM_GAIN));
+    assert_int_equal(sc.calls, 2);
+    /* still rising at the cap: stops there with the best so far */
+    const double rising[] = { 1, 2, 3, 4, 5 };
+    sc = (scripted){ rising, 0 };
+    assert_true(bm_best_until_steady(scripted_run, &sc, 3, &n) == 3);
+    assert_int_equal(n, 3);
+    /* one reading allowed: one taken */
+    sc = (scripted){ rising, 0 };
+    assert_true(bm_best_until_steady(scripted_run, &sc, 1, &n) == 1);
+    assert_int_equal(n, 1);
+    /* missing readings (NaN) count as readings, not as rises or as the best */
+    const double missing[] = { NAN, NAN, 7.0 };
+    sc = (scripted){ missing, 0 };
+    assert_true(bm_best_until_steady(scripted_run, &sc, 8, &n) == 0);
+    assert_int_equal(n, 2);
+}
+
+/* Which buffers are read until steady: up to twice the last-level cache's size as the C library reports
+ * it (1 GiB when it cannot tell); and a warm reading gives a figure and names its reader. */
+static void cache_may_hold(void **state)
+{
+    (void)state;
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const size_t bound = llc > 0 ? 2 * (size_t)llc : (size_t)1 << 30;
+    assert_true(bm_cache_may_hold(1));
+    assert_true(bm_cache_may_hold(bound));
+    assert_true(bm_cache_may_hold(bound - 1));
+    assert_false(bm_cache_may_hold(bound + 2));
+    assert_false(bm_cache_may_hold((size_t)64 << 30));
+    size_t len = (size_t)4 << 20;
+    uint8_t *buf = bm_anon_buffer(len, 1);
+    assert_non_null(buf);
+    const char *best = NULL;
+    const double g = bm_bandwidth_warm(buf, len, 1, &best);
+    assert_true(g > 0 && isfinite(g));
+    assert_non_null(best);
+    munmap(buf, len);
+}
+
 /* The flag lists: every value in range and a multiple of the step, commas only between values; a bad list
  * leaves the count as it was. */
 static void lists(void **state)
@@ -331,6 +393,8 @@ int main(void)
         cmocka_unit_test(peak),
         cmocka_unit_test(threads_run_at_once),
         cmocka_unit_test(reruns_above_the_limit),
+        cmocka_unit_test(readings_until_steady),
+        cmocka_unit_test(cache_may_hold),
         cmocka_unit_test(lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
