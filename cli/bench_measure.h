@@ -113,7 +113,8 @@ double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int thre
 /* The baseline: one pass of every reader that applies to len (bm_reader_applies), the best GB/s; *best (if
  * not NULL) names the winner. */
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best);
-/* ---- a buffer the cache can hold ---- */
+
+/* ---- a buffer the cache can hold ------------------------------------------------------------------ */
 
 /* A buffer the last-level cache can hold much of reads faster pass after pass, as the cache's replacement
  * keeps more of it: on an Intel Xeon VM reporting 260 MiB of L3, 124 MiB read at 15-18 GB/s (1 thread) and
@@ -142,6 +143,8 @@ double bm_best_until_steady(bm_reading_fn *fn, void *ctx, int max_readings, int 
  * once otherwise (a buffer that streams from memory reads the same every time: a second reading would
  * only double the cost of the baseline beside a large model's runs). */
 double bm_bandwidth_warm(const uint8_t *buf, size_t len, int threads, const char **best);
+
+/* ---- a buffer to read ------------------------------------------------------------------------------- */
 
 /* len bytes of anonymous memory (64-byte aligned, in 2 MiB pages where the kernel gives them), filled with
  * non-zero bytes by `threads` threads, each touching first the part it will read. NULL (errno set) on
