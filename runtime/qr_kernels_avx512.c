@@ -235,8 +235,11 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
  * the noise of such a comparison. Of the loops that do prefetch there, F32 then read 2 KiB ahead of 4
  * (1.1B, the distance a variable, 64-token decodes alternated: 2 threads at 50-60 GB/s 1.06 and 1.08 in
  * two runs of 16 rounds, 13 of 16 faster in each; 1 thread 1.08, 12 of 12; one earlier 8-round run at
- * 32-54 GB/s had 4 KiB ahead, 1.06 [0.88-1.44]). -DQR_PREFETCH_HINT=, -DQR_PREFETCH_BYTES=,
- * -DQR_PREFETCH4_BYTES= to measure again. */
+ * 32-54 GB/s had 4 KiB ahead, 1.06 [0.88-1.44]). On the Intel Xeon host (avx512-vnni-i8x2) 1, 2 and 4 KiB
+ * per stream could not be told apart (1.1B F16 and Q8_ROW, qmap bench -n 32 -r 3 -t 1,2, three builds in
+ * rotation, three rounds: medians 0.83-0.92 of the speed of light each, spreads wider than the
+ * differences), while dropping the F16 prefetch lost a tenth (0.84-0.90 -> 0.72-0.77, four rounds).
+ * -DQR_PREFETCH_HINT=, -DQR_PREFETCH_BYTES=, -DQR_PREFETCH4_BYTES= to measure again. */
 
 INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_w, load_w_tail_fn *load_w_tail,
                         const int w_size, const int pf)
