@@ -454,7 +454,7 @@ bool bm_cache_may_hold(size_t len)
     long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
     if (llc <= 0) return len <= ((size_t)1 << 30);
-    return len / 2 <= (size_t)llc;
+    return len <= 2 * (size_t)llc;
 }
 
 double bm_best_until_steady(bm_reading_fn *fn, void *ctx, int max_readings, int *readings)
