@@ -476,24 +476,25 @@ typedef struct bandwidth_job {
     const uint8_t *buf;
     size_t len;
     int threads;
-    const char *best, *winner;   /* the best reading's winner; the last reading's */
-    double top;
+    double top;         /* the best reading so far */
+    const char *best;   /* its winning reader */
 } bandwidth_job;
 
 static double bandwidth_reading(void *ctx)
 {
     bandwidth_job *j = ctx;
-    const double g = bm_bandwidth(j->buf, j->len, j->threads, &j->winner);
+    const char *winner = NULL;
+    const double g = bm_bandwidth(j->buf, j->len, j->threads, &winner);
     if (g > j->top) {
         j->top = g;
-        j->best = j->winner;
+        j->best = winner;
     }
     return g;
 }
 
 double bm_bandwidth_warm(const uint8_t *buf, size_t len, int threads, const char **best)
 {
-    bandwidth_job j = { buf, len, threads, NULL, NULL, 0 };
+    bandwidth_job j = { buf, len, threads, 0, NULL };
     const double g = bm_best_until_steady(bandwidth_reading, &j, bm_cache_may_hold(len) ? BM_WARM_MAX_READINGS : 1,
                                           NULL);
     if (best && j.best) *best = j.best;

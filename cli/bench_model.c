@@ -265,22 +265,24 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     fflush(stdout);
 }
 
-/* The best read bandwidth with up to t threads (a decode step may run a small product on fewer), over the
- * anonymous buffer (*a) and over the mapping (*b), each read until steady where the cache may hold it
- * (bm_bandwidth_warm). map_last: the mapping after the buffer, as before a run, so that the model's pages
- * are the cache's when it starts (as in a decode's steady state); else first, as after a run, while its
- * pages are still there. */
-static void best_bandwidth(const uint8_t *anon, size_t anon_len, const uint8_t *map, size_t map_len, int t,
+/* The best read bandwidth of buf with up to t threads (a decode step may run a small product on fewer),
+ * each reading taken until steady where the cache may hold buf (bm_bandwidth_warm). */
+static double best_bandwidth(const uint8_t *buf, size_t len, int t)
+{
+    double g = 0;
+    for (int q = 1; q <= t; q++) g = fmax(g, bm_bandwidth_warm(buf, len, q, NULL));
+    return g;
+}
+
+/* The anonymous buffer's (*a) and the mapping's (*b) best bandwidth. map_last: the mapping after the
+ * buffer, as before a run, so that the model's pages are the cache's when it starts (as in a decode's
+ * steady state); else first, as after a run, while its pages are still there. */
+static void limit_readings(const uint8_t *anon, size_t anon_len, const uint8_t *map, size_t map_len, int t,
                            bool map_last, double *a, double *b)
 {
-    *a = *b = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        const bool read_map = (pass == 1) == map_last;
-        for (int q = 1; q <= t; q++) {
-            if (read_map) *b = fmax(*b, bm_bandwidth_warm(map, map_len, q, NULL));
-            else *a = fmax(*a, bm_bandwidth_warm(anon, anon_len, q, NULL));
-        }
-    }
+    if (!map_last) *b = best_bandwidth(map, map_len, t);
+    *a = best_bandwidth(anon, anon_len, t);
+    if (map_last) *b = best_bandwidth(map, map_len, t);
 }
 
 /* bm_stats_of over a copy of v in scratch (n values each): v keeps the runs' order for --json's samples. */
@@ -341,7 +343,7 @@ static double timed_run(void *p)
 {
     run_ctx *r = p;
     double pre_a = 0, pre_b = 0, pre_peak = 0;
-    if (r->test == 1) best_bandwidth(r->anon, r->anon_len, r->map, r->map_len, r->threads, true, &pre_a, &pre_b);
+    if (r->test == 1) limit_readings(r->anon, r->anon_len, r->map, r->map_len, r->threads, true, &pre_a, &pre_b);
     else pre_peak = bm_peak_once(r->pk, r->peak_iters, r->threads);
     qmap_session_counters work;
     uint64_t kv_bytes;
@@ -364,7 +366,7 @@ static double timed_run(void *p)
         r->int8_terms = (double)work.int8_madds / weight_madds;
     } else {
         double a, b;
-        best_bandwidth(r->anon, r->anon_len, r->map, r->map_len, r->threads, false, &a, &b);
+        limit_readings(r->anon, r->anon_len, r->map, r->map_len, r->threads, false, &a, &b);
         r->bw_anon = fmax(a, pre_a);
         r->bw_map = fmax(b, pre_b);
         r->before = fmax(pre_a, pre_b);
