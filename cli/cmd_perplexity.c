@@ -264,6 +264,130 @@ static void print_progress(const ppl_stats *stats, size_t k, size_t n_chunks, ui
     fprintf(stderr, "  %.0f tok/s  ETA %.0f s\n", tps, t_eval / (double)(k + 1) * (double)(n_chunks - k - 1));
 }
 
+/* The command line, parsed. */
+typedef struct ppl_args {
+    const char *model, *file, *base, *save;
+    uint32_t ctx, batch;
+    size_t max_chunks;                   /* 0: every window */
+    int kv, act, threads;
+    bool json, quiet;
+} ppl_args;
+
+static int run_perplexity(const ppl_args *pa)
+{
+    const char *base_path = pa->base, *save_path = pa->save, *file = pa->file;
+    uint32_t c = pa->ctx, nb = pa->batch;
+    qmap_session_params sp;
+    qmap_session_params_default(&sp);
+    sp.n_ctx = c;
+    sp.n_batch = nb;
+    sp.threads = pa->threads;
+    sp.kv_type = (qmap_kv_type)pa->kv;
+    sp.act = (qmap_act_mode)pa->act;
+    sp.logits_all = true;
+
+    int status = 1;
+    qmap_error err = { 0 };
+    evaluator ev = { 0 }, base = { 0 };
+    char *text = NULL;
+    int32_t *ids = NULL, *win = NULL;
+    ppl_stats stats = { 0 };
+    ppl_logits_reader *base_file = NULL;
+    ppl_logits_writer *saver = NULL;
+    double t_start = now_s();
+    if (open_evaluator(&ev, pa->model, &sp, &err)) goto fail;
+    if (!ev.info.has_tokenizer) {
+        snprintf(err.message, sizeof err.message, "%s has no tokenizer: perplexity needs one to read the text",
+                 ev.path);
+        goto fail;
+    }
+    bool base_is_file = base_path && ppl_logits_sniff(base_path);
+    if (base_path && !base_is_file) {
+        if (open_evaluator(&base, base_path, &sp, &err)) goto fail;
+        if (base.info.vocab_size != ev.info.vocab_size) {
+            snprintf(err.message, sizeof err.message,
+                     "%s has a vocabulary of %u tokens, %s of %u: a KL divergence needs the same vocabulary",
+                     base_path, base.info.vocab_size, ev.path, ev.info.vocab_size);
+            goto fail;
+        }
+    }
+    size_t text_len = 0, n_tok = 0;
+    if (!(text = cli_read_file(file, &text_len))) {
+        snprintf(err.message, sizeof err.message, "%s: %s", file, strerror(errno));
+        goto fail;
+    }
+    bool bos = adds_bos(ev.m);
+    int32_t bos_id = bos ? qmap_token_bos(ev.m) : -1;
+    double t_tok = now_s();
+    if (!(ids = token_stream(ev.m, bos, text, text_len, &n_tok, &err))) {
+        if (!err.message[0]) snprintf(err.message, sizeof err.message, "out of memory");
+        goto fail;
+    }
+    t_tok = now_s() - t_tok;
+    if (n_tok < 2 * (size_t)c) {
+        snprintf(err.message, sizeof err.message,
+                 "%s is %zu tokens; perplexity with -c %u needs at least %u (two windows): give a longer text or "
+                 "a smaller -c", file, n_tok, c, 2 * c);
+        goto fail;
+    }
+    size_t n_chunks = n_tok / c;
+    if (pa->max_chunks > 0 && pa->max_chunks < n_chunks) n_chunks = pa->max_chunks;
+    uint32_t first = c / 2, per_chunk = c - 1 - first;
+    if (!(win = malloc(c * sizeof *win)) || !ppl_stats_init(&stats, n_chunks * per_chunk, base_path != NULL)) {
+        snprintf(err.message, sizeof err.message, "out of memory");
+        goto fail;
+    }
+    /* what a logits file must have been computed on: every window's ids as evaluated */
+    ppl_logits_meta meta = { ev.info.vocab_size, c, first, n_chunks, PPL_FNV_START };
+    for (size_t k = 0; k < n_chunks; k++) {
+        fill_window(win, ids, k, c, bos_id);
+        meta.tokens_hash = ppl_hash_ids(meta.tokens_hash, win, c);
+    }
+    if (base_is_file && !(base_file = ppl_logits_open(base_path, &meta, err.message, sizeof err.message))) goto fail;
+    if (save_path && !(saver = ppl_logits_create(save_path, &meta, err.message, sizeof err.message))) goto fail;
+    if (!pa->quiet)
+        fprintf(stderr, "qmap perplexity: %zu tokens%s (tokenized in %.2f s), %zu windows of %u, %u scored each%s\n",
+                n_tok, bos ? " with the BOS" : "", t_tok, n_chunks, c, per_chunk, bos ? ", BOS first" : "");
+    const window_pass pass = { &ev, &base, base_file, saver, &stats, c, nb, first, ev.info.vocab_size,
+                               base_path != NULL };
+    double t_eval = 0;
+    for (size_t k = 0; k < n_chunks; k++) {
+        fill_window(win, ids, k, c, bos_id);
+        double t0 = now_s();
+        if (score_window(&pass, win, &err)) goto fail;
+        t_eval += now_s() - t0;
+        if (!pa->quiet) print_progress(&stats, k, n_chunks, c, t_eval, base.s != NULL, base_path != NULL);
+    }
+    ppl_report rep = { ev.path, file, base_path, save_path, cli_kv_choices[pa->kv], cli_act_choices[pa->act], n_tok,
+                       n_chunks, c, nb, bos, t_eval, 0, { 0 } };
+    if (!ppl_stats_summary(&stats, &rep.su)) {
+        snprintf(err.message, sizeof err.message, "out of memory");
+        goto fail;
+    }
+    if (saver) {
+        bool saved = ppl_logits_finish(saver, err.message, sizeof err.message);
+        saver = NULL;
+        if (!saved) goto fail;
+    }
+    rep.tokens_per_s = t_eval > 0 ? (double)(n_chunks * c) * (base.s ? 2 : 1) / t_eval : 0;
+    if (pa->json) print_json(&rep);
+    else print_text(&rep, now_s() - t_start);
+    status = 0;
+    goto done;
+fail:
+    fprintf(stderr, "qmap perplexity: %s\n", err.message[0] ? err.message : "failed");
+done:
+    ppl_logits_abort(saver);
+    ppl_logits_close(base_file);
+    ppl_stats_free(&stats);
+    free(win);
+    free(ids);
+    free(text);
+    close_evaluator(&base);
+    close_evaluator(&ev);
+    return status;
+}
+
 int cmd_perplexity(int argc, char **argv)
 {
     const char *file = NULL, *base_path = NULL, *save_path = NULL;
@@ -326,114 +450,10 @@ int cmd_perplexity(int argc, char **argv)
         fprintf(stderr, "qmap perplexity: give one MODEL.qmap and -f TEXT\nusage: %s\n", cmd.usage);
         return 2;
     }
-    uint32_t c = (uint32_t)ctx, nb = batch > 0 && batch < ctx ? (uint32_t)batch : c;
-    qmap_session_params sp;
-    qmap_session_params_default(&sp);
-    sp.n_ctx = c;
-    sp.n_batch = nb;
-    sp.threads = (int)threads;
-    sp.kv_type = (qmap_kv_type)kv;
-    sp.act = (qmap_act_mode)act;
-    sp.logits_all = true;
-
-    int status = 1;
-    qmap_error err = { 0 };
-    evaluator ev = { 0 }, base = { 0 };
-    char *text = NULL;
-    int32_t *ids = NULL, *win = NULL;
-    ppl_stats stats = { 0 };
-    ppl_logits_reader *base_file = NULL;
-    ppl_logits_writer *saver = NULL;
-    double t_start = now_s();
-    if (open_evaluator(&ev, argv[first_arg], &sp, &err)) goto fail;
-    if (!ev.info.has_tokenizer) {
-        snprintf(err.message, sizeof err.message, "%s has no tokenizer: perplexity needs one to read the text",
-                 ev.path);
-        goto fail;
-    }
-    bool base_is_file = base_path && ppl_logits_sniff(base_path);
-    if (base_path && !base_is_file) {
-        if (open_evaluator(&base, base_path, &sp, &err)) goto fail;
-        if (base.info.vocab_size != ev.info.vocab_size) {
-            snprintf(err.message, sizeof err.message,
-                     "%s has a vocabulary of %u tokens, %s of %u: a KL divergence needs the same vocabulary",
-                     base_path, base.info.vocab_size, ev.path, ev.info.vocab_size);
-            goto fail;
-        }
-    }
-    size_t text_len = 0, n_tok = 0;
-    if (!(text = cli_read_file(file, &text_len))) {
-        snprintf(err.message, sizeof err.message, "%s: %s", file, strerror(errno));
-        goto fail;
-    }
-    bool bos = adds_bos(ev.m);
-    int32_t bos_id = bos ? qmap_token_bos(ev.m) : -1;
-    double t_tok = now_s();
-    if (!(ids = token_stream(ev.m, bos, text, text_len, &n_tok, &err))) {
-        if (!err.message[0]) snprintf(err.message, sizeof err.message, "out of memory");
-        goto fail;
-    }
-    t_tok = now_s() - t_tok;
-    if (n_tok < 2 * (size_t)c) {
-        snprintf(err.message, sizeof err.message,
-                 "%s is %zu tokens; perplexity with -c %u needs at least %u (two windows): give a longer text or "
-                 "a smaller -c", file, n_tok, c, 2 * c);
-        goto fail;
-    }
-    size_t n_chunks = n_tok / c;
-    if (max_chunks > 0 && (size_t)max_chunks < n_chunks) n_chunks = (size_t)max_chunks;
-    uint32_t first = c / 2, per_chunk = c - 1 - first;
-    if (!(win = malloc(c * sizeof *win)) || !ppl_stats_init(&stats, n_chunks * per_chunk, base_path != NULL)) {
-        snprintf(err.message, sizeof err.message, "out of memory");
-        goto fail;
-    }
-    /* what a logits file must have been computed on: every window's ids as evaluated */
-    ppl_logits_meta meta = { ev.info.vocab_size, c, first, n_chunks, PPL_FNV_START };
-    for (size_t k = 0; k < n_chunks; k++) {
-        fill_window(win, ids, k, c, bos_id);
-        meta.tokens_hash = ppl_hash_ids(meta.tokens_hash, win, c);
-    }
-    if (base_is_file && !(base_file = ppl_logits_open(base_path, &meta, err.message, sizeof err.message))) goto fail;
-    if (save_path && !(saver = ppl_logits_create(save_path, &meta, err.message, sizeof err.message))) goto fail;
-    if (!quiet)
-        fprintf(stderr, "qmap perplexity: %zu tokens%s (tokenized in %.2f s), %zu windows of %u, %u scored each%s\n",
-                n_tok, bos ? " with the BOS" : "", t_tok, n_chunks, c, per_chunk, bos ? ", BOS first" : "");
-    const window_pass pass = { &ev, &base, base_file, saver, &stats, c, nb, first, ev.info.vocab_size,
-                               base_path != NULL };
-    double t_eval = 0;
-    for (size_t k = 0; k < n_chunks; k++) {
-        fill_window(win, ids, k, c, bos_id);
-        double t0 = now_s();
-        if (score_window(&pass, win, &err)) goto fail;
-        t_eval += now_s() - t0;
-        if (!quiet) print_progress(&stats, k, n_chunks, c, t_eval, base.s != NULL, base_path != NULL);
-    }
-    ppl_report rep = { ev.path, file, base_path, save_path, cli_kv_choices[kv], cli_act_choices[act], n_tok,
-                       n_chunks, c, nb, bos, t_eval, 0, { 0 } };
-    if (!ppl_stats_summary(&stats, &rep.su)) {
-        snprintf(err.message, sizeof err.message, "out of memory");
-        goto fail;
-    }
-    if (saver) {
-        bool saved = ppl_logits_finish(saver, err.message, sizeof err.message);
-        saver = NULL;
-        if (!saved) goto fail;
-    }
-    rep.tokens_per_s = t_eval > 0 ? (double)(n_chunks * c) * (base.s ? 2 : 1) / t_eval : 0;
-    if (json) print_json(&rep);
-    else print_text(&rep, now_s() - t_start);
-    status = 0;
-    goto done;
-fail:
-    fprintf(stderr, "qmap perplexity: %s\n", err.message[0] ? err.message : "failed");
-done:
-    ppl_logits_abort(saver);
-    ppl_logits_close(base_file);
-    ppl_stats_free(&stats);
-    free(win);
-    free(ids);
-    free(text);
-    close_evaluator(&base);
-    close_evaluator(&ev);
-    return status;
+    const ppl_args pa = {
+        .model = argv[first_arg], .file = file, .base = base_path, .save = save_path, .ctx = (uint32_t)ctx,
+        .batch = batch > 0 && batch < ctx ? (uint32_t)batch : (uint32_t)ctx, .max_chunks = (size_t)max_chunks,
+        .kv = kv, .act = act, .threads = (int)threads, .json = json, .quiet = quiet,
+    };
+    return run_perplexity(&pa);
 }
