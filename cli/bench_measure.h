@@ -117,11 +117,10 @@ double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **be
 /* ---- a buffer the cache can hold ------------------------------------------------------------------ */
 
 /* A buffer the last-level cache can hold much of reads faster pass after pass, as the cache's replacement
- * keeps more of it: on an Intel Xeon VM reporting 260 MiB of L3, 124 MiB read at 15-18 GB/s (1 thread) and
- * 35-47 (2) the first time and 22-24 / 55-57 a few passes on, and the first reading of a small model's
- * mapping right after a decode of it was already at the second figure. A decode reads the same weights
- * token after token, so its steady state is the warm one, and a limit read once is too low: a GPT-2 124M
- * decode came out at 1.01 x it. Such a buffer is read until its reading stops rising. */
+ * keeps more of it, and a small model's mapping read right after a decode of it is already at the warm
+ * figure (docs/perf/2026-11-28-intel-xeon.md, "Small models in a large L3"). A decode reads the same
+ * weights token after token, so its steady state is the warm one, and a limit read once is too low. Such a
+ * buffer is read until its reading stops rising. */
 
 /* A reading is taken again while it rises by more than this fraction over the best before it. */
 #define BM_WARM_GAIN 0.02
