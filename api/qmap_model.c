@@ -195,7 +195,7 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
     m->mapped = !params->no_mmap;
     qm_status st = params->no_mmap ? qm_open_copy(path, &m->file, &e) : qm_open(path, &m->file, &e);
     if (st != QM_OK) goto fail;
-    if (!params->no_mmap && !params->no_prefetch && (st = map_in_large_pages(path, &m->file, &e)) != QM_OK)
+    if (!params->no_mmap && params->large_pages && (st = map_in_large_pages(path, &m->file, &e)) != QM_OK)
         goto fail;
     if (params->verify) {
         qm_verify_opts vo = { .threads = params->threads, .full = false };

@@ -24,6 +24,7 @@
  * runs whose limit held. Token ids are
  * fixed and spread over the vocabulary: speed does not depend on the text.
  */
+#define QMAP_EXPERIMENTAL /* the session counters, KV bytes and large-page gauges */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -403,6 +404,7 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
         qmap_model_params mp;
         qmap_model_params_default(&mp);
         mp.no_mmap = c->mmaps[mi] == 0;
+        mp.large_pages = true; /* as qmap run maps a model */
         if (qmap_model_open(path, &mp, &m[mi], &qe) != QMAP_OK) {
             snprintf(err, err_size, "%s", qe.message);
             goto out;
