@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "bench_kernels.h"
+#include "bench_sections.h"
 
 /* ---- 3. matvec ------------------------------------------------------------------------------------- */
 
