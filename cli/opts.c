@@ -20,7 +20,8 @@ static void format_default(const cli_opt *o, char *buf, size_t size)
         if (*(const char *const *)o->target) snprintf(buf, size, " (default: %s)", *(const char *const *)o->target);
         break;
     case CLI_CHOICE: snprintf(buf, size, " (default: %s)", o->choices[*(const int *)o->target]); break;
-    case CLI_FLAG: break;
+    case CLI_FLAG:
+    case CLI_STRINGS: break;
     }
 }
 
@@ -86,6 +87,12 @@ static int store(const cli_command *cmd, const cli_opt *o, const char *arg)
     switch (o->kind) {
     case CLI_FLAG: *(bool *)o->target = true; return 0;
     case CLI_STRING: *(const char **)o->target = arg; return 0;
+    case CLI_STRINGS: {
+        cli_strings *l = o->target;
+        if (l->n >= l->cap) return bad_value(cmd, o, arg, "given too many times");
+        l->items[l->n++] = arg;
+        return 0;
+    }
     case CLI_INT:
     case CLI_UINT64: {
         char *end;
