@@ -659,6 +659,34 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
     return rc;
 }
 
+static const char BENCH_MODEL_DESCRIPTION[] =
+    "Prompt processing (pp: -p tokens in one evaluation, the GEMM path) and text generation (tg: -n\n"
+    "tokens one at a time, the decode path) in tokens/s, median [min-max] of -r runs after a warm-up, one\n"
+    "row per model, thread count and test, as llama.cpp's llama-bench prints them. Beside each tg run the\n"
+    "best read bandwidth is measured over anonymous memory and over the model's file mapping, just\n"
+    "before and just after the run (the better reading counts; a buffer of up to twice the last-level\n"
+    "cache's size is read again until its reading stops rising, as a decode finds what the cache kept of\n"
+    "the weights from the token before): the speed of light is that bandwidth divided by the bytes one\n"
+    "token reads (every matrix once, one embedding row, and the KV cache its attention read, on average\n"
+    "over the run: qmap_session_kv_bytes_read), and 'x limit' the fraction of it reached. With -d N each\n"
+    "run first evaluates N tokens (untimed), so that pp and tg run at that context depth (the test column\n"
+    "says '@ dN'), as llama-bench's -d does. Beside each pp run (before and after, the better reading)\n"
+    "the multiply-add peak is measured (int8 for a Q8_ROW model: AVX-512 VNNI, or AVX2's\n"
+    "vpmaddubsw+vpmaddwd without it; FMA otherwise or with --act f32): 'x limit' counts 2 operations per\n"
+    "multiply-add the session ran (qmap_session_get_counters: a product in two int8 terms runs each\n"
+    "multiply-add twice, and 'limit' says how many terms a weight took on average), the output head once\n"
+    "per prompt (only the last token's logits are computed), and no attention.\n"
+    "No run is printed above 1.05 x its limit: such a run is taken again with new readings (the host\n"
+    "changed during it; at most 3 times, counted as reruns), and one still above after that means the\n"
+    "baseline is wrong: the command stops with an error instead. A run whose limit read before and after\n"
+    "differs by more than 10% (the host changed state around it) is kept, but counted: after its row a\n"
+    "line on stderr says how many and gives the fraction over the runs whose limit held (readings that\n"
+    "agree do not prove that the host held between them; --json: steady_runs, fraction_steady; --csv:\n"
+    "steady_runs, fraction_steady_median). --json also gives each run in order, as llama-bench's\n"
+    "samples_ts: samples_ts, samples_fraction, samples_limit_before, samples_limit_after. Below the\n"
+    "table, how much of each model's mapping is in 2 MiB pages (weights in 4 KiB pages can stream\n"
+    "slower: qmap_model_params.large_pages).";
+
 int bench_model(int argc, char **argv)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -682,32 +710,7 @@ int bench_model(int argc, char **argv)
     };
     const cli_command cmd = {
         "bench", "qmap bench MODEL.qmap [MODEL2.qmap ...] [options]",
-        "Prompt processing (pp: -p tokens in one evaluation, the GEMM path) and text generation (tg: -n\n"
-        "tokens one at a time, the decode path) in tokens/s, median [min-max] of -r runs after a warm-up, one\n"
-        "row per model, thread count and test, as llama.cpp's llama-bench prints them. Beside each tg run the\n"
-        "best read bandwidth is measured over anonymous memory and over the model's file mapping, just\n"
-        "before and just after the run (the better reading counts; a buffer of up to twice the last-level\n"
-        "cache's size is read again until its reading stops rising, as a decode finds what the cache kept of\n"
-        "the weights from the token before): the speed of light is that bandwidth divided by the bytes one\n"
-        "token reads (every matrix once, one embedding row, and the KV cache its attention read, on average\n"
-        "over the run: qmap_session_kv_bytes_read), and 'x limit' the fraction of it reached. With -d N each\n"
-        "run first evaluates N tokens (untimed), so that pp and tg run at that context depth (the test column\n"
-        "says '@ dN'), as llama-bench's -d does. Beside each pp run (before and after, the better reading)\n"
-        "the multiply-add peak is measured (int8 for a Q8_ROW model: AVX-512 VNNI, or AVX2's\n"
-        "vpmaddubsw+vpmaddwd without it; FMA otherwise or with --act f32): 'x limit' counts 2 operations per\n"
-        "multiply-add the session ran (qmap_session_get_counters: a product in two int8 terms runs each\n"
-        "multiply-add twice, and 'limit' says how many terms a weight took on average), the output head once\n"
-        "per prompt (only the last token's logits are computed), and no attention.\n"
-        "No run is printed above 1.05 x its limit: such a run is taken again with new readings (the host\n"
-        "changed during it; at most 3 times, counted as reruns), and one still above after that means the\n"
-        "baseline is wrong: the command stops with an error instead. A run whose limit read before and after\n"
-        "differs by more than 10% (the host changed state around it) is kept, but counted: after its row a\n"
-        "line on stderr says how many and gives the fraction over the runs whose limit held (readings that\n"
-        "agree do not prove that the host held between them; --json: steady_runs, fraction_steady; --csv:\n"
-        "steady_runs, fraction_steady_median). --json also gives each run in order, as llama-bench's\n"
-        "samples_ts: samples_ts, samples_fraction, samples_limit_before, samples_limit_after. Below the\n"
-        "table, how much of each model's mapping is in 2 MiB pages (weights in 4 KiB pages stream slower on\n"
-        "the VMs qmap was measured on).",
+        BENCH_MODEL_DESCRIPTION,
         opts, sizeof opts / sizeof opts[0],
         "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"
     };
