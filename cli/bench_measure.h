@@ -49,10 +49,10 @@ void bm_print_stats(const bm_stats *s, const char *unit);               /* "41.2
 #define BM_RATIO_LIMIT 1.05
 
 /* A run's limit held when the readings just before and just after it agree within this fraction of the
- * larger. Otherwise the host changed state around the run (on the Zen 4 VMs qmap is measured on, the
- * 2-thread bandwidth moves between ~30 and ~60 GB/s within seconds), and the run's fraction of the better
- * reading says more about the host than about the code: the benchmarks count such runs and give the
- * fraction over the others beside the median of all. */
+ * larger. Otherwise the host changed state around the run (a shared host's bandwidth can double within
+ * seconds: docs/perf/2026-11-27-zen4.md), and the run's fraction of the better reading says more about the
+ * host than about the code: the benchmarks count such runs and give the fraction over the others beside
+ * the median of all. */
 #define BM_STEADY_SPREAD 0.10
 
 /* Whether a limit read before (>0) and after (>0) a run held (bm_limit_steady(b, a): both above 0 and the
@@ -67,8 +67,8 @@ bool bm_limit_steady(double before, double after);
 typedef double bm_ratio_run_fn(void *ctx);
 
 /* Runs fn once, and again while its ratio is above BM_RATIO_LIMIT, at most max_reruns more times. On a
- * shared host the limit can change between its readings and the run (a 2-thread bandwidth of 35 GB/s
- * read before and after a run that met 60): then that run is mismeasured, and a new one with new readings
+ * shared host the limit can change between its readings and the run (the readings can both come from a
+ * slower moment than the run's): then that run is mismeasured, and a new one with new readings
  * settles it; a limit that is wrong stays wrong in every try. Returns the last ratio (still above the
  * limit when every try was: the caller reports the limit as wrong), or NaN as soon as a run gives it;
  * *reruns (if not NULL) is increased by the runs taken again. */
