@@ -45,7 +45,10 @@ typedef struct evaluator {
 static int open_evaluator(evaluator *e, const char *path, const qmap_session_params *sp, qmap_error *err)
 {
     e->path = path;
-    if (qmap_model_open(path, NULL, &e->m, err) != QMAP_OK) return 1;
+    qmap_model_params mp;
+    qmap_model_params_default(&mp);
+    mp.large_pages = true; /* every window streams every weight */
+    if (qmap_model_open(path, &mp, &e->m, err) != QMAP_OK) return 1;
     qmap_model_get_info(e->m, &e->info);
     if (e->info.kind != QMAP_KIND_LM) {
         snprintf(err->message, sizeof err->message, "%s: a %s model, not a language model: perplexity needs one",

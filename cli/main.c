@@ -1,4 +1,4 @@
-/* qmap — command-line entry point: dispatches to the subcommands. */
+/* main.c — the qmap command-line entry point: dispatches to the subcommands. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
