@@ -16,3 +16,20 @@ CLI_EXTRA_LDLIBS += -lmicrohttpd -lpthread
 $(BUILD)/qmap: $(SERVE_OBJ)
 $(BUILD)/asan/qmap: $(ASAN_SERVE_OBJ)
 $(SERVE_OBJ) $(ASAN_SERVE_OBJ) $(CLI_OBJ) $(ASAN_CLI_OBJ): $(SERVE_HEADERS)
+
+# The pinned npm openai client, installed from tests/serve/package-lock.json into the build tree.
+$(BUILD)/serve-npm/.installed: tests/serve/package.json tests/serve/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	@mkdir -p $(BUILD)/serve-npm
+	cp tests/serve/package.json tests/serve/package-lock.json $(BUILD)/serve-npm/
+	cd $(BUILD)/serve-npm && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+# The suite (tests/serve/test_serve.py) on the normal build, then a shorter run on the ASan+UBSan build.
+serve-test: $(BUILD)/qmap $(BUILD)/asan/qmap $(BUILD)/serve-npm/.installed
+	$(PYTHON) tests/serve/test_serve.py --qmap $(BUILD)/qmap --npm $(abspath $(BUILD)/serve-npm) --workdir $(BUILD)/tests/serve
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(PYTHON) tests/serve/test_serve.py --qmap $(BUILD)/asan/qmap --npm $(abspath $(BUILD)/serve-npm) \
+	  --workdir $(BUILD)/tests/serve-asan --quick
+.PHONY: serve-test
+EXTRA_TESTS += serve-test

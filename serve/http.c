@@ -353,10 +353,17 @@ static enum MHD_Result handle_tokenize(serve_http *h, struct MHD_Connection *c, 
     serve_tokenize_request tr;
     serve_error err;
     if (!serve_tokenize_parse(cn->body ? cn->body : "", cn->len, &tr, &err)) return send_error(c, cn, &err);
-    size_t need = 0, cap = tr.len + 8;
-    int32_t *ids = malloc(cap * sizeof *ids);
+    size_t need = tr.len + 8, cap = 0;
+    int32_t *ids = NULL;
     qmap_error qe;
-    qmap_status st = ids ? qmap_tokenize(h->model, tr.content, tr.len, tr.add_special, ids, cap, &need, &qe) : QMAP_ERR_NOMEM;
+    qmap_status st = QMAP_ERR_INVALID_ARGUMENT;
+    /* a first guess, then the count the tokenizer says it needs */
+    for (int tries = 0; tries < 2 && st == QMAP_ERR_INVALID_ARGUMENT && need > cap; tries++) {
+        cap = need;
+        free(ids);
+        ids = malloc(cap * sizeof *ids);
+        st = ids ? qmap_tokenize(h->model, tr.content, tr.len, tr.add_special, ids, cap, &need, &qe) : QMAP_ERR_NOMEM;
+    }
     free(tr.content);
     if (st != QMAP_OK) {
         free(ids);

@@ -260,7 +260,8 @@ static bool parse_sampling(json_t *root, serve_request *r, serve_error *err)
     if (!get_number(root, "frequency_penalty", -2, 2, &r->frequency_penalty, err)) return false;
     if (!get_int(root, "top_k", 0, 1 << 24, &top_k, err)) return false;
     r->top_k = (int32_t)top_k;
-    if (!get_int(root, "n", 1, 1, &n, err)) return false;
+    if (!get_int(root, "n", 1, 1 << 20, &n, err)) return false;
+    if (n != 1) return bad(err, "n", "'n' is %ld; this server returns one choice per request, so 'n' must be 1", n);
     json_t *sv = json_object_get(root, "seed");
     if (sv && !json_is_null(sv)) {
         if (!json_is_integer(sv)) return bad(err, "seed", "'seed' must be an integer");
