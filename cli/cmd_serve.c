@@ -121,6 +121,7 @@ static int serve_main(const serve_args *a, const char *path)
     if (!a->quiet) fprintf(stderr, "qmap serve: stopping: no new connections; finishing the requests in flight\n");
     serve_http_quiesce(http);
     serve_sched_drain(sched);
+    serve_http_wait_idle(http);
     serve_http_stop(http);
     serve_sched_free(sched);
     qmap_model_close(m);

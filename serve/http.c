@@ -27,6 +27,7 @@ struct serve_http {
     struct MHD_Daemon *daemon;
     int64_t started;
     atomic_ullong next_id;
+    atomic_int in_flight;      /* generation responses not yet fully sent (or abandoned) */
     pthread_mutex_t log_mu;
 };
 
@@ -189,6 +190,7 @@ static void stream_free(void *cls)
 {
     stream *st = cls;
     serve_job_release(st->h->sched, st->job);
+    atomic_fetch_sub(&st->h->in_flight, 1);
     free(st->out);
     free(st);
 }
@@ -257,7 +259,11 @@ static enum MHD_Result start_stream(serve_http *h, struct MHD_Connection *c, con
                                     serve_job *job, const serve_response_head *head)
 {
     stream *st = calloc(1, sizeof *st);
-    if (!st) { serve_job_release(h->sched, job); return send_fail(c, cn, 500, "server_error", NULL, "out of memory"); }
+    if (!st) {
+        serve_job_release(h->sched, job);
+        atomic_fetch_sub(&h->in_flight, 1);
+        return send_fail(c, cn, 500, "server_error", NULL, "out of memory");
+    }
     *st = (stream){ .h = h, .c = c, .job = job, .head = *head, .logprobs = rq->logprobs,
                     .include_usage = rq->include_usage, .first = true };
     snprintf(st->id, sizeof st->id, "%s", head->id);
@@ -305,6 +311,7 @@ static enum MHD_Result finish_whole(serve_http *h, struct MHD_Connection *c, con
     serve_outcome o;
     serve_job_outcome(h->sched, job, &o);
     serve_job_release(h->sched, job);
+    atomic_fetch_sub(&h->in_flight, 1);
     enum MHD_Result ret;
     if (gone) ret = MHD_NO;
     else if (o.error.status) ret = send_error(c, cn, &o.error);
@@ -337,6 +344,7 @@ static enum MHD_Result handle_generate(serve_http *h, struct MHD_Connection *c, 
     if (!job) {
         ret = send_error(c, cn, &err);
     } else {
+        atomic_fetch_add(&h->in_flight, 1);
         char id[48];
         snprintf(id, sizeof id, "%s-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)atomic_fetch_add(&h->next_id, 1));
         serve_response_head head = { id, (int64_t)time(NULL), h->cfg.model_id, chat };
@@ -550,6 +558,7 @@ serve_http *serve_http_start(const serve_http_config *cfg, const qmap_model *m, 
     h->sched = sched;
     h->started = (int64_t)time(NULL);
     atomic_init(&h->next_id, 1);
+    atomic_init(&h->in_flight, 0);
     pthread_mutex_init(&h->log_mu, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
@@ -579,6 +588,12 @@ void serve_http_quiesce(serve_http *h)
 {
     MHD_socket fd = MHD_quiesce_daemon(h->daemon);
     if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void serve_http_wait_idle(serve_http *h)
+{
+    const struct timespec tick = { 0, 10 * 1000000L };
+    for (unsigned i = 0; i < h->cfg.timeout_s * 100u && atomic_load(&h->in_flight) > 0; i++) nanosleep(&tick, NULL);
 }
 
 void serve_http_stop(serve_http *h)

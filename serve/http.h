@@ -40,6 +40,9 @@ serve_http *serve_http_start(const serve_http_config *cfg, const qmap_model *m, 
 uint16_t serve_http_port(const serve_http *h);
 /* Stop accepting connections; those open go on. */
 void serve_http_quiesce(serve_http *h);
+/* Wait until every generation response has been sent to the end or abandoned by its client (at most
+ * --timeout seconds), after serve_sched_drain: the scheduler can finish before a slow reader has read. */
+void serve_http_wait_idle(serve_http *h);
 /* Close every connection and free. */
 void serve_http_stop(serve_http *h);
 

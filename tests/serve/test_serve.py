@@ -376,6 +376,39 @@ def test_auth_queue_timeout_sigterm(a, model):
     check(code == 0, f"SIGTERM: exit status 0 ({code})")
 
 
+ZEPHYR_JINJA = ("{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\\n' + message['content'] + "
+                "eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\\n' + message['content'] + eos_token }}\n"
+                "{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\\n'  + message['content'] + eos_token }}\n"
+                "{% endif %}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}")
+
+
+def test_chat_template(a):
+    """A container converted with zephyr's tokenizer_config.json chat_template: the server recognises it and
+    renders chats as zephyr does (greedy output = qmap run on that prompt)."""
+    src = os.path.join(a.workdir, "kjv-zephyr")
+    os.makedirs(src, exist_ok=True)
+    for f in ("config.json", "pytorch_model.bin", "tokenizer.model"):
+        if not os.path.exists(os.path.join(src, f)):
+            os.symlink(os.path.join(ROOT, "tests/data/kjv_llama", f), os.path.join(src, f))
+    with open(os.path.join(src, "tokenizer_config.json"), "w") as f:
+        json.dump({"chat_template": ZEPHYR_JINJA, "bos_token": "<s>", "eos_token": "</s>"}, f)
+    model = os.path.join(a.workdir, "kjv-zephyr.qmap")
+    subprocess.run([a.qmap, "convert", src, "-o", model, "--quiet"], check=True)
+    srv = Server(a.qmap, model, "--parallel", "2", "-c", "256", "-q")
+    try:
+        check("chat template zephyr: recognised" in srv.banner, "chat template: zephyr recognised in the stored Jinja text")
+        msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}]
+        st, _, b = srv.json("POST", "/v1/chat/completions", {"messages": msgs, "max_tokens": 16, "temperature": 0})
+        rendered = "".join(f"<|{m['role']}|>\n{m['content']}</s>\n" for m in msgs) + "<|assistant|>\n"
+        ref = qmap_run(a, model, rendered, 16)["text"]
+        check(st == 200 and b["choices"][0]["message"]["content"] == ref, "chat template: zephyr chat = qmap run on its prompt")
+    finally:
+        srv.stop()
+    plain = Server(a.qmap, os.path.join(a.workdir, "kjv-q8.qmap"), "--chat-template", "llama3", "-q")
+    check("chat template llama3: --chat-template" in plain.banner, "chat template: --chat-template overrides")
+    plain.stop()
+
+
 def test_curl_examples(a, srv):
     script = open(os.path.join(HERE, "curl_examples.sh")).read().replace("8080", str(srv.port))
     r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], capture_output=True, text=True, timeout=120)
@@ -407,6 +440,7 @@ def main():
         code = srv.stop()
     check(code == 0, f"SIGTERM on an idle server: exit status 0 ({code})")
     test_auth_queue_timeout_sigterm(a, model)
+    test_chat_template(a)
     print(f"serve-test: {len(FAILS)} failed" if FAILS else "serve-test: all passed")
     return 1 if FAILS else 0
 
