@@ -45,3 +45,13 @@ $(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(SERVE_FUZZ_SRC) $(SERVE_
 $(BUILD)/fuzz/replay_request: tests/fuzz/fuzz_request.c tests/fuzz/replay_main.c $(SERVE_FUZZ_SRC) $(SERVE_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -iquote serve -o $@ tests/fuzz/fuzz_request.c tests/fuzz/replay_main.c $(SERVE_FUZZ_SRC) -ljansson
+
+# make demo: the King James Llama (Q8_ROW) behind qmap serve, answering the README's curl examples.
+DEB_BUILD_PACKAGES += curl
+demo-serve: $(BUILD)/qmap
+	@mkdir -p $(BUILD)/demo/serve
+	$(BUILD)/qmap convert tests/data/kjv_llama -o $(BUILD)/demo/serve/kjv.qmap --quiet
+	$(BUILD)/qmap quantize --q8 $(BUILD)/demo/serve/kjv.qmap -o $(BUILD)/demo/serve/kjv-q8.qmap --quiet
+	sh tests/serve/demo.sh $(BUILD)/qmap $(BUILD)/demo/serve/kjv-q8.qmap
+.PHONY: demo-serve
+EXTRA_DEMO += demo-serve

@@ -409,6 +409,25 @@ def test_chat_template(a):
     plain.stop()
 
 
+def test_refuses_non_lm(a):
+    """A classifier container: qmap serve says what it serves and exits 1."""
+    mlp = os.path.join(a.workdir, "digits_mlp.qmap")
+    subprocess.run([a.qmap, "convert", os.path.join(ROOT, "tests/data/digits_mlp/model.pt"), "-o", mlp, "--quiet"], check=True)
+    r = subprocess.run([a.qmap, "serve", mlp, "--port", "0"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 1 and "serves language models" in r.stderr and "classifier" not in r.stdout,
+          "a classifier container is refused, saying which models are served")
+
+
+def test_log_json(a, model):
+    srv = Server(a.qmap, model, "--log-json")
+    srv.json("GET", "/health")
+    srv.json("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 2})
+    srv.stop()
+    lines = [json.loads(l) for l in srv.log if l.startswith("{")]
+    check(len(lines) == 2 and lines[1]["path"] == "/v1/completions" and lines[1]["status"] == 200,
+          "--log-json: one JSON object per request")
+
+
 def test_curl_examples(a, srv):
     script = open(os.path.join(HERE, "curl_examples.sh")).read().replace("8080", str(srv.port))
     r = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], capture_output=True, text=True, timeout=120)
@@ -441,6 +460,8 @@ def main():
     check(code == 0, f"SIGTERM on an idle server: exit status 0 ({code})")
     test_auth_queue_timeout_sigterm(a, model)
     test_chat_template(a)
+    test_refuses_non_lm(a)
+    test_log_json(a, model)
     print(f"serve-test: {len(FAILS)} failed" if FAILS else "serve-test: all passed")
     return 1 if FAILS else 0
 
