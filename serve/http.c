@@ -36,6 +36,7 @@ typedef struct conn {
     char *body;
     size_t len, cap;
     bool too_large;
+    uint64_t dropped;          /* body bytes dropped after the limit */
     int status;
     double t0;
     char path[64], method[8];
@@ -489,15 +490,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(cn->method, sizeof cn->method, "%s", method);
         *con_cls = cn;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > h->cfg.max_body) cn->too_large = true;
+        if (cl && strtoull(cl, NULL, 10) > h->cfg.max_body) {
+            /* answered at once, the body unread: libmicrohttpd closes the connection after the response */
+            cn->too_large = true;
+            return dispatch(h, c, cn, url, method);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
         if (cn->too_large || cn->len + n > h->cfg.max_body) {
+            /* a chunked body past the limit is read and dropped, to answer 413 at its end; a client that
+             * keeps sending far past it is cut off */
             cn->too_large = true;
-            return MHD_YES;
+            cn->dropped += n;
+            return cn->dropped > 4 * (uint64_t)h->cfg.max_body ? MHD_NO : MHD_YES;
         }
         if (cn->len + n + 1 > cn->cap) {
             size_t cap = cn->cap ? cn->cap : 4096;

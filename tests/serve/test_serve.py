@@ -240,6 +240,14 @@ def test_bad_input(a, srv, n_ctx):
             msg = b["error"]["message"] if is_error(b) else ""
             check(str(n_ctx) in msg and re.search(r"\d{3,} tokens", msg) is not None,
                   "bad input: the context error names both lengths")
+    # a chunked body (no Content-Length) past --max-body: 413 at its end
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=60)
+    c.request("POST", "/v1/completions", body=iter([b'{"prompt": "', b"a" * (3 << 19), b'"}']), encode_chunked=True,
+              headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    r = c.getresponse()
+    b = json.loads(r.read())
+    c.close()
+    check(r.status == 413 and is_error(b), f"bad input: a chunked body over --max-body -> 413 ({r.status})")
     st, _, b = srv.json("GET", "/health")
     check(st == 200 and b == {"status": "ok"}, "the server lives on after the bad input")
 
