@@ -55,8 +55,9 @@ class Server:
         self.banner = line
         # drain the logs so the server never blocks on a full pipe
         self.log = []
-        threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
-        threading.Thread(target=self._drain, args=(self.proc.stdout,), daemon=True).start()
+        self.drains = [threading.Thread(target=self._drain, args=(f,), daemon=True) for f in (self.proc.stderr, self.proc.stdout)]
+        for t in self.drains:
+            t.start()
 
     def _drain(self, f):
         for line in f:
@@ -90,10 +91,13 @@ class Server:
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout=60)
+            code = self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            return -1
+            code = -1
+        for t in self.drains:
+            t.join(timeout=10)
+        return code
 
 
 def sse_events(server, path, body, stop_after=None):
