@@ -490,11 +490,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(cn->method, sizeof cn->method, "%s", method);
         *con_cls = cn;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > h->cfg.max_body) {
-            /* answered at once, the body unread: libmicrohttpd closes the connection after the response */
-            cn->too_large = true;
-            return dispatch(h, c, cn, url, method);
-        }
+        unsigned long long declared = cl ? strtoull(cl, NULL, 10) : 0;
+        cn->too_large = declared > h->cfg.max_body;
+        /* Far over the limit: answered at once, the body unread (libmicrohttpd then closes the connection).
+         * A little over: read and dropped, then answered, since many clients cannot read a response while
+         * the server refuses the rest of their body. */
+        if (declared > 4 * (unsigned long long)h->cfg.max_body) return dispatch(h, c, cn, url, method);
         return MHD_YES;
     }
     if (*upload_size) {

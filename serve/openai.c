@@ -16,7 +16,7 @@ static json_t *token_string(const qmap_model *m, int32_t id)
 }
 
 /* Legacy completions logprobs: parallel lists of tokens, their logprobs and {token: logprob} alternatives. */
-static json_t *completion_logprobs(const qmap_model *m, const serve_token_info *t, size_t n, size_t text_offset)
+static json_t *completion_logprobs(const qmap_model *m, const serve_token_info *t, size_t n)
 {
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
     for (size_t i = 0; i < n; i++) {
@@ -31,7 +31,7 @@ static json_t *completion_logprobs(const qmap_model *m, const serve_token_info *
             json_object_set_new(alt, key, json_real(t[i].top_logprob[k]));
         }
         json_array_append_new(tops, alt);
-        json_array_append_new(offs, json_integer((json_int_t)text_offset));
+        json_array_append_new(offs, json_integer((json_int_t)t[i].text_offset));
     }
     return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
                      "text_offset", offs);
@@ -62,7 +62,7 @@ static json_t *logprobs_of(const serve_response_head *h, const qmap_model *m, co
                            bool logprobs)
 {
     if (!logprobs) return qs_json_null();
-    return h->chat ? chat_logprobs(m, t, n) : completion_logprobs(m, t, n, 0);
+    return h->chat ? chat_logprobs(m, t, n) : completion_logprobs(m, t, n);
 }
 
 static json_t *usage(const serve_outcome *o)

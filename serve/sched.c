@@ -218,6 +218,7 @@ static bool slot_take_token(serve_sched *s, slot *sl, const float *logits)
         serve_token_info *t = &j->tokens[j->n_tokens++];
         memset(t, 0, sizeof *t);
         t->id = id;
+        t->text_offset = (uint32_t)j->text_len;
         if (j->gp.logprobs) fill_logprobs(logits, s->vocab, id, j->gp.top_logprobs, t);
     }
     char piece[4096];

@@ -43,6 +43,7 @@ typedef struct serve_gen_params {
 
 typedef struct serve_token_info {
     int32_t id;
+    uint32_t text_offset;                   /* where the token's text starts in the generated text */
     float logprob;                          /* log-softmax of the model's logits (before any sampling change) */
     int n_top;
     int32_t top_id[SERVE_MAX_LOGPROBS];

@@ -252,8 +252,31 @@ def test_bad_input(a, srv, n_ctx):
     b = json.loads(r.read())
     c.close()
     check(r.status == 413 and is_error(b), f"bad input: a chunked body over --max-body -> 413 ({r.status})")
+    # a Content-Length far over --max-body: answered before any of the body is sent
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n")
+    head = s.recv(200)
+    s.close()
+    check(head.startswith(b"HTTP/1.1 413"), f"bad input: Content-Length 100 MB -> 413 before the body ({head[:20]})")
     st, _, b = srv.json("GET", "/health")
     check(st == 200 and b == {"status": "ok"}, "the server lives on after the bad input")
+
+
+def test_logprobs(a, srv):
+    """Greedy with logprobs: each chosen token is its own best alternative, with the same log-probability;
+    text offsets rise; chat reports the same tokens."""
+    st, _, b = srv.json("POST", "/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "temperature": 0, "logprobs": 3})
+    lp = b["choices"][0]["logprobs"] if st == 200 else None
+    ok = lp is not None and len(lp["tokens"]) == 8 and all(len(t) == 3 for t in lp["top_logprobs"])
+    ok = ok and all(max(t, key=t.get) == tok and abs(t[tok] - v) < 1e-6 and v <= 0
+                    for tok, v, t in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]))
+    ok = ok and lp["text_offset"] == sorted(lp["text_offset"]) and lp["text_offset"][0] == 0
+    check(ok, "logprobs: greedy tokens are their own top alternative, offsets rise")
+    st, _, c = srv.json("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": PROMPT}], "max_tokens": 4,
+                                                         "temperature": 0, "logprobs": True, "top_logprobs": 2})
+    content = c["choices"][0]["logprobs"]["content"] if st == 200 else []
+    check(len(content) == 4 and all(e["top_logprobs"][0]["token"] == e["token"] for e in content),
+          "logprobs: chat lists each token with its alternatives")
 
 
 def test_tokenize(a, srv, model):
@@ -465,6 +488,7 @@ def main():
         test_equal_under_load(a, srv, model)
         test_bad_input(a, srv, n_ctx)
         test_tokenize(a, srv, model)
+        test_logprobs(a, srv)
         test_curl_examples(a, srv)
         test_load(a, srv, 60 if a.quick else 300)
     finally:
