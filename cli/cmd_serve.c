@@ -146,7 +146,7 @@ int cmd_serve(int argc, char **argv)
         { "chat-template", 0, CLI_CHOICE, &tmpl, "NAME", 0, 0, template_choices, "chat template for /v1/chat/completions "
           "(default: recognised from the container's chat_template, else chatml)", true },
         { "max-body", 0, CLI_UINT64, &a.max_body, "BYTES", 64, 1 << 30, NULL, "largest request body; larger is 413", false },
-        { "timeout", 0, CLI_INT, &a.timeout, "S", 1, 86400, NULL, "close a connection idle this many seconds (slow clients)", false },
+        { "timeout", 0, CLI_INT, &a.timeout, "S", 1, 86400, NULL, "close a connection idle this many seconds while it sends a request or between requests (slow clients)", false },
         { "max-queue", 0, CLI_INT, &a.max_queue, "N", 0, 1 << 20, NULL, "requests waiting for a slot; more get 503 with Retry-After", false },
         { "quiet", 'q', CLI_FLAG, &a.quiet, NULL, 0, 0, NULL, "no log line per request", true },
         { "log-json", 0, CLI_FLAG, &a.log_json, NULL, 0, 0, NULL, "log each request as one JSON object on stderr", true },

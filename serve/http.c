@@ -345,6 +345,9 @@ static enum MHD_Result handle_generate(serve_http *h, struct MHD_Connection *c, 
     if (!job) {
         ret = send_error(c, cn, &err);
     } else {
+        /* No idle timeout while the answer is made: a request may wait its turn in the queue longer than
+         * --timeout, and a client that leaves is noticed (client_gone). on_completed restores it. */
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
         atomic_fetch_add(&h->in_flight, 1);
         char id[48];
         snprintf(id, sizeof id, "%s-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)atomic_fetch_add(&h->next_id, 1));
@@ -525,10 +528,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)c;
     serve_http *h = cls;
     conn *cn = *con_cls;
     if (!cn) return;
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned int)h->cfg.timeout_s);
     if (h->cfg.log) {
         double ms = (now_s() - cn->t0) * 1e3;
         pthread_mutex_lock(&h->log_mu);

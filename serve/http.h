@@ -23,7 +23,8 @@ typedef struct serve_http_config {
     uint16_t port;             /* 0: any free port (serve_http_port tells which) */
     const char *api_key;       /* NULL or "": no authentication */
     size_t max_body;           /* bytes of a request body; more is 413 */
-    unsigned timeout_s;        /* a connection idle this long is closed (slow clients) */
+    unsigned timeout_s;        /* a connection idle this long while it sends a request, or between two, is
+                                * closed (slow clients); not while its answer is made */
     uint32_t n_ctx;            /* positions per sequence: a longer prompt is refused before queueing */
     const char *model_id;      /* the name /v1/models lists and responses carry */
     serve_template chat_template;
