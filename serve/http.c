@@ -26,7 +26,7 @@ struct serve_http {
     serve_sched *sched;
     struct MHD_Daemon *daemon;
     int64_t started;
-    atomic_ullong next_id;
+    atomic_ullong next_id, next_seed;
     atomic_int in_flight;      /* generation responses not yet fully sent (or abandoned) */
     pthread_mutex_t log_mu;
 };
@@ -156,7 +156,18 @@ static bool prompt_ids(const serve_http *h, const serve_request *rq, int32_t **i
     return serve_fail(err, 400, "invalid_request_error", "invalid_value", rq->chat ? "messages" : "prompt", "%s", qe.message);
 }
 
-static void gen_params(const serve_http *h, const serve_request *rq, serve_gen_params *gp)
+/* A request without "seed" samples differently each time, as OpenAI's and llama.cpp's servers do. */
+static uint64_t fresh_seed(serve_http *h)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    uint64_t z = ((uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec) ^ (atomic_fetch_add(&h->next_seed, 1) << 32);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;   /* splitmix64's finaliser */
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static void gen_params(serve_http *h, const serve_request *rq, serve_gen_params *gp)
 {
     memset(gp, 0, sizeof *gp);
     qmap_sampler_params_default(&gp->sampling);
@@ -165,7 +176,7 @@ static void gen_params(const serve_http *h, const serve_request *rq, serve_gen_p
     gp->sampling.top_p = rq->top_p;
     gp->sampling.min_p = rq->min_p;
     gp->sampling.repeat_penalty = rq->repeat_penalty;
-    if (rq->has_seed) gp->sampling.seed = rq->seed;
+    gp->sampling.seed = rq->has_seed ? rq->seed : fresh_seed(h);
     gp->presence_penalty = rq->presence_penalty;
     gp->frequency_penalty = rq->frequency_penalty;
     gp->max_tokens = rq->max_tokens;
@@ -570,6 +581,7 @@ serve_http *serve_http_start(const serve_http_config *cfg, const qmap_model *m, 
     h->sched = sched;
     h->started = (int64_t)time(NULL);
     atomic_init(&h->next_id, 1);
+    atomic_init(&h->next_seed, 0);
     atomic_init(&h->in_flight, 0);
     pthread_mutex_init(&h->log_mu, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
