@@ -25,8 +25,16 @@ $(BUILD)/serve-npm/.installed: tests/serve/package.json tests/serve/package-lock
 	cd $(BUILD)/serve-npm && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# The suite (tests/serve/test_serve.py) on the normal build, then a shorter run on the ASan+UBSan build.
-serve-test: $(BUILD)/qmap $(BUILD)/asan/qmap $(BUILD)/serve-npm/.installed
+# serve/template.c printed for a chat body, to compare with jinja2 (tests/serve/test_templates.py)
+$(BUILD)/tests/render_template: tests/serve/render_template.c serve/request.c serve/template.c $(SERVE_HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -iquote serve -o $@ tests/serve/render_template.c serve/request.c serve/template.c -ljansson
+DEB_TEST_PACKAGES += python3-jinja2
+
+# The chat templates against jinja2, then the suite (tests/serve/test_serve.py) on the normal build, then a
+# shorter run on the ASan+UBSan build.
+serve-test: $(BUILD)/qmap $(BUILD)/asan/qmap $(BUILD)/serve-npm/.installed $(BUILD)/tests/render_template
+	$(PYTHON) tests/serve/test_templates.py --tool $(BUILD)/tests/render_template
 	$(PYTHON) tests/serve/test_serve.py --qmap $(BUILD)/qmap --npm $(abspath $(BUILD)/serve-npm) --workdir $(BUILD)/tests/serve
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(PYTHON) tests/serve/test_serve.py --qmap $(BUILD)/asan/qmap --npm $(abspath $(BUILD)/serve-npm) \

@@ -1,6 +1,6 @@
 /* template.c — the built-in chat templates (see template.h). Each renders what the model's own Jinja
  * template renders for system / user / assistant turns with add_generation_prompt, BOS left to the
- * tokenizer. */
+ * tokenizer (tests/serve/test_templates.py compares them with jinja2 on the published templates). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,35 +77,80 @@ static void put_all(text_buf *b, int n, ...)
     va_end(ap);
 }
 
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* Append s without its leading and trailing whitespace, as Jinja's trim and Python's strip() give it. */
+static void put_trimmed(text_buf *b, const char *s)
+{
+    size_t n = strlen(s);
+    while (n && is_space(*s)) { s++; n--; }
+    while (n && is_space(s[n - 1])) n--;
+    char *copy = malloc(n + 1);
+    if (!copy) { b->failed = true; return; }
+    memcpy(copy, s, n);
+    copy[n] = 0;
+    put(b, copy);
+    free(copy);
+}
+
 static void render_chatml(text_buf *b, const serve_message *m, size_t n)
 {
     for (size_t i = 0; i < n; i++) put_all(b, 5, "<|im_start|>", m[i].role, "\n", m[i].content, "<|im_end|>\n");
     put(b, "<|im_start|>assistant\n");
 }
 
+/* Meta's Llama 3 Instruct: every content trimmed. */
 static void render_llama3(text_buf *b, const serve_message *m, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        put_all(b, 5, "<|start_header_id|>", m[i].role, "<|end_header_id|>\n\n", m[i].content, "<|eot_id|>");
+    for (size_t i = 0; i < n; i++) {
+        put_all(b, 3, "<|start_header_id|>", m[i].role, "<|end_header_id|>\n\n");
+        put_trimmed(b, m[i].content);
+        put(b, "<|eot_id|>");
+    }
     put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-/* llama2 and mistral: [INST] user [/INST] assistant</s>; a system message joins the next user turn, in
- * <<SYS>> markers for llama2, as a plain paragraph for mistral. */
-static void render_inst(text_buf *b, const serve_message *m, size_t n, bool sys_markers)
+/* Meta's Llama 2 chat: "<s>[INST] user [/INST] assistant </s>" per turn (the first <s> is the tokenizer's),
+ * contents stripped; a system message opens the first user turn in <<SYS>> markers. */
+static void render_llama2(text_buf *b, const serve_message *m, size_t n)
 {
     const char *system = NULL;
     bool first = true;
     for (size_t i = 0; i < n; i++) {
         if (!strcmp(m[i].role, "system")) { system = m[i].content; continue; }
-        if (!strcmp(m[i].role, "assistant")) { put_all(b, 3, " ", m[i].content, "</s>"); continue; }
+        if (!strcmp(m[i].role, "assistant")) {
+            put(b, " ");
+            put_trimmed(b, m[i].content);
+            put(b, " </s>");
+            continue;
+        }
         put(b, first ? "[INST] " : "<s>[INST] ");
         first = false;
-        if (system) {
-            if (sys_markers) put_all(b, 3, "<<SYS>>\n", system, "\n<</SYS>>\n\n");
-            else put_all(b, 2, system, "\n\n");
-            system = NULL;
-        }
+        text_buf turn = { 0 };
+        if (system) put_all(&turn, 3, "<<SYS>>\n", system, "\n<</SYS>>\n\n");
+        system = NULL;
+        put(&turn, m[i].content);
+        if (turn.failed) b->failed = true;
+        else put_trimmed(b, turn.s);
+        free(turn.s);
+        put(b, " [/INST]");
+    }
+}
+
+/* Mistral Instruct (v0.2): "[INST] user [/INST]assistant</s>" with no system role; a system message opens
+ * the next user turn followed by a newline (llama.cpp's choice). */
+static void render_mistral(text_buf *b, const serve_message *m, size_t n)
+{
+    const char *system = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(m[i].role, "system")) { system = m[i].content; continue; }
+        if (!strcmp(m[i].role, "assistant")) { put_all(b, 2, m[i].content, "</s>"); continue; }
+        put(b, "[INST] ");
+        if (system) put_all(b, 2, system, "\n");
+        system = NULL;
         put_all(b, 2, m[i].content, " [/INST]");
     }
 }
@@ -124,7 +169,8 @@ static void render_gemma(text_buf *b, const serve_message *m, size_t n)
         if (!strcmp(m[i].role, "system")) { system = m[i].content; continue; }
         put_all(b, 3, "<start_of_turn>", strcmp(m[i].role, "assistant") ? "user" : "model", "\n");
         if (system) { put_all(b, 2, system, "\n\n"); system = NULL; }
-        put_all(b, 2, m[i].content, "<end_of_turn>\n");
+        put_trimmed(b, m[i].content);
+        put(b, "<end_of_turn>\n");
     }
     put(b, "<start_of_turn>model\n");
 }
@@ -134,9 +180,9 @@ char *serve_template_render(serve_template t, const serve_message *m, size_t n, 
     text_buf b = { 0 };
     put(&b, "");
     switch (t) {
-    case SERVE_TEMPLATE_LLAMA2: render_inst(&b, m, n, true); break;
+    case SERVE_TEMPLATE_LLAMA2: render_llama2(&b, m, n); break;
     case SERVE_TEMPLATE_LLAMA3: render_llama3(&b, m, n); break;
-    case SERVE_TEMPLATE_MISTRAL: render_inst(&b, m, n, false); break;
+    case SERVE_TEMPLATE_MISTRAL: render_mistral(&b, m, n); break;
     case SERVE_TEMPLATE_PHI3: render_tagged(&b, m, n, "<|end|>"); break;
     case SERVE_TEMPLATE_GEMMA: render_gemma(&b, m, n); break;
     case SERVE_TEMPLATE_ZEPHYR: render_tagged(&b, m, n, "</s>"); break;
