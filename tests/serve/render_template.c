@@ -1,16 +1,19 @@
 /* render_template.c — print what serve/template.c renders for a chat body, for tests/serve/test_templates.py
  * to compare with the model's own Jinja template rendered by jinja2.
- * usage: render_template NAME < BODY.json   (BODY: an OpenAI chat request, {"messages": [...]}) */
+ * usage: render_template NAME < BODY.json   (BODY: an OpenAI chat request, {"messages": [...]})
+ *        render_template --detect < TEMPLATE.jinja   (prints the name serve_template_detect gives, or "none") */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "request.h"
 #include "template.h"
 
 int main(int argc, char **argv)
 {
-    int t = argc == 2 ? serve_template_by_name(argv[1]) : -1;
-    if (t < 0) {
+    bool detect = argc == 2 && !strcmp(argv[1], "--detect");
+    int t = argc == 2 && !detect ? serve_template_by_name(argv[1]) : -1;
+    if (t < 0 && !detect) {
         fprintf(stderr, "usage: render_template NAME < BODY.json\n");
         return 2;
     }
@@ -21,6 +24,12 @@ int main(int argc, char **argv)
         n = fread(body + len, 1, cap - len, stdin);
         len += n;
     } while (n > 0);
+    if (detect) {
+        int d = serve_template_detect(body, len);
+        printf("%s\n", d < 0 ? "none" : serve_template_name((serve_template)d));
+        free(body);
+        return 0;
+    }
     const serve_defaults def = { 0.8f, 0.95f, 0.05f, 1.0f, 40 };
     serve_request r;
     serve_error e;

@@ -3,6 +3,7 @@
 apply_chat_template renders them (a sandboxed environment with trim_blocks and lstrip_blocks,
 add_generation_prompt true). The Jinja texts are the ones published in each model's
 tokenizer_config.json; BOS is left to the tokenizer, so one leading bos_token is dropped from jinja2's text.
+Each Jinja text must also be recognised as its family (serve_template_detect).
 usage: test_templates.py --tool build/tests/render_template"""
 import argparse
 import json
@@ -78,6 +79,9 @@ def main():
     a = ap.parse_args()
     fails = 0
     for name, (source, text, bos, eos, system) in TEMPLATES.items():
+        seen = subprocess.run([a.tool, "--detect"], input=text, capture_output=True, text=True, check=True).stdout.strip()
+        fails += seen != name
+        print(f"{'ok  ' if seen == name else 'FAIL'} {source}'s template is recognised as {name} ({seen})")
         for convo in ([SYSTEM] + TURNS, TURNS, TURNS[:1]) if system else (TURNS, TURNS[:1]):
             want = jinja(text, bos, eos, convo)
             got = subprocess.run([a.tool, name], input=json.dumps({"messages": convo}), capture_output=True, text=True,
