@@ -46,22 +46,28 @@ static int check_model(const qmap_model *m, const char *path)
 {
     qmap_model_info in;
     qmap_model_get_info(m, &in);
-    if (in.kind == QMAP_KIND_LM) return 0;
+    if (in.kind == QMAP_KIND_LM || in.kind == QMAP_KIND_CLASSIFIER) return 0;
     fprintf(stderr, "qmap serve: %s is a%s %s container; qmap serve serves language models (gpt2, gpt_neo, llama) "
-            "only, through /v1/completions and /v1/chat/completions (no /v1/classify or /v1/translate yet: use qmap run)\n",
+            "through /v1/completions and /v1/chat/completions, and classifiers (mlp) through /v1/classify (no "
+            "/v1/translate yet: use qmap run)\n",
             path, in.kind == QMAP_KIND_NONE ? " plain tensor store, not a model:" : "", in.arch);
     return 1;
 }
 
 static void print_banner(const serve_args *a, uint16_t port, const char *model_id, uint32_t n_ctx,
-                         serve_template t, const char *why)
+                         serve_template t, const char *why, bool classifier)
 {
     char hostbuf[128];
     bool v6 = strchr(a->host, ':') != NULL;
     snprintf(hostbuf, sizeof hostbuf, "%s%s%s", v6 ? "[" : "", a->host, v6 ? "]" : "");
-    printf("qmap serve: %s on http://%s:%u (%ld slots, %u positions each, chat template %s: %s)\n", model_id, hostbuf,
-           port, a->parallel, n_ctx, serve_template_name(t), why);
-    printf("  GET  /health  /v1/models  /metrics\n  POST /v1/completions  /v1/chat/completions  /tokenize  /detokenize\n");
+    if (classifier) {
+        printf("qmap serve: %s (a classifier) on http://%s:%u\n", model_id, hostbuf, port);
+        printf("  GET  /health  /v1/models  /metrics\n  POST /v1/classify\n");
+    } else {
+        printf("qmap serve: %s on http://%s:%u (%ld slots, %u positions each, chat template %s: %s)\n", model_id,
+               hostbuf, port, a->parallel, n_ctx, serve_template_name(t), why);
+        printf("  GET  /health  /v1/models  /metrics\n  POST /v1/completions  /v1/chat/completions  /tokenize  /detokenize\n");
+    }
     if (a->api_key && *a->api_key) printf("  every endpoint but /health needs Authorization: Bearer KEY\n");
     fflush(stdout);
 }
@@ -84,7 +90,8 @@ static int serve_main(const serve_args *a, const char *path)
     if (check_model(m, path)) { qmap_model_close(m); return 1; }
     qmap_model_info in;
     qmap_model_get_info(m, &in);
-    if (!in.has_tokenizer)
+    const bool classifier = in.kind == QMAP_KIND_CLASSIFIER;
+    if (!classifier && !in.has_tokenizer)
         fprintf(stderr, "qmap serve: %s has no tokenizer: only prompts given as token ids can be served\n", path);
     uint32_t n_ctx = a->ctx ? (uint32_t)a->ctx : (in.context_length < 4096 ? in.context_length : 4096);
     const char *why = "";
@@ -101,29 +108,34 @@ static int serve_main(const serve_args *a, const char *path)
 
     serve_sched_config sc = { (uint32_t)a->parallel, n_ctx, SERVE_STEP_TOKENS, (uint32_t)a->max_queue, (int)a->threads };
     serve_sched *sched = NULL;
-    if (serve_sched_new(m, &sc, &sched, &err) != QMAP_OK) {
+    qmap_classifier *cls = NULL;
+    qmap_status st = classifier ? qmap_classifier_new(m, 0, (int)a->threads, QMAP_ACT_AUTO, &cls, &err)
+                                : serve_sched_new(m, &sc, &sched, &err);
+    if (st != QMAP_OK) {
         fprintf(stderr, "qmap serve: %s\n", err.message);
         qmap_model_close(m);
         return 1;
     }
     serve_http_config hc = { a->host, (uint16_t)a->port, a->api_key, (size_t)a->max_body, (unsigned)a->timeout, n_ctx,
-                             model_id, tmpl, a->quiet ? NULL : stderr, a->log_json };
+                             model_id, tmpl, cls, a->quiet ? NULL : stderr, a->log_json };
     char msg[256];
     serve_http *http = serve_http_start(&hc, m, sched, msg, sizeof msg);
     if (!http) {
         fprintf(stderr, "qmap serve: %s\n", msg);
         serve_sched_free(sched);
+        qmap_classifier_free(cls);
         qmap_model_close(m);
         return 1;
     }
-    print_banner(a, serve_http_port(http), model_id, n_ctx, tmpl, why);
+    print_banner(a, serve_http_port(http), model_id, n_ctx, tmpl, why, classifier);
     wait_for_stop_signal(&stop);
     if (!a->quiet) fprintf(stderr, "qmap serve: stopping: no new connections; finishing the requests in flight\n");
     serve_http_quiesce(http);
-    serve_sched_drain(sched);
+    if (sched) serve_sched_drain(sched);
     serve_http_wait_idle(http);
     serve_http_stop(http);
     serve_sched_free(sched);
+    qmap_classifier_free(cls);
     qmap_model_close(m);
     if (!a->quiet) fprintf(stderr, "qmap serve: stopped\n");
     return 0;
@@ -166,6 +178,9 @@ int cmd_serve(int argc, char **argv)
             "temperature 0 is greedy; a request without \"seed\" gets a random one (with one, the same text as\n"
             "qmap run --seed). Errors are OpenAI error objects. Listens on 127.0.0.1 unless\n"
             "--host says otherwise. SIGINT/SIGTERM: stop accepting, finish the requests in flight, exit 0.\n"
+            "A classifier (mlp) container is served through POST /v1/classify instead: {\"inputs\": [[features...],\n"
+            "...]} (\"pixels\": true maps raw values as the model was trained) gives each row's class, label and\n"
+            "scores, in batches through the matrix kernels.\n"
             "Example:\n"
             "  qmap serve kjv-q8.qmap --port 8080 &\n"
             "  curl -s http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\\n"

@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "classify.h"
 #include "http.h"
 #include "openai.h"
 
@@ -29,6 +30,7 @@ struct serve_http {
     atomic_ullong next_id, next_seed;
     atomic_int in_flight;      /* generation responses not yet fully sent (or abandoned) */
     pthread_mutex_t log_mu;
+    pthread_mutex_t classify_mu;   /* one qmap_classify at a time on the one classifier */
 };
 
 /* Per connection: the body as it arrives, and what the log line needs. */
@@ -441,14 +443,40 @@ static enum MHD_Result handle_detokenize(serve_http *h, struct MHD_Connection *c
     return send_json(c, cn, 200, s);
 }
 
+/* ---- classifier endpoint ------------------------------------------------------------------------------ */
+
+static enum MHD_Result handle_classify(serve_http *h, struct MHD_Connection *c, conn *cn)
+{
+    qmap_model_info in;
+    qmap_model_get_info(h->model, &in);
+    float *x = NULL;
+    size_t n = 0;
+    serve_error err;
+    if (!serve_classify_parse(cn->body ? cn->body : "", cn->len, in.input_dim, in.input_scale, in.input_offset, &x, &n, &err))
+        return send_error(c, cn, &err);
+    float *scores = malloc(n * in.vocab_size * sizeof *scores);
+    qmap_error qe;
+    atomic_fetch_add(&h->in_flight, 1);
+    pthread_mutex_lock(&h->classify_mu);
+    qmap_status st = scores ? qmap_classify(h->cfg.classifier, x, n, scores, &qe) : QMAP_ERR_NOMEM;
+    pthread_mutex_unlock(&h->classify_mu);
+    atomic_fetch_sub(&h->in_flight, 1);
+    free(x);
+    enum MHD_Result ret = st == QMAP_OK
+        ? send_json(c, cn, 200, openai_classify(h->model, h->cfg.model_id, scores, n, in.vocab_size))
+        : send_fail(c, cn, 500, "server_error", NULL, st == QMAP_ERR_NOMEM ? "out of memory" : qe.message);
+    free(scores);
+    return ret;
+}
+
 /* ---- routing ------------------------------------------------------------------------------------------- */
 
-typedef enum route { R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_NONE } route;
+typedef enum route { R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_CLASSIFY, R_NONE } route;
 static const struct { const char *path, *method; route r; } routes[] = {
     { "/health", "GET", R_HEALTH },           { "/v1/models", "GET", R_MODELS },
     { "/metrics", "GET", R_METRICS },         { "/v1/completions", "POST", R_COMPLETIONS },
     { "/v1/chat/completions", "POST", R_CHAT }, { "/tokenize", "POST", R_TOKENIZE },
-    { "/detokenize", "POST", R_DETOKENIZE },
+    { "/detokenize", "POST", R_DETOKENIZE },  { "/v1/classify", "POST", R_CLASSIFY },
 };
 
 static enum MHD_Result dispatch(serve_http *h, struct MHD_Connection *c, conn *cn, const char *url, const char *method)
@@ -467,6 +495,14 @@ static enum MHD_Result dispatch(serve_http *h, struct MHD_Connection *c, conn *c
         snprintf(msg, sizeof msg, path_known ? "%s %.64s: method not allowed" : "%s %.64s: no such endpoint", method, url);
         return send_fail(c, cn, path_known ? 405 : 404, "invalid_request_error", path_known ? "method_not_allowed" : "not_found", msg);
     }
+    bool lm_route = r == R_COMPLETIONS || r == R_CHAT || r == R_TOKENIZE || r == R_DETOKENIZE;
+    if ((lm_route && !h->sched) || (r == R_CLASSIFY && !h->cfg.classifier)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s %.64s: this server runs a %s; it serves %s", method, url,
+                 h->sched ? "language model" : "classifier",
+                 h->sched ? "/v1/completions, /v1/chat/completions, /tokenize and /detokenize" : "POST /v1/classify");
+        return send_fail(c, cn, 404, "invalid_request_error", "not_found", msg);
+    }
     if (cn->too_large) {
         char msg[128];
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes (--max-body)", h->cfg.max_body);
@@ -480,12 +516,14 @@ static enum MHD_Result dispatch(serve_http *h, struct MHD_Connection *c, conn *c
         qmap_model_get_info(h->model, &in);
         return send_json(c, cn, 200, openai_models(h->cfg.model_id, h->started, &in));
     case R_METRICS:
-        serve_sched_get_metrics(h->sched, &mt);
+        memset(&mt, 0, sizeof mt);
+        if (h->sched) serve_sched_get_metrics(h->sched, &mt);
         return send_text(c, cn, 200, "text/plain; version=0.0.4", openai_metrics(&mt));
     case R_COMPLETIONS: return handle_generate(h, c, cn, false);
     case R_CHAT: return handle_generate(h, c, cn, true);
     case R_TOKENIZE: return handle_tokenize(h, c, cn);
     case R_DETOKENIZE: return handle_detokenize(h, c, cn);
+    case R_CLASSIFY: return handle_classify(h, c, cn);
     default: return MHD_NO;
     }
 }
@@ -584,6 +622,7 @@ serve_http *serve_http_start(const serve_http_config *cfg, const qmap_model *m, 
     atomic_init(&h->next_seed, 0);
     atomic_init(&h->in_flight, 0);
     pthread_mutex_init(&h->log_mu, NULL);
+    pthread_mutex_init(&h->classify_mu, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
@@ -596,6 +635,7 @@ serve_http *serve_http_start(const serve_http_config *cfg, const qmap_model *m, 
     if (!h->daemon) {
         snprintf(errbuf, errcap, "cannot listen on %s:%u (in use, or not an address of this machine)", cfg->host, cfg->port);
         pthread_mutex_destroy(&h->log_mu);
+        pthread_mutex_destroy(&h->classify_mu);
         free(h);
         return NULL;
     }
@@ -625,5 +665,6 @@ void serve_http_stop(serve_http *h)
     if (!h) return;
     MHD_stop_daemon(h->daemon);
     pthread_mutex_destroy(&h->log_mu);
+    pthread_mutex_destroy(&h->classify_mu);
     free(h);
 }

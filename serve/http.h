@@ -2,9 +2,10 @@
  * OpenAI responses and Server-Sent Events. One thread per connection parses, queues on the scheduler and
  * streams; no model evaluation happens here.
  *
- * Routes: GET /health (no key needed), GET /v1/models, POST /v1/completions, POST /v1/chat/completions,
- * POST /tokenize, POST /detokenize, GET /metrics (Prometheus text). Any other path is 404, a known path
- * with another method 405, each with an OpenAI error object.
+ * Routes: GET /health (no key needed), GET /v1/models, GET /metrics (Prometheus text); for a language model
+ * POST /v1/completions, POST /v1/chat/completions, POST /tokenize, POST /detokenize; for a classifier POST
+ * /v1/classify. Any other path is 404, a known path with another method 405, each with an OpenAI error
+ * object.
  */
 #ifndef QS_HTTP_H
 #define QS_HTTP_H
@@ -28,13 +29,15 @@ typedef struct serve_http_config {
     uint32_t n_ctx;            /* positions per sequence: a longer prompt is refused before queueing */
     const char *model_id;      /* the name /v1/models lists and responses carry */
     serve_template chat_template;
+    qmap_classifier *classifier; /* a classifier container: POST /v1/classify runs on it (sched is then NULL) */
     FILE *log;                 /* one line per request, or NULL */
     bool log_json;             /* the lines as JSON objects */
 } serve_http_config;
 
 typedef struct serve_http serve_http;
 
-/* Bind and start serving. NULL with a message in errbuf when the address cannot be bound. */
+/* Bind and start serving: a language model through `sched`, or a classifier through cfg->classifier (sched
+ * NULL). NULL with a message in errbuf when the address cannot be bound. */
 serve_http *serve_http_start(const serve_http_config *cfg, const qmap_model *m, serve_sched *sched, char *errbuf,
                              size_t errcap);
 /* The port bound. */

@@ -194,3 +194,26 @@ char *openai_metrics(const serve_metrics *mt)
         mt->queue_depth, mt->slots_busy, mt->n_slots, tps);
     return n < 0 ? NULL : out;
 }
+
+char *openai_classify(const qmap_model *m, const char *model_id, const float *scores, size_t n, uint32_t n_classes)
+{
+    json_t *data = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const float *s = scores + i * n_classes;
+        uint32_t best = 0;
+        json_t *arr = json_array();
+        for (uint32_t k = 0; k < n_classes; k++) {
+            if (s[k] > s[best]) best = k;
+            json_array_append_new(arr, json_real(s[k]));
+        }
+        size_t name_len = 0;
+        const char *name = qmap_model_class_name(m, best, &name_len);
+        json_t *label = name ? json_stringn(name, name_len) : NULL;
+        json_array_append_new(data, json_pack("{s:I, s:I, s:o, s:o}", "index", (json_int_t)i, "class", (json_int_t)best,
+                                              "label", label ? label : qs_json_null(), "scores", arr));
+    }
+    json_t *root = json_pack("{s:s, s:s, s:o}", "object", "list", "model", model_id, "data", data);
+    char *out = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return out;
+}

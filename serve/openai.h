@@ -27,6 +27,8 @@ char *openai_chunk(const serve_response_head *h, const qmap_model *m, const serv
 /* The last chunk of a stream, with finish_reason; with usage, the chunk after it (choices []) too, as
  * "data: ...\n\n" lines ready to send, followed by "data: [DONE]\n\n". */
 char *openai_stream_end(const serve_response_head *h, const serve_outcome *o, bool include_usage);
+/* POST /v1/classify: each row's class, label (NULL without class names) and the n_classes scores. */
+char *openai_classify(const qmap_model *m, const char *model_id, const float *scores, size_t n, uint32_t n_classes);
 char *openai_models(const char *model, int64_t created, const qmap_model_info *in);
 char *openai_metrics(const serve_metrics *mt);
 

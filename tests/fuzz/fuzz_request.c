@@ -1,7 +1,7 @@
 /* fuzz_request.c — libFuzzer target for the request handler of qmap serve: a JSON body -> a validated
  * request (serve/request.c), and a chat request's messages -> a prompt through every built-in template
- * (serve/template.c). The same bytes are read as a completions body, a chat body, a /tokenize body and a
- * /detokenize body. What must hold, for ANY input bytes:
+ * (serve/template.c). The same bytes are read as a completions body, a chat body, a /tokenize body, a
+ * /detokenize body and a /v1/classify body (serve/classify.c; rows of 4 features). What must hold, for ANY input bytes:
  *   - Nothing crashes, reads out of bounds or leaks (ASan/UBSan/LSan).
  *   - A refusal has status 400 (500 only for out of memory), a type and a non-empty message, and its
  *     error object is valid JSON of the form {"error": {"message", "type", "param", "code"}}.
@@ -16,11 +16,13 @@
  * tests/fuzz/seeds/request/ under gcc ASan+UBSan without libFuzzer); make fuzz-import runs it bounded.
  */
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "classify.h"
 #include "request.h"
 #include "template.h"
 
@@ -100,6 +102,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n;
     if (serve_detokenize_parse((const char *)data, size, &ids, &n, &e)) free(ids);
     else check_error(&e);
+    float *x;
+    if (serve_classify_parse((const char *)data, size, 4, 0.5f, 1.0f, &x, &n, &e)) {
+        require(n >= 1 && n <= SERVE_MAX_CLASSIFY_ROWS, "a classify body has 1..SERVE_MAX_CLASSIFY_ROWS rows");
+        for (size_t i = 0; i < 4 * n; i++) require(isfinite(x[i]), "classify features are finite");
+        free(x);
+    } else {
+        check_error(&e);
+    }
     require(serve_template_detect((const char *)data, size) < SERVE_TEMPLATE_COUNT, "detect names a template or none");
     return 0;
 }

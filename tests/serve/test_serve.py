@@ -446,13 +446,45 @@ def test_chat_template(a):
     plain.stop()
 
 
-def test_refuses_non_lm(a):
-    """A classifier container: qmap serve says what it serves and exits 1."""
+def test_classifier(a):
+    """The shipped digits classifier behind POST /v1/classify: every held-out row's scores within 1e-5 of
+    torch's logits (tests/data/digits_mlp/test.npz) and the same class; bad rows refused; LM routes 404."""
+    import numpy as np
+    z = np.load(os.path.join(ROOT, "tests/data/digits_mlp/test.npz"))
     mlp = os.path.join(a.workdir, "digits_mlp.qmap")
     subprocess.run([a.qmap, "convert", os.path.join(ROOT, "tests/data/digits_mlp/model.pt"), "-o", mlp, "--quiet"], check=True)
-    r = subprocess.run([a.qmap, "serve", mlp, "--port", "0"], capture_output=True, text=True, timeout=60)
-    check(r.returncode == 1 and "serves language models" in r.stderr and "classifier" not in r.stdout,
-          "a classifier container is refused, saying which models are served")
+    srv = Server(a.qmap, mlp, "-q")
+    try:
+        check("(a classifier)" in srv.banner, "classifier: the banner says it serves a classifier")
+        st, _, b = srv.json("POST", "/v1/classify", {"inputs": z["x"].tolist()})
+        got = np.array([e["scores"] for e in b["data"]]) if st == 200 else np.zeros((1, 1))
+        ref = z["logits"].astype(np.float64)
+        rel = float(np.abs(got - ref).max() / np.abs(ref).max()) if got.shape == ref.shape else 1.0
+        check(st == 200 and rel < 1e-5, f"classifier: scores of all {len(ref)} rows within 1e-5 of torch's ({rel:.1e})")
+        check(st == 200 and [e["class"] for e in b["data"]] == ref.argmax(1).tolist(), "classifier: torch's class for every row")
+        st, _, b = srv.json("POST", "/v1/classify", {"inputs": [[0.5] * 63]})
+        check(st == 400 and is_error(b, "inputs"), "classifier: a row of the wrong size is a 400 naming inputs")
+        st, _, b = srv.json("POST", "/v1/completions", {"prompt": "x"})
+        check(st == 404 and is_error(b), "classifier: /v1/completions is a 404 saying what is served")
+    finally:
+        code = srv.stop()
+    check(code == 0, "classifier: SIGTERM, exit 0")
+    lm = os.path.join(a.workdir, "kjv-q8.qmap")
+    srv = Server(a.qmap, lm, "-q")
+    st, _, b = srv.json("POST", "/v1/classify", {"inputs": [[1.0]]})
+    srv.stop()
+    check(st == 404 and is_error(b), "a language model's server answers /v1/classify with a 404")
+
+
+def test_refuses_seq2seq(a):
+    """An encoder-decoder container: qmap serve says what it serves and exits 1."""
+    src = os.path.join(ROOT, "tests/data/numbers/post-relu")
+    s2s = os.path.join(a.workdir, "numbers.qmap")
+    subprocess.run([a.qmap, "convert", os.path.join(src, "model.pt"), "--src-tokenizer", os.path.join(src, "src/tokenizer.json"),
+                    "--tgt-tokenizer", os.path.join(src, "tgt/tokenizer.json"), "-o", s2s, "--quiet"], check=True)
+    r = subprocess.run([a.qmap, "serve", s2s, "--port", "0"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 1 and "serves language models" in r.stderr and "http://" not in r.stdout,
+          "an encoder-decoder container is refused, saying which models are served")
 
 
 def test_log_json(a, model):
@@ -498,7 +530,8 @@ def main():
     check(code == 0, f"SIGTERM on an idle server: exit status 0 ({code})")
     test_auth_queue_timeout_sigterm(a, model)
     test_chat_template(a)
-    test_refuses_non_lm(a)
+    test_classifier(a)
+    test_refuses_seq2seq(a)
     test_log_json(a, model)
     print(f"serve-test: {len(FAILS)} failed" if FAILS else "serve-test: all passed")
     return 1 if FAILS else 0
