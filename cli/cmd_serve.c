@@ -46,23 +46,23 @@ static int check_model(const qmap_model *m, const char *path)
 {
     qmap_model_info in;
     qmap_model_get_info(m, &in);
-    if (in.kind == QMAP_KIND_LM || in.kind == QMAP_KIND_CLASSIFIER) return 0;
-    fprintf(stderr, "qmap serve: %s is a%s %s container; qmap serve serves language models (gpt2, gpt_neo, llama) "
-            "through /v1/completions and /v1/chat/completions, and classifiers (mlp) through /v1/classify (no "
-            "/v1/translate yet: use qmap run)\n",
-            path, in.kind == QMAP_KIND_NONE ? " plain tensor store, not a model:" : "", in.arch);
+    if (in.kind != QMAP_KIND_NONE) return 0;
+    fprintf(stderr, "qmap serve: %s is a plain tensor store (--arch %s), not a model; qmap serve serves language models "
+            "(/v1/completions, /v1/chat/completions), classifiers (/v1/classify) and encoder-decoders (/v1/translate)\n",
+            path, in.arch);
     return 1;
 }
 
 static void print_banner(const serve_args *a, uint16_t port, const char *model_id, uint32_t n_ctx,
-                         serve_template t, const char *why, bool classifier)
+                         serve_template t, const char *why, qmap_model_kind kind)
 {
     char hostbuf[128];
     bool v6 = strchr(a->host, ':') != NULL;
     snprintf(hostbuf, sizeof hostbuf, "%s%s%s", v6 ? "[" : "", a->host, v6 ? "]" : "");
-    if (classifier) {
-        printf("qmap serve: %s (a classifier) on http://%s:%u\n", model_id, hostbuf, port);
-        printf("  GET  /health  /v1/models  /metrics\n  POST /v1/classify\n");
+    if (kind != QMAP_KIND_LM) {
+        printf("qmap serve: %s (a%s) on http://%s:%u\n", model_id, kind == QMAP_KIND_CLASSIFIER ? " classifier" : "n encoder-decoder",
+               hostbuf, port);
+        printf("  GET  /health  /v1/models  /metrics\n  POST %s\n", kind == QMAP_KIND_CLASSIFIER ? "/v1/classify" : "/v1/translate");
     } else {
         printf("qmap serve: %s on http://%s:%u (%ld slots, %u positions each, chat template %s: %s)\n", model_id,
                hostbuf, port, a->parallel, n_ctx, serve_template_name(t), why);
@@ -90,7 +90,7 @@ static int serve_main(const serve_args *a, const char *path)
     if (check_model(m, path)) { qmap_model_close(m); return 1; }
     qmap_model_info in;
     qmap_model_get_info(m, &in);
-    const bool classifier = in.kind == QMAP_KIND_CLASSIFIER;
+    const bool classifier = in.kind == QMAP_KIND_CLASSIFIER, seq2seq = in.kind == QMAP_KIND_SEQ2SEQ;
     if (!classifier && !in.has_tokenizer)
         fprintf(stderr, "qmap serve: %s has no tokenizer: only prompts given as token ids can be served\n", path);
     uint32_t n_ctx = a->ctx ? (uint32_t)a->ctx : (in.context_length < 4096 ? in.context_length : 4096);
@@ -110,6 +110,7 @@ static int serve_main(const serve_args *a, const char *path)
     serve_sched *sched = NULL;
     qmap_classifier *cls = NULL;
     qmap_status st = classifier ? qmap_classifier_new(m, 0, (int)a->threads, QMAP_ACT_AUTO, &cls, &err)
+                     : seq2seq  ? QMAP_OK   /* translators are made per beam size on first use */
                                 : serve_sched_new(m, &sc, &sched, &err);
     if (st != QMAP_OK) {
         fprintf(stderr, "qmap serve: %s\n", err.message);
@@ -117,7 +118,7 @@ static int serve_main(const serve_args *a, const char *path)
         return 1;
     }
     serve_http_config hc = { a->host, (uint16_t)a->port, a->api_key, (size_t)a->max_body, (unsigned)a->timeout, n_ctx,
-                             model_id, tmpl, cls, a->quiet ? NULL : stderr, a->log_json };
+                             model_id, tmpl, cls, seq2seq, (int)a->threads, a->quiet ? NULL : stderr, a->log_json };
     char msg[256];
     serve_http *http = serve_http_start(&hc, m, sched, msg, sizeof msg);
     if (!http) {
@@ -127,7 +128,7 @@ static int serve_main(const serve_args *a, const char *path)
         qmap_model_close(m);
         return 1;
     }
-    print_banner(a, serve_http_port(http), model_id, n_ctx, tmpl, why, classifier);
+    print_banner(a, serve_http_port(http), model_id, n_ctx, tmpl, why, in.kind);
     wait_for_stop_signal(&stop);
     if (!a->quiet) fprintf(stderr, "qmap serve: stopping: no new connections; finishing the requests in flight\n");
     serve_http_quiesce(http);
@@ -180,14 +181,15 @@ int cmd_serve(int argc, char **argv)
             "--host says otherwise. SIGINT/SIGTERM: stop accepting, finish the requests in flight, exit 0.\n"
             "A classifier (mlp) container is served through POST /v1/classify instead: {\"inputs\": [[features...],\n"
             "...]} (\"pixels\": true maps raw values as the model was trained) gives each row's class, label and\n"
-            "scores, in batches through the matrix kernels.\n"
+            "scores, in batches through the matrix kernels. An encoder-decoder (seq2seq) container is served through\n"
+            "POST /v1/translate: {\"text\": [sentences...], \"beam\": K} gives each sentence's best translation.\n"
             "Example:\n"
             "  qmap serve kjv-q8.qmap --port 8080 &\n"
             "  curl -s http://127.0.0.1:8080/v1/completions -H 'Content-Type: application/json' \\\n"
             "       -d '{\"prompt\": \"In the beginning\", \"max_tokens\": 32, \"temperature\": 0}'\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
-        .epilog = "exit status: 0 stopped by a signal, 1 bad model or address, 2 usage error\n",
+        .epilog = "exit status: 0 stopped by a signal, 1 bad model (a plain tensor store) or address, 2 usage error\n",
     };
     int first;
     int rc = cli_parse(&cmd, argc, argv, &first);

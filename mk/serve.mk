@@ -42,10 +42,10 @@ serve-test: $(BUILD)/qmap $(BUILD)/asan/qmap $(BUILD)/serve-npm/.installed $(BUI
 .PHONY: serve-test
 EXTRA_TESTS += serve-test
 
-# The request handler's fuzz target (tests/fuzz/fuzz_request.c over serve/request.c, template.c, classify.c):
+# The request handler's fuzz target (tests/fuzz/fuzz_request.c over serve/ request, template, classify, translate):
 # these rules take the place of the importer targets' pattern rules, so fuzz-import-replay replays
 # tests/fuzz/seeds/request/ and fuzz-import fuzzes it for IMPORT_FUZZ_SECONDS within make test.
-SERVE_FUZZ_SRC := serve/request.c serve/template.c serve/classify.c
+SERVE_FUZZ_SRC := serve/request.c serve/template.c serve/classify.c serve/translate.c
 $(BUILD)/fuzz/fuzz_request: tests/fuzz/fuzz_request.c $(SERVE_FUZZ_SRC) $(SERVE_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CLANG) $(FUZZ_CFLAGS) -iquote serve -fsanitize=fuzzer -o $@ tests/fuzz/fuzz_request.c $(SERVE_FUZZ_SRC) -ljansson

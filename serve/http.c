@@ -18,6 +18,7 @@
 #include "classify.h"
 #include "http.h"
 #include "openai.h"
+#include "translate.h"
 
 #define WAIT_SLICE_MS 50   /* how often a waiting connection checks that its client is still there */
 
@@ -31,6 +32,8 @@ struct serve_http {
     atomic_int in_flight;      /* generation responses not yet fully sent (or abandoned) */
     pthread_mutex_t log_mu;
     pthread_mutex_t classify_mu;   /* one qmap_classify at a time on the one classifier */
+    pthread_mutex_t translate_mu;  /* one qmap_translate at a time; guards translators[] */
+    qmap_translator *translators[SERVE_MAX_BEAM + 1];   /* by beam size, made on first use */
 };
 
 /* Per connection: the body as it arrives, and what the log line needs. */
@@ -469,14 +472,85 @@ static enum MHD_Result handle_classify(serve_http *h, struct MHD_Connection *c, 
     return ret;
 }
 
+/* ---- encoder-decoder endpoint -------------------------------------------------------------------------- */
+
+/* Source ids of every sentence packed one after another; false with *err naming the sentence. */
+static bool translate_sources(serve_http *h, const serve_translate_request *tr, int32_t **ids, uint32_t *lens,
+                              serve_error *err)
+{
+    qmap_model_info in;
+    qmap_model_get_info(h->model, &in);
+    size_t max_src = in.context_length, total = 0;
+    if (!(*ids = malloc(tr->n * max_src * sizeof **ids))) return serve_fail(err, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < tr->n; i++) {
+        size_t n = 0;
+        qmap_error qe;
+        qmap_status st = qmap_tokenize(h->model, tr->text[i], strlen(tr->text[i]), true, *ids + total, max_src, &n, &qe);
+        if (st == QMAP_ERR_INVALID_ARGUMENT && n > max_src)
+            return serve_fail(err, 400, "invalid_request_error", "context_length_exceeded", "text",
+                              "text[%zu] is %zu source tokens; the model takes at most %zu", i, n, max_src);
+        if (st != QMAP_OK) return serve_fail(err, 400, "invalid_request_error", "invalid_value", "text", "text[%zu]: %s", i, qe.message);
+        if (n == 0) return serve_fail(err, 400, "invalid_request_error", "invalid_value", "text", "text[%zu] has no source tokens", i);
+        lens[i] = (uint32_t)n;
+        total += n;
+    }
+    return true;
+}
+
+/* Under translate_mu: the translator of this beam size, made the first time it is asked for. */
+static qmap_translator *translator_for(serve_http *h, unsigned beam, serve_error *err)
+{
+    if (h->translators[beam]) return h->translators[beam];
+    qmap_translate_params tp;
+    qmap_translate_params_default(&tp);
+    tp.beam_size = beam;
+    tp.max_batch = SERVE_MAX_SENTENCES;
+    tp.threads = h->cfg.threads;
+    qmap_error qe;
+    if (qmap_translator_new(h->model, &tp, &h->translators[beam], &qe) != QMAP_OK) {
+        serve_fail(err, 500, "server_error", NULL, NULL, "%s", qe.message);
+        return NULL;
+    }
+    return h->translators[beam];
+}
+
+static enum MHD_Result handle_translate(serve_http *h, struct MHD_Connection *c, conn *cn)
+{
+    serve_translate_request tr;
+    serve_error err;
+    if (!serve_translate_parse(cn->body ? cn->body : "", cn->len, &tr, &err)) return send_error(c, cn, &err);
+    int32_t *ids = NULL;
+    uint32_t lens[SERVE_MAX_SENTENCES];
+    qmap_hypothesis hyp[SERVE_MAX_SENTENCES];
+    bool ok = translate_sources(h, &tr, &ids, lens, &err);
+    char *json = NULL;
+    if (ok) {
+        atomic_fetch_add(&h->in_flight, 1);
+        pthread_mutex_lock(&h->translate_mu);
+        qmap_translator *t = translator_for(h, tr.beam, &err);
+        qmap_error qe;
+        ok = t && qmap_translate(t, ids, lens, tr.n, hyp, &qe) == QMAP_OK;
+        if (t && !ok) serve_fail(&err, 500, "server_error", NULL, NULL, "%s", qe.message);
+        /* the hypotheses' ids belong to the translator until its next call: written out under the lock */
+        if (ok && !(json = openai_translate(h->model, h->cfg.model_id, hyp, tr.n)))
+            ok = serve_fail(&err, 500, "server_error", NULL, NULL, "out of memory");
+        pthread_mutex_unlock(&h->translate_mu);
+        atomic_fetch_sub(&h->in_flight, 1);
+    }
+    free(ids);
+    serve_translate_request_free(&tr);
+    return ok ? send_json(c, cn, 200, json) : send_error(c, cn, &err);
+}
+
 /* ---- routing ------------------------------------------------------------------------------------------- */
 
-typedef enum route { R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_CLASSIFY, R_NONE } route;
+typedef enum route { R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT, R_TOKENIZE, R_DETOKENIZE, R_CLASSIFY, R_TRANSLATE, R_NONE } route;
 static const struct { const char *path, *method; route r; } routes[] = {
     { "/health", "GET", R_HEALTH },           { "/v1/models", "GET", R_MODELS },
     { "/metrics", "GET", R_METRICS },         { "/v1/completions", "POST", R_COMPLETIONS },
     { "/v1/chat/completions", "POST", R_CHAT }, { "/tokenize", "POST", R_TOKENIZE },
     { "/detokenize", "POST", R_DETOKENIZE },  { "/v1/classify", "POST", R_CLASSIFY },
+    { "/v1/translate", "POST", R_TRANSLATE },
 };
 
 static enum MHD_Result dispatch(serve_http *h, struct MHD_Connection *c, conn *cn, const char *url, const char *method)
@@ -496,11 +570,12 @@ static enum MHD_Result dispatch(serve_http *h, struct MHD_Connection *c, conn *c
         return send_fail(c, cn, path_known ? 405 : 404, "invalid_request_error", path_known ? "method_not_allowed" : "not_found", msg);
     }
     bool lm_route = r == R_COMPLETIONS || r == R_CHAT || r == R_TOKENIZE || r == R_DETOKENIZE;
-    if ((lm_route && !h->sched) || (r == R_CLASSIFY && !h->cfg.classifier)) {
+    if ((lm_route && !h->sched) || (r == R_CLASSIFY && !h->cfg.classifier) || (r == R_TRANSLATE && !h->cfg.seq2seq)) {
         char msg[256];
-        snprintf(msg, sizeof msg, "%s %.64s: this server runs a %s; it serves %s", method, url,
-                 h->sched ? "language model" : "classifier",
-                 h->sched ? "/v1/completions, /v1/chat/completions, /tokenize and /detokenize" : "POST /v1/classify");
+        snprintf(msg, sizeof msg, "%s %.64s: this server runs a%s; it serves %s", method, url,
+                 h->sched ? " language model" : h->cfg.classifier ? " classifier" : "n encoder-decoder",
+                 h->sched ? "/v1/completions, /v1/chat/completions, /tokenize and /detokenize"
+                          : h->cfg.classifier ? "POST /v1/classify" : "POST /v1/translate");
         return send_fail(c, cn, 404, "invalid_request_error", "not_found", msg);
     }
     if (cn->too_large) {
@@ -524,6 +599,7 @@ static enum MHD_Result dispatch(serve_http *h, struct MHD_Connection *c, conn *c
     case R_TOKENIZE: return handle_tokenize(h, c, cn);
     case R_DETOKENIZE: return handle_detokenize(h, c, cn);
     case R_CLASSIFY: return handle_classify(h, c, cn);
+    case R_TRANSLATE: return handle_translate(h, c, cn);
     default: return MHD_NO;
     }
 }
@@ -623,6 +699,7 @@ serve_http *serve_http_start(const serve_http_config *cfg, const qmap_model *m, 
     atomic_init(&h->in_flight, 0);
     pthread_mutex_init(&h->log_mu, NULL);
     pthread_mutex_init(&h->classify_mu, NULL);
+    pthread_mutex_init(&h->translate_mu, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
@@ -636,6 +713,7 @@ serve_http *serve_http_start(const serve_http_config *cfg, const qmap_model *m, 
         snprintf(errbuf, errcap, "cannot listen on %s:%u (in use, or not an address of this machine)", cfg->host, cfg->port);
         pthread_mutex_destroy(&h->log_mu);
         pthread_mutex_destroy(&h->classify_mu);
+        pthread_mutex_destroy(&h->translate_mu);
         free(h);
         return NULL;
     }
@@ -666,5 +744,7 @@ void serve_http_stop(serve_http *h)
     MHD_stop_daemon(h->daemon);
     pthread_mutex_destroy(&h->log_mu);
     pthread_mutex_destroy(&h->classify_mu);
+    pthread_mutex_destroy(&h->translate_mu);
+    for (int i = 0; i <= SERVE_MAX_BEAM; i++) qmap_translator_free(h->translators[i]);
     free(h);
 }

@@ -4,7 +4,7 @@
  *
  * Routes: GET /health (no key needed), GET /v1/models, GET /metrics (Prometheus text); for a language model
  * POST /v1/completions, POST /v1/chat/completions, POST /tokenize, POST /detokenize; for a classifier POST
- * /v1/classify. Any other path is 404, a known path with another method 405, each with an OpenAI error
+ * /v1/classify; for an encoder-decoder POST /v1/translate. Any other path is 404, a known path with another method 405, each with an OpenAI error
  * object.
  */
 #ifndef QS_HTTP_H
@@ -30,6 +30,8 @@ typedef struct serve_http_config {
     const char *model_id;      /* the name /v1/models lists and responses carry */
     serve_template chat_template;
     qmap_classifier *classifier; /* a classifier container: POST /v1/classify runs on it (sched is then NULL) */
+    bool seq2seq;              /* an encoder-decoder container: POST /v1/translate (sched is then NULL) */
+    int threads;               /* the translators' threads (-t) */
     FILE *log;                 /* one line per request, or NULL */
     bool log_json;             /* the lines as JSON objects */
 } serve_http_config;

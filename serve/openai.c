@@ -1,10 +1,11 @@
 /* openai.c — OpenAI response bodies (see openai.h), through jansson. */
 #define _GNU_SOURCE
-#include "json_names.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_names.h"
 #include "openai.h"
 
 static json_t *token_string(const qmap_model *m, int32_t id)
@@ -211,6 +212,48 @@ char *openai_classify(const qmap_model *m, const char *model_id, const float *sc
         json_t *label = name ? json_stringn(name, name_len) : NULL;
         json_array_append_new(data, json_pack("{s:I, s:I, s:o, s:o}", "index", (json_int_t)i, "class", (json_int_t)best,
                                               "label", label ? label : qs_json_null(), "scores", arr));
+    }
+    json_t *root = json_pack("{s:s, s:s, s:o}", "object", "list", "model", model_id, "data", data);
+    char *out = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    return out;
+}
+
+/* The text of target ids: a word-level vocabulary joins with spaces, so the one in front is dropped. */
+static json_t *target_text(const qmap_model *m, const int32_t *ids, size_t n)
+{
+    qmap_detok st;
+    qmap_detok_init(&st);
+    char *buf = NULL, piece[4096];
+    size_t len = 0;
+    for (size_t i = 0; i <= n; i++) {
+        size_t k = 0;
+        if (i < n && qmap_detokenize(m, &st, ids[i], piece, sizeof piece, &k, NULL) != QMAP_OK) continue;
+        if (i == n) k = qmap_detok_flush(&st, piece, sizeof piece);
+        char *nb = realloc(buf, len + k + 1);
+        if (!nb) { free(buf); return NULL; }
+        buf = nb;
+        memcpy(buf + len, piece, k);
+        len += k;
+    }
+    size_t start = len && buf[0] == ' ' ? 1 : 0;
+    json_t *s = json_stringn(buf ? buf + start : "", len - start);
+    free(buf);
+    return s;
+}
+
+char *openai_translate(const qmap_model *m, const char *model_id, const qmap_hypothesis *hyp, size_t n)
+{
+    json_t *data = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *ids = json_array(), *text = target_text(m, hyp[i].ids, hyp[i].n_ids);
+        for (size_t k = 0; k < hyp[i].n_ids; k++) json_array_append_new(ids, json_integer(hyp[i].ids[k]));
+        /* a sentence with no finished hypothesis has score -inf, which JSON cannot hold: null */
+        bool found = isfinite(hyp[i].score);
+        json_array_append_new(data, json_pack("{s:I, s:o, s:o, s:o, s:o}", "index", (json_int_t)i, "text",
+                                              text ? text : qs_json_str(""), "ids", ids,
+                                              "score", found ? json_real(hyp[i].score) : qs_json_null(),
+                                              "log_prob", found ? json_real(hyp[i].log_prob) : qs_json_null()));
     }
     json_t *root = json_pack("{s:s, s:s, s:o}", "object", "list", "model", model_id, "data", data);
     char *out = root ? json_dumps(root, JSON_COMPACT) : NULL;

@@ -29,6 +29,8 @@ char *openai_chunk(const serve_response_head *h, const qmap_model *m, const serv
 char *openai_stream_end(const serve_response_head *h, const serve_outcome *o, bool include_usage);
 /* POST /v1/classify: each row's class, label (NULL without class names) and the n_classes scores. */
 char *openai_classify(const qmap_model *m, const char *model_id, const float *scores, size_t n, uint32_t n_classes);
+/* POST /v1/translate: each sentence's best hypothesis as text (target vocabulary), ids, score, log_prob. */
+char *openai_translate(const qmap_model *m, const char *model_id, const qmap_hypothesis *hyp, size_t n);
 char *openai_models(const char *model, int64_t created, const qmap_model_info *in);
 char *openai_metrics(const serve_metrics *mt);
 

@@ -1,7 +1,8 @@
 /* fuzz_request.c — libFuzzer target for the request handler of qmap serve: a JSON body -> a validated
  * request (serve/request.c), and a chat request's messages -> a prompt through every built-in template
  * (serve/template.c). The same bytes are read as a completions body, a chat body, a /tokenize body, a
- * /detokenize body and a /v1/classify body (serve/classify.c; rows of 4 features). What must hold, for ANY input bytes:
+ * /detokenize body, a /v1/classify body (serve/classify.c; rows of 4 features) and a /v1/translate body
+ * (serve/translate.c). What must hold, for ANY input bytes:
  *   - Nothing crashes, reads out of bounds or leaks (ASan/UBSan/LSan).
  *   - A refusal has status 400 (500 only for out of memory), a type and a non-empty message, and its
  *     error object is valid JSON of the form {"error": {"message", "type", "param", "code"}}.
@@ -25,6 +26,7 @@
 #include "classify.h"
 #include "request.h"
 #include "template.h"
+#include "translate.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -107,6 +109,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         require(n >= 1 && n <= SERVE_MAX_CLASSIFY_ROWS, "a classify body has 1..SERVE_MAX_CLASSIFY_ROWS rows");
         for (size_t i = 0; i < 4 * n; i++) require(isfinite(x[i]), "classify features are finite");
         free(x);
+    } else {
+        check_error(&e);
+    }
+    serve_translate_request trq;
+    if (serve_translate_parse((const char *)data, size, &trq, &e)) {
+        require(trq.n >= 1 && trq.n <= SERVE_MAX_SENTENCES && trq.beam >= 1 && trq.beam <= SERVE_MAX_BEAM,
+                "a translate body has 1..SERVE_MAX_SENTENCES sentences and a beam of 1..SERVE_MAX_BEAM");
+        for (size_t i = 0; i < trq.n; i++) require(trq.text[i] && trq.text[i][0], "each sentence is non-empty");
+        serve_translate_request_free(&trq);
     } else {
         check_error(&e);
     }

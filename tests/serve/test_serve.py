@@ -12,7 +12,8 @@ free loopback ports. What must hold:
     answered or refused with a status, /metrics returns to 0 busy slots, RSS grows by at most 5 MB after
     the first 30 requests;
   - --api-key, a full queue (503 + Retry-After), a slow client cut after --timeout, SIGTERM finishing the
-    request in flight and exiting 0; the README's curl examples (tests/serve/curl_examples.sh) run as written.
+    request in flight and exiting 0; the README's curl examples (tests/serve/curl_examples.sh) run as written;
+  - a classifier's /v1/classify equals torch's logits, a translator's /v1/translate equals qmap run's.
 --quick (the sanitizer build): the load test with 60 requests and no RSS bound (ASan's quarantine keeps freed
 memory; LeakSanitizer, at the server's exit, checks that nothing leaked and makes the exit status nonzero).
 """
@@ -476,15 +477,33 @@ def test_classifier(a):
     check(st == 404 and is_error(b), "a language model's server answers /v1/classify with a 404")
 
 
-def test_refuses_seq2seq(a):
-    """An encoder-decoder container: qmap serve says what it serves and exits 1."""
+def test_translator(a):
+    """The number-words encoder-decoder behind POST /v1/translate: each sentence's text, ids and score equal
+    qmap run's, greedy and with beam 4; a bad beam is a 400; LM routes 404."""
     src = os.path.join(ROOT, "tests/data/numbers/post-relu")
     s2s = os.path.join(a.workdir, "numbers.qmap")
     subprocess.run([a.qmap, "convert", os.path.join(src, "model.pt"), "--src-tokenizer", os.path.join(src, "src/tokenizer.json"),
                     "--tgt-tokenizer", os.path.join(src, "tgt/tokenizer.json"), "-o", s2s, "--quiet"], check=True)
-    r = subprocess.run([a.qmap, "serve", s2s, "--port", "0"], capture_output=True, text=True, timeout=60)
-    check(r.returncode == 1 and "serves language models" in r.stderr and "http://" not in r.stdout,
-          "an encoder-decoder container is refused, saying which models are served")
+    sentences = ["one thousand nine hundred eighty four", "three thousand forty two", "two hundred seven"]
+    srv = Server(a.qmap, s2s, "-q")
+    try:
+        check("(an encoder-decoder)" in srv.banner, "translator: the banner says it serves an encoder-decoder")
+        for beam in (1, 4):
+            st, _, b = srv.json("POST", "/v1/translate", {"text": sentences, "beam": beam})
+            same = st == 200 and len(b["data"]) == len(sentences)
+            for s, got in zip(sentences, b.get("data", []) if st == 200 else []):
+                r = subprocess.run([a.qmap, "run", s2s, "-p", s, "--beam", str(beam), "--json", "-q"], capture_output=True,
+                                   text=True, check=True)
+                ref = json.loads(r.stdout)["translations"][0][0]
+                same &= got["text"] == ref["text"] and got["ids"] == ref["ids"] and abs(got["score"] - ref["score"]) < 1e-6
+            check(same, f"translator: beam {beam} = qmap run --beam {beam} on {len(sentences)} sentences")
+        st, _, b = srv.json("POST", "/v1/translate", {"text": ["one"], "beam": 9})
+        check(st == 400 and is_error(b, "beam"), "translator: beam 9 is a 400 naming beam")
+        st, _, b = srv.json("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]})
+        check(st == 404 and is_error(b), "translator: /v1/chat/completions is a 404 saying what is served")
+    finally:
+        code = srv.stop()
+    check(code == 0, "translator: SIGTERM, exit 0")
 
 
 def test_log_json(a, model):
@@ -531,7 +550,7 @@ def main():
     test_auth_queue_timeout_sigterm(a, model)
     test_chat_template(a)
     test_classifier(a)
-    test_refuses_seq2seq(a)
+    test_translator(a)
     test_log_json(a, model)
     print(f"serve-test: {len(FAILS)} failed" if FAILS else "serve-test: all passed")
     return 1 if FAILS else 0
