@@ -94,6 +94,9 @@ static int serve_main(const serve_args *a, const char *path)
     if (!classifier && !in.has_tokenizer)
         fprintf(stderr, "qmap serve: %s has no tokenizer: only prompts given as token ids can be served\n", path);
     uint32_t n_ctx = a->ctx ? (uint32_t)a->ctx : (in.context_length < 4096 ? in.context_length : 4096);
+    if (n_ctx > in.context_length && !strcmp(in.arch, "llama"))   /* as qmap run: others refuse at the batch */
+        fprintf(stderr, "qmap serve: warning: context %u is above the %u the model was trained with; quality may drop\n",
+                n_ctx, in.context_length);
     const char *why = "";
     serve_template tmpl = choose_template(m, a, &why);
     const char *slash = strrchr(path, '/');
