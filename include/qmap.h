@@ -172,6 +172,11 @@ QMAP_API int32_t qmap_token_eos(const qmap_model *m);
  * the source vocabulary; detokenizing, pieces, bos and eos the target vocabulary.) */
 QMAP_API int32_t qmap_token_unk(const qmap_model *m);
 
+/* The chat template the model was published with (tokenizer_config.json's chat_template, a Jinja text,
+ * stored by qmap convert as tokenizer.chat_template; spec/TOKENIZER.md), *len bytes, not NUL-terminated
+ * (it points into the mapping); NULL when the container has none. */
+QMAP_API const char *qmap_model_chat_template(const qmap_model *m, size_t *len);
+
 /* ---- sessions: evaluate tokens into logits ------------------------------------------------------------ */
 
 typedef struct qmap_session qmap_session;
