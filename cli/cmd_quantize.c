@@ -21,10 +21,11 @@ static void help(FILE *fp)
             "  --q8                Q8_ROW: int8 with one f32 scale per row (scale = max|w|/127, round half\n"
             "                      to even; spec/FORMAT.md 6.1). Takes F32 or F16 weights.\n"
             "  --f16               IEEE half, round to nearest even; a value beyond ±65504 is an error.\n"
-            "  -o, --output FILE   the container to write (replaced atomically)\n"
+            "  -o, --output FILE   the container to write (replaced atomically, by rename; an existing\n"
+            "                      FILE that is not a regular file, e.g. a device or a FIFO, is refused)\n"
             "  --keep PATTERN      leave tensors matching this glob as they are (repeatable),\n"
             "                      e.g. --keep 'output.weight' --keep 'blk.0.*'\n"
-            "  --report FILE       write the per-tensor report as JSON\n"
+            "  --report FILE       write the per-tensor report as JSON (replaced as -o is)\n"
             "  --threads N         threads (default: all cores); the output is the same for any N\n"
             "  --panel-cols auto|N|0\n"
             "                      decoder LMs: write each FFN down projection ([dim, ffn]) with rows\n"
@@ -229,11 +230,18 @@ int cmd_quantize(int argc, char **argv)
     }
     rc = 0;
     if (report_path) {
-        FILE *fp = fopen(report_path, "w");
-        if (!fp || (report_json(fp, input, o.output, o.scheme, &r), fclose(fp) != 0)) {
-            fprintf(stderr, "qmap quantize: %s written, but the report '%s' could not be\n", o.output, report_path);
+        /* built in memory, then written as every qmap output is (qm_outfile: never into a device) */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *fp = open_memstream(&text, &len);
+        qm_error e;
+        snprintf(e.message, sizeof e.message, "out of memory");
+        if (!fp || (report_json(fp, input, o.output, o.scheme, &r), fclose(fp) != 0) ||
+            cli_write_file(report_path, text, len, &e) != QM_OK) {
+            fprintf(stderr, "qmap quantize: %s written, but the report could not be: %s\n", o.output, e.message);
             rc = 1;
         }
+        free(text);
     }
     if (json) report_json(stdout, input, o.output, o.scheme, &r);
     else if (!u.quiet) report_table(o.output, o.scheme, &r);

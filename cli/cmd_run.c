@@ -159,7 +159,7 @@ int cmd_run(int argc, char **argv)
     };
     const cli_opt opts[] = {
         { "prompt", 'p', CLI_STRING, &a.prompt, "TEXT", 0, 0, NULL, "prompt text (encoded with the model's tokenizer)", true },
-        { "file", 'f', CLI_STRING, &a.file, "FILE", 0, 0, NULL, "read the prompt from FILE", true },
+        { "file", 'f', CLI_STRING, &a.file, "FILE", 0, 0, NULL, "read the prompt from FILE (" CLI_TEXT_MAX_HELP ")", true },
         { "tokens", 0, CLI_STRING, &a.tokens, "IDS", 0, 0, NULL, "the prompt as token ids, \"1 2 3\" (no tokenizer needed)", true },
         { "n-predict", 'n', CLI_INT, &a.n_predict, "N", 0, 1 << 24, NULL, "tokens to generate", false },
         { "temp", 0, CLI_FLOAT, &a.temp, "T", 0, 100, NULL, "temperature; 0 is greedy", false },
@@ -187,7 +187,7 @@ int cmd_run(int argc, char **argv)
         { "labels", 0, CLI_STRING, &a.labels, "Y.npy", 0, 0, NULL,
           "classifier: the true classes (integer .npy or IDX [n]): accuracy and a confusion matrix", true },
         { "output", 'o', CLI_STRING, &a.output, "OUT.npy", 0, 0, NULL,
-          "classifier: write the model's outputs as a float32 .npy [n, classes]", true },
+          "classifier: write the model's outputs as a float32 .npy [n, classes] (replaced by rename; an existing OUT.npy that is not a regular file is refused)", true },
         { "top", 0, CLI_INT, &a.top, "K", 1, 1 << 20, NULL, "classifier: show the K best classes of each row", false },
         { "beam", 0, CLI_INT, &a.beam, "K", 1, 256, NULL, "seq2seq: beam size (1 = greedy)", false },
         { "n-best", 0, CLI_INT, &a.n_best, "N", 1, 256, NULL, "seq2seq: print the N best hypotheses with their scores", false },
@@ -299,8 +299,9 @@ int cmd_run(int argc, char **argv)
         const char *text = a.prompt;
         size_t len = a.prompt ? strlen(a.prompt) : 0;
         if (a.file) {
-            if (!(file_text = cli_read_file(a.file, &len))) {
-                fprintf(stderr, "qmap run: %s: %s\n", a.file, strerror(errno));
+            qm_error fe;
+            if (!(file_text = cli_read_text(a.file, &len, &fe))) {
+                fprintf(stderr, "qmap run: -f: %s\n", fe.message);
                 goto done;
             }
             text = file_text;

@@ -106,29 +106,27 @@ static bool int_at(const input_array *a, uint64_t i, int64_t *v)
     }
 }
 
-/* Write out [n][k] float32 as an .npy (version 1.0) through a temporary file, fsync and rename. */
+/* Write out [n][k] float32 as an .npy (version 1.0) through qm_outfile: a temporary file created
+ * exclusively beside it, fsynced and renamed; a destination that is not a regular file is refused. */
 static int write_npy(const char *path, const float *v, size_t n, size_t k)
 {
-    char header[128];
+    char header[256];
     int hl = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", n, k);
     size_t total = 10 + (size_t)hl + 1, pad = (64 - total % 64) % 64;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        fprintf(stderr, "qmap run: --output: %s: %s\n", tmp, strerror(errno));
-        return 1;
-    }
     uint16_t hlen = (uint16_t)((size_t)hl + pad + 1);
     unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8) };
-    bool ok = fwrite(pre, 1, 10, fp) == 10 && fwrite(header, 1, (size_t)hl, fp) == (size_t)hl;
-    for (size_t i = 0; ok && i < pad; i++) ok = fputc(' ', fp) != EOF;
-    ok = ok && fputc('\n', fp) != EOF && fwrite(v, sizeof *v, n * k, fp) == n * k;
-    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
-    ok = (fclose(fp) == 0) && ok && rename(tmp, path) == 0;
-    if (!ok) {
-        fprintf(stderr, "qmap run: --output: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
+    memset(header + hl, ' ', pad);
+    header[(size_t)hl + pad] = '\n';
+    qm_outfile o;
+    qm_error e;
+    qm_status st = qm_outfile_create(&o, path, &e);
+    if (st == QM_OK) st = qm_outfile_write(&o, pre, sizeof pre, &e);
+    if (st == QM_OK) st = qm_outfile_write(&o, header, (size_t)hl + pad + 1, &e);
+    if (st == QM_OK) st = qm_outfile_write(&o, v, n * k * sizeof *v, &e);
+    if (st == QM_OK) st = qm_outfile_commit(&o, &e);
+    else qm_outfile_abort(&o);
+    if (st != QM_OK) {
+        fprintf(stderr, "qmap run: --output: %s\n", e.message);
         return 1;
     }
     return 0;
