@@ -403,6 +403,7 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
         qmap_model_params mp;
         qmap_model_params_default(&mp);
         mp.no_mmap = c->mmaps[mi] == 0;
+        cli_exit_on_model_change("qmap bench", path);
         if (qmap_model_open(path, &mp, &m[mi], &qe) != QMAP_OK) {
             snprintf(err, err_size, "%s", qe.message);
             goto out;

@@ -39,6 +39,10 @@ char *cli_read_text(const char *path, size_t *len, qm_error *err);
 /* Replace the file at path with len bytes of buf as every qmap writer does (qm_outfile: a temporary file
  * created exclusively, fsynced, renamed; a destination that is not a regular file is refused). */
 qm_status cli_write_file(const char *path, const void *buf, size_t len, qm_error *err);
+/* Before a command reads a model: a model file truncated or overwritten in place while it is mapped ends
+ * the process with "CMD: PATH: the model file changed while mapped; replace files with rename, as qmap's
+ * writers do" and exit status 1 instead of death by SIGBUS (qmap_exit_on_mapped_file_change). */
+void cli_exit_on_model_change(const char *cmd, const char *path);
 /* Parse a non-negative integer argument; -1 if it is not one. */
 long cli_parse_count(const char *s);
 

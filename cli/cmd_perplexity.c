@@ -158,6 +158,9 @@ int cmd_perplexity(int argc, char **argv)
     ppl_logits_reader *base_file = NULL;
     ppl_logits_writer *saver = NULL;
     double t_start = now_s();
+    char both[2048];
+    snprintf(both, sizeof both, "%.900s%s%.900s", argv[first_arg], base_path ? " or " : "", base_path ? base_path : "");
+    cli_exit_on_model_change("qmap perplexity", both);
     if (open_evaluator(&ev, argv[first_arg], &sp, &err)) goto fail;
     if (!ev.info.has_tokenizer) {
         snprintf(err.message, sizeof err.message, "%s has no tokenizer: perplexity needs one to read the text",

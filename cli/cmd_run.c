@@ -249,6 +249,7 @@ int cmd_run(int argc, char **argv)
     qmap_model_params_default(&mp);
     mp.verify = a.verify;
     mp.no_mmap = a.no_mmap;
+    cli_exit_on_model_change("qmap run", path);
     double t0 = now_s();
     if (qmap_model_open(path, &mp, &m, &err) != QMAP_OK) {
         fprintf(stderr, "qmap run: %s\n", err.message);

@@ -80,6 +80,13 @@ qm_status cli_write_file(const char *path, const void *buf, size_t len, qm_error
     return qm_outfile_commit(&o, err);
 }
 
+void cli_exit_on_model_change(const char *cmd, const char *path)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s: %.400s: %s", cmd, path, QMAP_MAPPED_FILE_CHANGED);
+    qmap_exit_on_mapped_file_change(msg, 1);
+}
+
 long cli_parse_count(const char *s)
 {
     if (!s || !*s) return -1;
