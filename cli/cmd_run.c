@@ -42,6 +42,7 @@ typedef struct run_args {
     uint64_t seed;
     int kv, act;
     bool no_bos, verify, no_mmap, json, quiet;
+    bool allow_large;                       /* classifiers: a gzip IDX beyond the inflation bound */
 } run_args;
 
 
@@ -188,6 +189,9 @@ int cmd_run(int argc, char **argv)
           "classifier: the true classes (integer .npy or IDX [n]): accuracy and a confusion matrix", true },
         { "output", 'o', CLI_STRING, &a.output, "OUT.npy", 0, 0, NULL,
           "classifier: write the model's outputs as a float32 .npy [n, classes] (replaced by rename; an existing OUT.npy that is not a regular file is refused)", true },
+        { "allow-large", 0, CLI_FLAG, &a.allow_large, NULL, 0, 0, NULL,
+          "classifier: read a gzip IDX --input/--labels that inflates beyond 32x its size or 64 MiB, whichever "
+          "is more (refused by default, as a gzip bomb would)", true },
         { "top", 0, CLI_INT, &a.top, "K", 1, 1 << 20, NULL, "classifier: show the K best classes of each row", false },
         { "beam", 0, CLI_INT, &a.beam, "K", 1, 256, NULL, "seq2seq: beam size (1 = greedy)", false },
         { "n-best", 0, CLI_INT, &a.n_best, "N", 1, 256, NULL, "seq2seq: print the N best hypotheses with their scores", false },
@@ -265,7 +269,7 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
         classify_args ca = { a.input, a.labels, a.output, a.batch, a.threads, a.top,
-                             (qmap_act_mode)a.act, a.json, a.quiet };
+                             (qmap_act_mode)a.act, a.json, a.quiet, a.allow_large };
         status = run_classifier(m, &ca);
         goto done;
     }

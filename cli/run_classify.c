@@ -12,8 +12,7 @@
 
 #include "cli.h"
 #include "json_out.h"
-#include "qc_idx.h"
-#include "qc_source.h"
+#include "input_rows.h"
 #include "qm_fileio.h"
 
 static double now_s(void)
@@ -23,87 +22,87 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* One array of input: an .npy file (through convert's hardened importer, mapped) or an IDX file, plain or
- * gzip (convert/qc_idx.h, read into memory). */
-typedef struct input_array {
-    qc_source *src;                  /* .npy */
-    qc_idx idx;                      /* IDX */
-    qc_dtype dtype;
-    uint32_t rank;
-    const uint64_t *shape;
-    const uint8_t *bytes;            /* the elements, row-major, host byte order */
-} input_array;
-
-static void input_free(input_array *a)
+/* Labels: n integers in [0, k) from an .npy or IDX file; allocates the labels and a zeroed k x k confusion
+ * matrix. Returns 0, or 1 after printing the error. */
+static int read_labels(const char *path, uint64_t n, size_t k, bool allow_large, input_array *ys, int64_t **labels,
+                       uint64_t **confusion)
 {
-    qc_source_free(a->src);
-    qc_idx_free(&a->idx);
-}
-
-static int open_input(const char *path, const char *what, input_array *a)
-{
-    memset(a, 0, sizeof *a);
-    qm_error e;
-    qm_error_clear(&e);
-    uint8_t head[8] = { 0 };
-    ssize_t got = -1;
-    int fd = qm_open_regular(path, NULL, &e);
-    if (fd >= 0) {
-        got = read(fd, head, sizeof head);
-        close(fd);
-    }
-    if (fd < 0 || got < 0) {
-        fprintf(stderr, "qmap run: %s: %s\n", what, fd < 0 ? e.message : strerror(errno));
+    if (input_rows_open(path, "--labels", allow_large, ys)) return 1;
+    uint64_t ny = 1;
+    for (uint32_t i = 0; i < ys->rank; i++) ny *= ys->shape[i];
+    int64_t probe;
+    if (ny != n || !input_rows_int_at(ys, 0, &probe)) {
+        fprintf(stderr, "qmap run: --labels: %s holds %llu %s values; give %llu integer labels\n", path,
+                (unsigned long long)ny, qc_dtype_name(ys->dtype), (unsigned long long)n);
         return 1;
     }
-    if (qc_idx_sniff(head, (size_t)got) && memcmp(head, "\x93NUMPY", got >= 6 ? 6 : (size_t)got)) {
-        if (qc_idx_read(path, 0, &a->idx, &e) != QM_OK) {
-            fprintf(stderr, "qmap run: %s: %s\n", what, e.message);
+    if (!(*labels = malloc(n * sizeof **labels)) || !(*confusion = calloc(k * k, sizeof **confusion))) {
+        fprintf(stderr, "qmap run: out of memory\n");
+        return 1;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        int64_t v = 0;
+        input_rows_int_at(ys, i, &v);
+        if (v < 0 || (uint64_t)v >= k) {
+            fprintf(stderr, "qmap run: --labels: row %llu has label %lld; the model has %zu classes\n",
+                    (unsigned long long)i, (long long)v, k);
             return 1;
         }
-        a->dtype = a->idx.dtype;
-        a->rank = a->idx.rank;
-        a->shape = a->idx.shape;
-        a->bytes = a->idx.data;
-        return 0;
+        (*labels)[i] = v;
     }
-    if (got < 6 || memcmp(head, "\x93NUMPY", 6)) {
-        fprintf(stderr, "qmap run: %s: %s is neither an .npy file nor an IDX file (plain or .gz)%s\n", what, path,
-                got >= 2 && head[0] == 'P' && head[1] == 'K' ? "; for an .npz, save the one array as .npy" : "");
-        return 1;
-    }
-    if (qc_open_npy(path, &a->src, &e) != QM_OK) {
-        fprintf(stderr, "qmap run: %s: %s\n", what, e.message);
-        return 1;
-    }
-    const qc_tensor *t = &a->src->tensors[0];
-    if (!qc_tensor_is_contiguous(t)) {
-        fprintf(stderr, "qmap run: %s: %s: a Fortran-order array; save it C-contiguous (np.ascontiguousarray)\n", what,
-                path);
-        return 1;
-    }
-    if (qc_source_load(a->src, t->storage, &a->bytes, &e) != QM_OK) {
-        fprintf(stderr, "qmap run: %s: %s\n", what, e.message);
-        return 1;
-    }
-    a->bytes += t->offset * qc_dtype_size(t->dtype);
-    a->dtype = t->dtype;
-    a->rank = t->rank;
-    a->shape = t->shape;
     return 0;
 }
 
-/* Element i of an integer array as int64 (false for a dtype that is not an integer one). */
-static bool int_at(const input_array *a, uint64_t i, int64_t *v)
+/* Rows turned into features this many at a time: large enough that a call's fixed costs vanish, small
+ * enough (1 MiB of features at 784) that the input is never held a second time as float32. */
+#define ROWS_PER_CALL 4096u
+
+static size_t argmax(const float *x, size_t n)
 {
-    switch (a->dtype) {
-    case QC_I64: memcpy(v, a->bytes + 8 * i, 8); return true;
-    case QC_I32: { int32_t w; memcpy(&w, a->bytes + 4 * i, 4); *v = w; return true; }
-    case QC_I16: { int16_t w; memcpy(&w, a->bytes + 2 * i, 2); *v = w; return true; }
-    case QC_I8: *v = (int8_t)a->bytes[i]; return true;
-    case QC_U8: *v = a->bytes[i]; return true;
-    default: return false;
+    size_t b = 0;
+    for (size_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Classify the n rows of xs, a slice of rows at a time: pred[i] the class of row i, and every output in
+ * out[n][k] if out is not NULL (else only a slice's outputs are held). *secs: the time in qmap_classify
+ * (the rows/s reported), not in reading or converting. Returns 0, or 1 after printing the error. */
+static int classify_rows(qmap_classifier *c, const input_array *xs, uint64_t n, size_t d, const qmap_model_info *in,
+                         float *out, uint32_t *pred, double *secs)
+{
+    size_t k = in->vocab_size;
+    bool in_place = xs->dtype == QC_F32 && (uintptr_t)xs->bytes % _Alignof(float) == 0;
+    uint64_t per = n < ROWS_PER_CALL ? n : ROWS_PER_CALL;
+    float *x = in_place ? NULL : malloc(per * d * sizeof *x), *slice = out ? NULL : malloc(per * k * sizeof *slice);
+    if ((!in_place && !x) || (!out && !slice)) {
+        free(x);
+        free(slice);
+        fprintf(stderr, "qmap run: out of memory\n");
+        return 1;
     }
+    qmap_error err;
+    int status = 0;
+    *secs = 0;
+    for (uint64_t first = 0; first < n && !status; first += per) {
+        uint64_t cnt = n - first < per ? n - first : per;
+        const float *rows = (const float *)(const void *)xs->bytes + first * d;
+        if (!in_place) {
+            input_rows_features(xs, first, cnt, d, in->input_scale, in->input_offset, x);
+            rows = x;
+        }
+        float *o = out ? out + first * k : slice;
+        double t0 = now_s();
+        if (qmap_classify(c, rows, (size_t)cnt, o, &err) != QMAP_OK) {
+            fprintf(stderr, "qmap run: %s\n", err.message);
+            status = 1;
+        }
+        *secs += now_s() - t0;
+        for (uint64_t i = 0; i < cnt && !status; i++) pred[first + i] = (uint32_t)argmax(o + i * k, k);
+    }
+    free(x);
+    free(slice);
+    return status;
 }
 
 /* Write out [n][k] float32 as an .npy (version 1.0) through qm_outfile: a temporary file created
@@ -140,27 +139,19 @@ static void print_class_name(FILE *fp, const qmap_model *m, size_t c)
     if (name) fprintf(fp, " (%.*s)", (int)(len > 64 ? 64 : len), name);
 }
 
-static size_t argmax(const float *x, size_t n)
-{
-    size_t b = 0;
-    for (size_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 int run_classifier(qmap_model *m, const classify_args *a)
 {
     qmap_model_info in;
     qmap_model_get_info(m, &in);
     size_t d = in.input_dim, k = in.vocab_size;
     input_array xs = { 0 }, ys = { 0 };
-    float *x = NULL, *out = NULL;
+    float *out = NULL;
     int64_t *labels = NULL;
     uint64_t *confusion = NULL, *per_class = NULL;
     uint32_t *pred = NULL;           /* the predicted class of each row, computed once */
     qmap_classifier *c = NULL;
     int status = 1;
-    if (open_input(a->input, "--input", &xs)) goto done;
+    if (input_rows_open(a->input, "--input", a->allow_large, &xs)) goto done;
     /* rows = the first dimension; the others are flattened into the features */
     uint64_t n = xs.rank ? xs.shape[0] : 1, feats = 1;
     for (uint32_t i = 1; i < xs.rank; i++) feats *= xs.shape[i];
@@ -169,77 +160,29 @@ int run_classifier(qmap_model *m, const classify_args *a)
                 a->input, (unsigned long long)n, (unsigned long long)feats, d);
         goto done;
     }
-    if (xs.dtype == QC_F32 && (uintptr_t)xs.bytes % _Alignof(float) == 0) {
-        x = NULL;   /* used in place */
-    } else if (xs.dtype == QC_F32) {
-        if (!(x = malloc(n * d * sizeof *x))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
-        memcpy(x, xs.bytes, n * d * sizeof *x);
-    } else if (xs.dtype == QC_F64) {
-        if (!(x = malloc(n * d * sizeof *x))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
-        for (uint64_t i = 0; i < n * d; i++) {
-            double v;
-            memcpy(&v, xs.bytes + 8 * i, 8);
-            x[i] = (float)v;
-        }
-    } else if (xs.dtype == QC_U8 || xs.dtype == QC_I8 || xs.dtype == QC_I16 || xs.dtype == QC_I32) {
-        /* raw values (pixels): the model's features are value * input_scale + input_offset, as trained */
-        if (!(x = malloc(n * d * sizeof *x))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
-        for (uint64_t i = 0; i < n * d; i++) {
-            int64_t v;
-            int_at(&xs, i, &v);
-            x[i] = (float)v * in.input_scale + in.input_offset;
-        }
-    } else {
+    if (!input_rows_numeric(&xs)) {
         fprintf(stderr, "qmap run: --input: %s is %s; give float32, float64 or integer (uint8 images) rows\n",
                 a->input, qc_dtype_name(xs.dtype));
         goto done;
     }
-    const float *xf = x ? x : (const float *)(const void *)xs.bytes;
-    if (a->labels) {
-        if (open_input(a->labels, "--labels", &ys)) goto done;
-        uint64_t ny = 1;
-        for (uint32_t i = 0; i < ys.rank; i++) ny *= ys.shape[i];
-        int64_t probe;
-        if (ny != n || !int_at(&ys, 0, &probe)) {
-            fprintf(stderr, "qmap run: --labels: %s holds %llu %s values; give %llu integer labels\n", a->labels,
-                    (unsigned long long)ny, qc_dtype_name(ys.dtype), (unsigned long long)n);
-            goto done;
-        }
-        if (!(labels = malloc(n * sizeof *labels)) || !(confusion = calloc(k * k, sizeof *confusion))) {
-            fprintf(stderr, "qmap run: out of memory\n");
-            goto done;
-        }
-        for (uint64_t i = 0; i < n; i++) {
-            int64_t v = 0;
-            int_at(&ys, i, &v);
-            if (v < 0 || (uint64_t)v >= k) {
-                fprintf(stderr, "qmap run: --labels: row %llu has label %lld; the model has %zu classes\n",
-                        (unsigned long long)i, (long long)v, k);
-                goto done;
-            }
-            labels[i] = v;
-        }
+    if (a->labels && read_labels(a->labels, n, k, a->allow_large, &ys, &labels, &confusion)) goto done;
+    /* every output only where they are written or shown; else a slice at a time */
+    bool keep_outputs = a->output || (!a->json && n <= 20);
+    if ((keep_outputs && !(out = malloc(n * k * sizeof *out))) || !(per_class = calloc(k, sizeof *per_class)) ||
+        !(pred = malloc(n * sizeof *pred))) {
+        fprintf(stderr, "qmap run: out of memory\n");
+        goto done;
     }
-    if (!(out = malloc(n * k * sizeof *out))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
     qmap_error err;
     if (qmap_classifier_new(m, (size_t)a->batch, (int)a->threads, a->act, &c, &err) != QMAP_OK) {
         fprintf(stderr, "qmap run: %s\n", err.message);
         goto done;
     }
-    double t0 = now_s();
-    if (qmap_classify(c, xf, (size_t)n, out, &err) != QMAP_OK) {
-        fprintf(stderr, "qmap run: %s\n", err.message);
-        goto done;
-    }
-    double secs = now_s() - t0;
+    double secs = 0;
+    if (classify_rows(c, &xs, n, d, &in, out, pred, &secs)) goto done;
     uint64_t right = 0;
-    if (!(per_class = calloc(k, sizeof *per_class)) || !(pred = malloc(n * sizeof *pred))) {
-        fprintf(stderr, "qmap run: out of memory\n");
-        goto done;
-    }
     for (uint64_t i = 0; i < n; i++) {
-        size_t p = argmax(out + i * k, k);
-        pred[i] = (uint32_t)p;
+        size_t p = pred[i];
         per_class[p]++;
         if (labels) {
             right += (int64_t)p == labels[i];
@@ -328,13 +271,12 @@ int run_classifier(qmap_model *m, const classify_args *a)
     status = 0;
 done:
     qmap_classifier_free(c);
-    free(x);
     free(out);
     free(labels);
     free(confusion);
     free(per_class);
     free(pred);
-    input_free(&xs);
-    input_free(&ys);
+    input_rows_free(&xs);
+    input_rows_free(&ys);
     return status;
 }
