@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "json_out.h"
+#include "qm_fileio.h"
 #include "qm_format.h"
 #include "qq_quantize.h"
 
@@ -211,6 +212,12 @@ int cmd_quantize(int argc, char **argv)
     o.user = &u;
     qq_report r;
     qm_error err;
+    /* refuse a --report destination that is not a regular file before the work, not after it */
+    if (report_path && qm_check_destination(report_path, &err) != QM_OK) {
+        fprintf(stderr, "qmap quantize: --report: %s\n", err.message);
+        free(keep);
+        return 1;
+    }
     qm_status st = qq_quantize(&o, &r, &err);
     if (u.tty && !u.quiet && u.last_len) fprintf(stderr, "\r%*s\r", u.last_len, "");
     if (st != QM_OK) {
