@@ -153,8 +153,8 @@ def test_planted_symlink(c, qmap, m, d):
         os.symlink(victim, "%s.tmp.%d" % (out, p))
     r = run(qmap, ["run", m["digits"], "--input", x, "-o", out, "-q"])
     c.check("symlink", "run -o with symlinks planted at OUT.tmp.<pid>: the output written, the victim untouched",
-            r.returncode == 0 and os.path.isfile(out) and not os.path.islink(out) and open(victim).read() == "precious",
-            "%s %s; victim now %r" % (r.returncode, r.stderr.strip(), open(victim).read()[:20]))
+            r.returncode == 0 and os.path.isfile(out) and not os.path.islink(out) and open(victim, "rb").read() == b"precious",
+            "%s %s; victim now %r" % (r.returncode, r.stderr.strip(), open(victim, "rb").read()[:20]))
 
 
 def test_text_readers(c, qmap, m, d):
