@@ -139,6 +139,101 @@ static void print_class_name(FILE *fp, const qmap_model *m, size_t c)
     if (name) fprintf(fp, " (%.*s)", (int)(len > 64 ? 64 : len), name);
 }
 
+/* What a run found, for the printers. */
+typedef struct classified {
+    uint64_t n, right;           /* rows; rows whose prediction is the label */
+    size_t k;                    /* classes */
+    const float *out;            /* every row's outputs [n][k], when kept (NULL otherwise) */
+    const uint32_t *pred;        /* the predicted class of each row */
+    const int64_t *labels;       /* NULL without --labels */
+    const uint64_t *confusion, *per_class;
+    double secs;                 /* in qmap_classify */
+} classified;
+
+static void print_json(const qmap_model *m, const qmap_model_info *in, const classified *r)
+{
+    double acc = r->labels ? (double)r->right / (double)r->n : 0;
+    json_out j = { .fp = stdout };
+    json_begin_object(&j, NULL);
+    json_cstring(&j, "model", in->path);
+    json_u64(&j, "rows", r->n);
+    json_u64(&j, "classes", r->k);
+    if (in->has_class_names) {
+        json_begin_array(&j, "class_names");
+        for (size_t q = 0; q < r->k; q++) {
+            size_t len;
+            const char *name = qmap_model_class_name(m, (uint32_t)q, &len);
+            json_string(&j, NULL, name, len);
+        }
+        json_end_array(&j);
+    }
+    json_begin_array(&j, "predictions");
+    for (uint64_t i = 0; i < r->n; i++) json_u64(&j, NULL, r->pred[i]);
+    json_end_array(&j);
+    if (r->labels) {
+        json_f64(&j, "accuracy", acc);
+        json_begin_array(&j, "confusion");
+        for (size_t row = 0; row < r->k; row++) {
+            json_begin_array(&j, NULL);
+            for (size_t q = 0; q < r->k; q++) json_u64(&j, NULL, r->confusion[row * r->k + q]);
+            json_end_array(&j);
+        }
+        json_end_array(&j);
+    }
+    json_f64(&j, "seconds", r->secs);
+    json_f64(&j, "rows_per_s", r->secs > 0 ? (double)r->n / r->secs : 0);
+    json_end_object(&j);
+    fputc('\n', stdout);
+}
+
+static void print_text(const qmap_model *m, const qmap_model_info *in, const classify_args *a, const classified *r)
+{
+    double acc = r->labels ? (double)r->right / (double)r->n : 0;
+    if (r->n <= 20) {
+        for (uint64_t i = 0; i < r->n; i++) {
+            const float *o = r->out + i * r->k;
+            printf("row %llu: class %u", (unsigned long long)i, r->pred[i]);
+            print_class_name(stdout, m, r->pred[i]);
+            /* the top classes with their scores */
+            long top = a->top > 0 ? (a->top < (long)r->k ? a->top : (long)r->k) : 1;
+            bool used[4096] = { false };
+            printf("  [");
+            for (long t = 0; t < top && r->k <= 4096; t++) {
+                size_t b = SIZE_MAX;
+                for (size_t q = 0; q < r->k; q++)
+                    if (!used[q] && (b == SIZE_MAX || o[q] > o[b])) b = q;
+                used[b] = true;
+                printf("%s%zu: %.4g", t ? ", " : "", b, (double)o[b]);
+            }
+            printf("]");
+            if (r->labels) printf("  label %lld%s", (long long)r->labels[i], r->pred[i] == r->labels[i] ? "" : "  WRONG");
+            printf("\n");
+        }
+    } else {
+        printf("%llu rows classified; rows predicted per class:\n", (unsigned long long)r->n);
+        for (size_t q = 0; q < r->k && q < 64; q++) {
+            printf("  %3zu%s", q, in->has_class_names ? "" : ":");
+            print_class_name(stdout, m, q);
+            printf("%s %llu\n", in->has_class_names ? ":" : "", (unsigned long long)r->per_class[q]);
+        }
+        if (r->k > 64) printf("  (%zu more classes)\n", r->k - 64);
+    }
+    if (r->labels) {
+        printf("accuracy %.2f%% (%llu of %llu)\nconfusion matrix (rows: label, columns: predicted):\n", 100 * acc,
+               (unsigned long long)r->right, (unsigned long long)r->n);
+        for (size_t row = 0; row < r->k && r->k <= 64; row++) {
+            printf("  %3zu |", row);
+            for (size_t q = 0; q < r->k; q++) printf(" %5llu", (unsigned long long)r->confusion[row * r->k + q]);
+            print_class_name(stdout, m, row);
+            printf("\n");
+        }
+    }
+    if (a->output) printf("outputs written to %s (float32 [%llu, %zu])\n", a->output, (unsigned long long)r->n, r->k);
+    if (!a->quiet)
+        fprintf(stderr, "qmap run: %llu rows in %.3f ms: %.0f rows/s (batch %ld, %s)\n", (unsigned long long)r->n,
+                r->secs * 1e3, r->secs > 0 ? (double)r->n / r->secs : 0.0, a->batch ? a->batch : 256L, in->file_type);
+}
+
 int run_classifier(qmap_model *m, const classify_args *a)
 {
     qmap_model_info in;
@@ -190,84 +285,9 @@ int run_classifier(qmap_model *m, const classify_args *a)
         }
     }
     if (a->output && write_npy(a->output, out, (size_t)n, k)) goto done;
-    double acc = labels ? (double)right / (double)n : 0;
-    if (a->json) {
-        json_out j = { .fp = stdout };
-        json_begin_object(&j, NULL);
-        json_cstring(&j, "model", in.path);
-        json_u64(&j, "rows", n);
-        json_u64(&j, "classes", k);
-        if (in.has_class_names) {
-            json_begin_array(&j, "class_names");
-            for (size_t q = 0; q < k; q++) {
-                size_t len;
-                const char *name = qmap_model_class_name(m, (uint32_t)q, &len);
-                json_string(&j, NULL, name, len);
-            }
-            json_end_array(&j);
-        }
-        json_begin_array(&j, "predictions");
-        for (uint64_t i = 0; i < n; i++) json_u64(&j, NULL, pred[i]);
-        json_end_array(&j);
-        if (labels) {
-            json_f64(&j, "accuracy", acc);
-            json_begin_array(&j, "confusion");
-            for (size_t r = 0; r < k; r++) {
-                json_begin_array(&j, NULL);
-                for (size_t q = 0; q < k; q++) json_u64(&j, NULL, confusion[r * k + q]);
-                json_end_array(&j);
-            }
-            json_end_array(&j);
-        }
-        json_f64(&j, "seconds", secs);
-        json_f64(&j, "rows_per_s", secs > 0 ? (double)n / secs : 0);
-        json_end_object(&j);
-        fputc('\n', stdout);
-    } else {
-        if (n <= 20) {
-            for (uint64_t i = 0; i < n; i++) {
-                const float *o = out + i * k;
-                printf("row %llu: class %u", (unsigned long long)i, pred[i]);
-                print_class_name(stdout, m, pred[i]);
-                /* the top classes with their scores */
-                long top = a->top > 0 ? (a->top < (long)k ? a->top : (long)k) : 1;
-                bool used[4096] = { false };
-                printf("  [");
-                for (long t = 0; t < top && k <= 4096; t++) {
-                    size_t b = SIZE_MAX;
-                    for (size_t q = 0; q < k; q++)
-                        if (!used[q] && (b == SIZE_MAX || o[q] > o[b])) b = q;
-                    used[b] = true;
-                    printf("%s%zu: %.4g", t ? ", " : "", b, (double)o[b]);
-                }
-                printf("]");
-                if (labels) printf("  label %lld%s", (long long)labels[i], pred[i] == labels[i] ? "" : "  WRONG");
-                printf("\n");
-            }
-        } else {
-            printf("%llu rows classified; rows predicted per class:\n", (unsigned long long)n);
-            for (size_t q = 0; q < k && q < 64; q++) {
-                printf("  %3zu%s", q, in.has_class_names ? "" : ":");
-                print_class_name(stdout, m, q);
-                printf("%s %llu\n", in.has_class_names ? ":" : "", (unsigned long long)per_class[q]);
-            }
-            if (k > 64) printf("  (%zu more classes)\n", k - 64);
-        }
-        if (labels) {
-            printf("accuracy %.2f%% (%llu of %llu)\nconfusion matrix (rows: label, columns: predicted):\n", 100 * acc,
-                   (unsigned long long)right, (unsigned long long)n);
-            for (size_t r = 0; r < k && k <= 64; r++) {
-                printf("  %3zu |", r);
-                for (size_t q = 0; q < k; q++) printf(" %5llu", (unsigned long long)confusion[r * k + q]);
-                print_class_name(stdout, m, r);
-                printf("\n");
-            }
-        }
-        if (a->output) printf("outputs written to %s (float32 [%llu, %zu])\n", a->output, (unsigned long long)n, k);
-        if (!a->quiet)
-            fprintf(stderr, "qmap run: %llu rows in %.3f ms: %.0f rows/s (batch %ld, %s)\n", (unsigned long long)n,
-                    secs * 1e3, secs > 0 ? (double)n / secs : 0.0, a->batch ? a->batch : 256L, in.file_type);
-    }
+    classified r = { n, right, k, out, pred, labels, confusion, per_class, secs };
+    if (a->json) print_json(m, &in, &r);
+    else print_text(m, &in, a, &r);
     status = 0;
 done:
     qmap_classifier_free(c);
