@@ -101,7 +101,8 @@ void bench_kernels_help(FILE *fp)
             "widest instructions the CPU has. Rates are decimal: 1 GB/s = 1e9 bytes/s, 1 GOP/s = 1e9\n"
             "operations/s (a multiply-add counts as 2).\n"
             "\n"
-            "exit status: 0 done, 1 a measurement failed, 2 usage error\n");
+            "exit status: 0 done, 1 a measurement failed (or MODEL was truncated or overwritten in place while it ran),\n"
+            "2 usage error\n");
 }
 
 

@@ -130,7 +130,8 @@ int cmd_perplexity(int argc, char **argv)
             "tokenizer or context is refused.\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
-        .epilog = "exit status: 0 done, 1 a bad model or text (too short, another vocabulary), 2 usage error\n",
+        .epilog = "exit status: 0 done, 1 a bad model or text (too short, another vocabulary) or a model file truncated or\n"
+                  "overwritten in place while it ran, 2 usage error\n",
     };
     int first_arg;
     int rc = cli_parse(&cmd, argc, argv, &first_arg);

@@ -224,7 +224,8 @@ int cmd_run(int argc, char **argv)
             "--length-penalty A, --max-len N) with the beams decoded as one batch; sentences/s on stderr.\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
-        .epilog = "exit status: 0 done, 1 bad model or input, 2 usage error\n",
+        .epilog = "exit status: 0 done, 1 bad model or input (or the model file was truncated or overwritten in place while it ran:\n"
+                  "replace model files with rename, as qmap's writers do), 2 usage error\n",
     };
     int first;
     int rc = cli_parse(&cmd, argc, argv, &first);
