@@ -28,10 +28,10 @@ static int read_labels(const char *path, uint64_t n, size_t k, bool allow_large,
                        uint64_t **confusion)
 {
     if (input_rows_open(path, "--labels", allow_large, ys)) return 1;
-    uint64_t ny = 1;
-    for (uint32_t i = 0; i < ys->rank; i++) ny *= ys->shape[i];
+    uint64_t ny = ys->rank ? ys->shape[0] * ys->row_elems : 1;
     int64_t probe;
-    if (ny != n || !input_rows_int_at(ys, 0, &probe)) {
+    static const uint8_t zero[8];
+    if (ny != n || !input_rows_int_at(ys->dtype, zero, 0, &probe)) {
         fprintf(stderr, "qmap run: --labels: %s holds %llu %s values; give %llu integer labels\n", path,
                 (unsigned long long)ny, qc_dtype_name(ys->dtype), (unsigned long long)n);
         return 1;
@@ -40,9 +40,11 @@ static int read_labels(const char *path, uint64_t n, size_t k, bool allow_large,
         fprintf(stderr, "qmap run: out of memory\n");
         return 1;
     }
+    const uint8_t *all = input_rows_slice(ys, 0, ys->rank ? ys->shape[0] : 1);
+    if (!all) return 1;
     for (uint64_t i = 0; i < n; i++) {
         int64_t v = 0;
-        input_rows_int_at(ys, i, &v);
+        input_rows_int_at(ys->dtype, all, i, &v);
         if (v < 0 || (uint64_t)v >= k) {
             fprintf(stderr, "qmap run: --labels: row %llu has label %lld; the model has %zu classes\n",
                     (unsigned long long)i, (long long)v, k);
@@ -53,8 +55,8 @@ static int read_labels(const char *path, uint64_t n, size_t k, bool allow_large,
     return 0;
 }
 
-/* Rows turned into features this many at a time: large enough that a call's fixed costs vanish, small
- * enough (1 MiB of features at 784) that the input is never held a second time as float32. */
+/* Rows read and turned into features this many at a time: large enough that a call's fixed costs vanish,
+ * small enough (12.8 MB of features at 784) that memory does not grow with the input. */
 #define ROWS_PER_CALL 4096u
 
 static size_t argmax(const float *x, size_t n)
@@ -66,43 +68,42 @@ static size_t argmax(const float *x, size_t n)
 }
 
 /* Classify the n rows of xs, a slice of rows at a time: pred[i] the class of row i, and every output in
- * out[n][k] if out is not NULL (else only a slice's outputs are held). *secs: the time in qmap_classify
- * (the rows/s reported), not in reading or converting. Returns 0, or 1 after printing the error. */
-static int classify_rows(qmap_classifier *c, const input_array *xs, uint64_t n, size_t d, const qmap_model_info *in,
+ * out[n][k] if out is not NULL (else only a slice's outputs are held). Float32 rows are used where they
+ * are (in the .npy mapping, or the slice just read), others converted into a slice of features.
+ * *secs: the time in qmap_classify (the rows/s reported), not in reading or converting. Returns 0, or 1
+ * after printing the error. */
+static int classify_rows(qmap_classifier *c, input_array *xs, uint64_t n, size_t d, const qmap_model_info *in,
                          float *out, uint32_t *pred, double *secs)
 {
     size_t k = in->vocab_size;
-    bool in_place = xs->dtype == QC_F32 && (uintptr_t)xs->bytes % _Alignof(float) == 0;
     uint64_t per = n < ROWS_PER_CALL ? n : ROWS_PER_CALL;
-    float *x = in_place ? NULL : malloc(per * d * sizeof *x), *slice = out ? NULL : malloc(per * k * sizeof *slice);
-    if ((!in_place && !x) || (!out && !slice)) {
-        free(x);
-        free(slice);
-        fprintf(stderr, "qmap run: out of memory\n");
-        return 1;
-    }
+    float *x = NULL, *slice = out ? NULL : malloc(per * k * sizeof *slice);
     qmap_error err;
-    int status = 0;
+    int status = out || slice ? 0 : 1;
     *secs = 0;
     for (uint64_t first = 0; first < n && !status; first += per) {
         uint64_t cnt = n - first < per ? n - first : per;
-        const float *rows = (const float *)(const void *)xs->bytes + first * d;
-        if (!in_place) {
-            input_rows_features(xs, first, cnt, d, in->input_scale, in->input_offset, x);
+        const uint8_t *rows_in = input_rows_slice(xs, first, cnt);
+        if (!rows_in) { status = 2; break; }
+        const float *rows = (const float *)(const void *)rows_in;
+        if (xs->dtype != QC_F32 || (uintptr_t)rows_in % _Alignof(float)) {
+            if (!x && !(x = malloc(per * d * sizeof *x))) { status = 1; break; }
+            input_rows_features(xs, rows_in, cnt, in->input_scale, in->input_offset, x);
             rows = x;
         }
         float *o = out ? out + first * k : slice;
         double t0 = now_s();
         if (qmap_classify(c, rows, (size_t)cnt, o, &err) != QMAP_OK) {
             fprintf(stderr, "qmap run: %s\n", err.message);
-            status = 1;
+            status = 2;
         }
         *secs += now_s() - t0;
         for (uint64_t i = 0; i < cnt && !status; i++) pred[first + i] = (uint32_t)argmax(o + i * k, k);
     }
+    if (status == 1) fprintf(stderr, "qmap run: out of memory\n");
     free(x);
     free(slice);
-    return status;
+    return status != 0;
 }
 
 /* Write out [n][k] float32 as an .npy (version 1.0) through qm_outfile: a temporary file created
