@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "qa_internal.h"
+#include "qm_guard.h"
 #include "qm_version.h"
 
 const char *qmap_version(void) { return QMAP_VERSION; }
@@ -44,6 +45,12 @@ qmap_status qa_error_export(qmap_error *err, const qm_error *e)
         snprintf(err->message, sizeof err->message, "%s", e->message);
     }
     return code;
+}
+
+qmap_status qmap_exit_on_mapped_file_change(const char *message, int exit_status)
+{
+    qm_guard_exit_on_unguarded(message ? message : QMAP_MAPPED_FILE_CHANGED, exit_status);
+    return QMAP_OK;
 }
 
 bool qa_act_of(qmap_act_mode a, qr_act *out)

@@ -417,6 +417,7 @@ static int mb_open_models(model_bench *b)
         qmap_model_params_default(&mp);
         mp.no_mmap = b->c->mmaps[mi] == 0;
         mp.large_pages = true; /* as qmap run maps a model */
+        cli_exit_on_model_change("qmap bench", b->path);
         if (qmap_model_open(b->path, &mp, &b->m[mi], &qe) != QMAP_OK) return mb_fail(b, qe.message);
     }
     qmap_model_get_info(b->m[0], &b->in);
@@ -712,7 +713,7 @@ int bench_model(int argc, char **argv)
         "bench", "qmap bench MODEL.qmap [MODEL2.qmap ...] [options]",
         BENCH_MODEL_DESCRIPTION,
         opts, sizeof opts / sizeof opts[0],
-        "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"
+        "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed (or MODEL was truncated or overwritten in place\nwhile it ran), 2 usage error"
     };
     int first;
     int prc = cli_parse(&cmd, argc, argv, &first);

@@ -106,7 +106,7 @@ int cmd_convert(int argc, char **argv)
              qc_arch_list());
     const cli_opt opts[] = {
         { "output", 'o', CLI_STRING, &o.output, "FILE",
-          0, 0, NULL, "the container to write (replaced atomically; nothing is left on failure)", true },
+          0, 0, NULL, "the container to write (replaced atomically, by rename; nothing is left on failure; an existing FILE that is not a regular file, e.g. a device or a FIFO, is refused)", true },
         { "config", 0, CLI_STRING, &o.config_path, "FILE",
           0, 0, NULL, "model config (HF config.json or qmap's keys; see spec/ARCHITECTURES.md)", true },
         { "arch", 0, CLI_STRING, &o.arch, "NAME", 0, 0, NULL, arch_help, true },

@@ -298,6 +298,9 @@ static int run_perplexity(const ppl_args *pa)
     ppl_logits_reader *base_file = NULL;
     ppl_logits_writer *saver = NULL;
     double t_start = now_s();
+    char both[2048];
+    snprintf(both, sizeof both, "%.900s%s%.900s", pa->model, pa->base ? " or " : "", pa->base ? pa->base : "");
+    cli_exit_on_model_change("qmap perplexity", both);
     if (open_evaluator(&ev, pa->model, &sp, &err)) goto fail;
     if (!ev.info.has_tokenizer) {
         snprintf(err.message, sizeof err.message, "%s has no tokenizer: perplexity needs one to read the text",
@@ -315,8 +318,9 @@ static int run_perplexity(const ppl_args *pa)
         }
     }
     size_t text_len = 0, n_tok = 0;
-    if (!(text = cli_read_file(file, &text_len))) {
-        snprintf(err.message, sizeof err.message, "%s: %s", file, strerror(errno));
+    qm_error fe;
+    if (!(text = cli_read_text(file, &text_len, &fe))) {
+        snprintf(err.message, sizeof err.message, "-f: %.600s", fe.message);
         goto fail;
     }
     bool bos = adds_bos(ev.m);
@@ -398,7 +402,7 @@ int cmd_perplexity(int argc, char **argv)
     int kv = 0, act = 0;
     bool json = false, quiet = false;
     const cli_opt opts[] = {
-        { "file", 'f', CLI_STRING, &file, "FILE", 0, 0, NULL, "the text to score (UTF-8)", true },
+        { "file", 'f', CLI_STRING, &file, "FILE", 0, 0, NULL, "the text to score (UTF-8; " CLI_TEXT_MAX_HELP ")", true },
         { "ctx-size", 'c', CLI_INT, &ctx, "N", 8, 1 << 20, NULL, "tokens per window; the second half of each is scored", false },
         { "batch-size", 'b', CLI_INT, &batch, "N", 0, 1 << 20, NULL,
           "tokens per evaluation call (0: the whole window)", false },
@@ -408,7 +412,7 @@ int cmd_perplexity(int argc, char **argv)
           "compare with a base: a .qmap (same tokenizer) evaluated on the same windows, or a file of "
           "--save-logits: KL divergence, delta-p, same top, PPL ratio", true },
         { "save-logits", 0, CLI_STRING, &save_path, "FILE", 0, 0, NULL,
-          "save every scored token's log-probabilities (n_vocab float32 each) for a later --kl-base", true },
+          "save every scored token's log-probabilities (n_vocab float32 each) for a later --kl-base (replaced by rename; an existing FILE that is not a regular file is refused)", true },
         { "kv", 0, CLI_CHOICE, &kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
         { "act", 0, CLI_CHOICE, &act, "MODE", 0, 0, cli_act_choices,
           "Q8_ROW activations: auto (products after a norm or attention in one int8 term, the rest at float accuracy), precise (float accuracy everywhere), int8 (one term everywhere: fastest), f32, int8x2 (two terms, also for one row)", false },
@@ -444,7 +448,8 @@ int cmd_perplexity(int argc, char **argv)
             "refused.\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
-        .epilog = "exit status: 0 done, 1 a bad model or text (too short, another vocabulary), 2 usage error\n",
+        .epilog = "exit status: 0 done, 1 a bad model or text (too short, another vocabulary) or a model file truncated or\n"
+                  "overwritten in place while it ran, 2 usage error\n",
     };
     int first_arg;
     int rc = cli_parse(&cmd, argc, argv, &first_arg);

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "json_out.h"
 #include "opts.h"
+#include "qm_fileio.h"
 #include "qm_format.h"
 #include "qq_quantize.h"
 
@@ -159,10 +160,10 @@ static int quantize_parse(int argc, char **argv, quantize_args *a, qq_opts *o)
     const cli_opt opts[] = {
         { "q8", 0, CLI_FLAG, &a->q8, NULL, 0, 0, NULL, "Q8_ROW: int8 with one f32 scale per row", false },
         { "f16", 0, CLI_FLAG, &a->f16, NULL, 0, 0, NULL, "IEEE half", false },
-        { "output", 'o', CLI_STRING, &a->output, "FILE", 0, 0, NULL, "the container to write (replaced atomically)", true },
+        { "output", 'o', CLI_STRING, &a->output, "FILE", 0, 0, NULL, "the container to write (replaced atomically, by rename; an existing FILE that is not a regular file, e.g. a device or a FIFO, is refused)", true },
         { "keep", 0, CLI_STRINGS, &a->keep, "PATTERN", 0, 0, NULL,
           "leave tensors matching this glob as they are (repeatable), e.g. --keep 'output.weight' --keep 'blk.0.*'", false },
-        { "report", 0, CLI_STRING, &a->report, "FILE", 0, 0, NULL, "write the per-tensor report as JSON", true },
+        { "report", 0, CLI_STRING, &a->report, "FILE", 0, 0, NULL, "write the per-tensor report as JSON (replaced as -o is)", true },
         { "threads", 0, CLI_INT, &a->threads, "N", 1, 1024, NULL,
           "threads (default: all cores); the output is the same for any N", true },
         { "panel-cols", 0, CLI_STRING, &a->panel_cols, "auto|N|0", 0, 0, NULL,
@@ -227,6 +228,12 @@ int cmd_quantize(int argc, char **argv)
     o.user = &u;
     qq_report r;
     qm_error err;
+    /* refuse a --report destination that is not a regular file before the work, not after it */
+    if (a.report && qm_check_destination(a.report, &err) != QM_OK) {
+        fprintf(stderr, "qmap quantize: --report: %s\n", err.message);
+        free(a.keep.items);
+        return 1;
+    }
     qm_status st = qq_quantize(&o, &r, &err);
     if (u.tty && !u.quiet && u.last_len) fprintf(stderr, "\r%*s\r", u.last_len, "");
     if (st != QM_OK) {
@@ -236,11 +243,18 @@ int cmd_quantize(int argc, char **argv)
         return 1;
     }
     if (a.report) {
-        FILE *fp = fopen(a.report, "w");
-        if (!fp || (report_json(fp, o.input, o.output, o.scheme, &r), fclose(fp) != 0)) {
-            fprintf(stderr, "qmap quantize: %s written, but the report '%s' could not be\n", o.output, a.report);
+        /* built in memory, then written as every qmap output is (qm_outfile: never into a device) */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *fp = open_memstream(&text, &len);
+        qm_error e;
+        snprintf(e.message, sizeof e.message, "out of memory");
+        if (!fp || (report_json(fp, o.input, o.output, o.scheme, &r), fclose(fp) != 0) ||
+            cli_write_file(a.report, text, len, &e) != QM_OK) {
+            fprintf(stderr, "qmap quantize: %s written, but the report could not be: %s\n", o.output, e.message);
             rc = 1;
         }
+        free(text);
     }
     if (a.json) report_json(stdout, o.input, o.output, o.scheme, &r);
     else if (!a.quiet) report_table(o.output, o.scheme, &r);

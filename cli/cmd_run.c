@@ -43,6 +43,7 @@ typedef struct run_args {
     uint64_t seed;
     int kv, act;
     bool no_bos, verify, no_mmap, json, quiet;
+    bool allow_large;                       /* classifiers: a gzip IDX beyond the inflation bound */
 } run_args;
 
 
@@ -160,7 +161,7 @@ int cmd_run(int argc, char **argv)
     };
     const cli_opt opts[] = {
         { "prompt", 'p', CLI_STRING, &a.prompt, "TEXT", 0, 0, NULL, "prompt text (encoded with the model's tokenizer)", true },
-        { "file", 'f', CLI_STRING, &a.file, "FILE", 0, 0, NULL, "read the prompt from FILE", true },
+        { "file", 'f', CLI_STRING, &a.file, "FILE", 0, 0, NULL, "read the prompt from FILE (" CLI_TEXT_MAX_HELP ")", true },
         { "tokens", 0, CLI_STRING, &a.tokens, "IDS", 0, 0, NULL, "the prompt as token ids, \"1 2 3\" (no tokenizer needed)", true },
         { "n-predict", 'n', CLI_INT, &a.n_predict, "N", 0, 1 << 24, NULL, "tokens to generate", false },
         { "temp", 0, CLI_FLOAT, &a.temp, "T", 0, 100, NULL, "temperature; 0 is greedy", false },
@@ -188,7 +189,10 @@ int cmd_run(int argc, char **argv)
         { "labels", 0, CLI_STRING, &a.labels, "Y.npy", 0, 0, NULL,
           "classifier: the true classes (integer .npy or IDX [n]): accuracy and a confusion matrix", true },
         { "output", 'o', CLI_STRING, &a.output, "OUT.npy", 0, 0, NULL,
-          "classifier: write the model's outputs as a float32 .npy [n, classes]", true },
+          "classifier: write the model's outputs as a float32 .npy [n, classes] (replaced by rename; an existing OUT.npy that is not a regular file is refused)", true },
+        { "allow-large", 0, CLI_FLAG, &a.allow_large, NULL, 0, 0, NULL,
+          "classifier: read a gzip IDX --input/--labels that inflates beyond 32x its size or 64 MiB, whichever "
+          "is more (refused by default, as a gzip bomb would)", true },
         { "top", 0, CLI_INT, &a.top, "K", 1, 1 << 20, NULL, "classifier: show the K best classes of each row", false },
         { "beam", 0, CLI_INT, &a.beam, "K", 1, 256, NULL, "seq2seq: beam size (1 = greedy)", false },
         { "n-best", 0, CLI_INT, &a.n_best, "N", 1, 256, NULL, "seq2seq: print the N best hypotheses with their scores", false },
@@ -221,7 +225,8 @@ int cmd_run(int argc, char **argv)
             "--length-penalty A, --max-len N) with the beams decoded as one batch; sentences/s on stderr.\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
-        .epilog = "exit status: 0 done, 1 bad model or input, 2 usage error\n",
+        .epilog = "exit status: 0 done, 1 bad model or input (or the model file was truncated or overwritten in place while it ran:\n"
+                  "replace model files with rename, as qmap's writers do), 2 usage error\n",
     };
     int first;
     int rc = cli_parse(&cmd, argc, argv, &first);
@@ -252,6 +257,7 @@ int cmd_run(int argc, char **argv)
     mp.no_mmap = a.no_mmap;
     mp.large_pages = true; /* a decode streams every weight per token */
     double t0 = now_s();
+    cli_exit_on_model_change("qmap run", path);
     if (qmap_model_open(path, &mp, &m, &err) != QMAP_OK) {
         fprintf(stderr, "qmap run: %s\n", err.message);
         goto done;
@@ -266,7 +272,7 @@ int cmd_run(int argc, char **argv)
             goto done;
         }
         classify_args ca = { a.input, a.labels, a.output, a.batch, a.threads, a.top,
-                             (qmap_act_mode)a.act, a.json, a.quiet };
+                             (qmap_act_mode)a.act, a.json, a.quiet, a.allow_large };
         status = run_classifier(m, &ca);
         goto done;
     }
@@ -301,8 +307,9 @@ int cmd_run(int argc, char **argv)
         const char *text = a.prompt;
         size_t len = a.prompt ? strlen(a.prompt) : 0;
         if (a.file) {
-            if (!(file_text = cli_read_file(a.file, &len))) {
-                fprintf(stderr, "qmap run: %s: %s\n", a.file, strerror(errno));
+            qm_error fe;
+            if (!(file_text = cli_read_text(a.file, &len, &fe))) {
+                fprintf(stderr, "qmap run: -f: %s\n", fe.message);
                 goto done;
             }
             text = file_text;

@@ -15,7 +15,7 @@ int cmd_tokenize(int argc, char **argv)
     bool ids_only = false, json = false, no_bos = false;
     const cli_opt opts[] = {
         { "prompt", 'p', CLI_STRING, &prompt, "TEXT", 0, 0, NULL, "the text to encode", true },
-        { "file", 'f', CLI_STRING, &file, "FILE", 0, 0, NULL, "encode the contents of FILE", true },
+        { "file", 'f', CLI_STRING, &file, "FILE", 0, 0, NULL, "encode the contents of FILE (" CLI_TEXT_MAX_HELP ")", true },
         { "ids", 0, CLI_FLAG, &ids_only, NULL, 0, 0, NULL, "print only the ids, space-separated", true },
         { "json", 0, CLI_FLAG, &json, NULL, 0, 0, NULL, "print a JSON array of ids (to diff against other tokenizers)", true },
         { "no-bos", 0, CLI_FLAG, &no_bos, NULL, 0, 0, NULL, "do not add the tokenizer's BOS/EOS tokens", true },
@@ -47,8 +47,9 @@ int cmd_tokenize(int argc, char **argv)
     }
     char *text = NULL;
     size_t len = prompt ? strlen(prompt) : 0;
-    if (file && !(text = cli_read_file(file, &len))) {
-        fprintf(stderr, "qmap tokenize: %s: %s\n", file, strerror(errno));
+    qm_error fe;
+    if (file && !(text = cli_read_text(file, &len, &fe))) {
+        fprintf(stderr, "qmap tokenize: -f: %s\n", fe.message);
         qmap_model_close(m);
         return 1;
     }

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "qmap.h"
 #include "qr_matmul.h"
+#include "qm_fileio.h"
 #include "qm_reader.h"
 
 static const struct {
@@ -62,23 +63,29 @@ const char *cli_human_bytes(uint64_t n, char *buf, size_t size)
     return buf;
 }
 
-char *cli_read_file(const char *path, size_t *len)
+char *cli_read_text(const char *path, size_t *len, qm_error *err)
 {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, fp);
-        if (n < cap) break;
-        char *nb = cap > ((size_t)1 << 31) ? NULL : realloc(buf, cap *= 2);
-        if (!nb) { free(buf); buf = NULL; errno = EFBIG; }
-        else buf = nb;
+    char *text = NULL;
+    return qm_read_file(path, CLI_TEXT_MAX, &text, len, err) == QM_OK ? text : NULL;
+}
+
+qm_status cli_write_file(const char *path, const void *buf, size_t len, qm_error *err)
+{
+    qm_outfile o;
+    qm_status st = qm_outfile_create(&o, path, err);
+    if (st != QM_OK) return st;
+    if ((st = qm_outfile_write(&o, buf, len, err)) != QM_OK) {
+        qm_outfile_abort(&o);
+        return st;
     }
-    if (buf && ferror(fp)) { free(buf); buf = NULL; errno = EIO; }
-    fclose(fp);
-    *len = n;
-    return buf;
+    return qm_outfile_commit(&o, err);
+}
+
+void cli_exit_on_model_change(const char *cmd, const char *path)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s: %.400s: %s", cmd, path, QMAP_MAPPED_FILE_CHANGED);
+    qmap_exit_on_mapped_file_change(msg, 1);
 }
 
 long cli_parse_count(const char *s)

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "qm_fileio.h"
+
 static const char magic[8] = { 'Q', 'M', 'A', 'P', 'L', 'O', 'G', 'P' };
 
 uint64_t ppl_hash_ids(uint64_t h, const int32_t *ids, size_t n)
@@ -31,8 +33,7 @@ static uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0
 static uint64_t per_chunk(const ppl_logits_meta *m) { return m->ctx > m->first + 1 ? m->ctx - 1 - m->first : 0; }
 
 struct ppl_logits_writer {
-    FILE *fp;
-    char *path, *tmp;
+    qm_outfile out;   /* the temporary file, renamed onto the destination by finish */
     float *row;
     uint32_t n_vocab;
     uint64_t left;   /* tokens still to write */
@@ -41,29 +42,14 @@ struct ppl_logits_writer {
 ppl_logits_writer *ppl_logits_create(const char *path, const ppl_logits_meta *meta, char *msg, size_t msg_cap)
 {
     ppl_logits_writer *w = calloc(1, sizeof *w);
-    size_t n = strlen(path) + 32;
-    if (w) {
-        w->path = strdup(path);
-        w->tmp = malloc(n);
-        w->row = malloc((size_t)meta->n_vocab * sizeof *w->row);
-    }
-    if (!w || !w->path || !w->tmp || !w->row) {
+    if (w) w->out.fd = -1;
+    if (!w || !(w->row = malloc((size_t)meta->n_vocab * sizeof *w->row))) {
         snprintf(msg, msg_cap, "out of memory");
         ppl_logits_abort(w);
         return NULL;
     }
-    snprintf(w->tmp, n, "%s.tmp.%ld", path, (long)getpid());
     w->n_vocab = meta->n_vocab;
     w->left = meta->n_chunks * per_chunk(meta);
-    int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 || !(w->fp = fdopen(fd, "wb"))) {
-        snprintf(msg, msg_cap, "%s: cannot create: %s", w->tmp, strerror(errno));
-        if (fd >= 0) close(fd);
-        free(w->tmp);
-        w->tmp = NULL;   /* nothing of ours to remove */
-        ppl_logits_abort(w);
-        return NULL;
-    }
     uint8_t h[PPL_LOGITS_HEADER] = { 0 };
     memcpy(h, magic, 8);
     put32(h + 8, 1);
@@ -72,8 +58,9 @@ ppl_logits_writer *ppl_logits_create(const char *path, const ppl_logits_meta *me
     put32(h + 20, meta->first);
     put64(h + 24, meta->n_chunks);
     put64(h + 32, meta->tokens_hash);
-    if (fwrite(h, 1, sizeof h, w->fp) != sizeof h) {
-        snprintf(msg, msg_cap, "%s: write failed: %s", w->tmp, strerror(errno));
+    qm_error e;
+    if (qm_outfile_create(&w->out, path, &e) != QM_OK || qm_outfile_write(&w->out, h, sizeof h, &e) != QM_OK) {
+        snprintf(msg, msg_cap, "%s", e.message);
         ppl_logits_abort(w);
         return NULL;
     }
@@ -83,7 +70,7 @@ ppl_logits_writer *ppl_logits_create(const char *path, const ppl_logits_meta *me
 bool ppl_logits_put(ppl_logits_writer *w, const float *logits, char *msg, size_t msg_cap)
 {
     if (!w->left) {
-        snprintf(msg, msg_cap, "%s: more tokens than the header announces", w->path);
+        snprintf(msg, msg_cap, "%s: more tokens than the header announces", w->out.path);
         return false;
     }
     float mx = logits[0];
@@ -92,8 +79,9 @@ bool ppl_logits_put(ppl_logits_writer *w, const float *logits, char *msg, size_t
     for (uint32_t i = 0; i < w->n_vocab; i++) sum += exp((double)logits[i] - mx);
     double lse = mx + log(sum);
     for (uint32_t i = 0; i < w->n_vocab; i++) w->row[i] = (float)(logits[i] - lse);
-    if (fwrite(w->row, sizeof *w->row, w->n_vocab, w->fp) != w->n_vocab) {
-        snprintf(msg, msg_cap, "%s: write failed: %s", w->tmp, strerror(errno));
+    qm_error e;
+    if (qm_outfile_write(&w->out, w->row, (size_t)w->n_vocab * sizeof *w->row, &e) != QM_OK) {
+        snprintf(msg, msg_cap, "%s", e.message);
         return false;
     }
     w->left--;
@@ -103,16 +91,10 @@ bool ppl_logits_put(ppl_logits_writer *w, const float *logits, char *msg, size_t
 bool ppl_logits_finish(ppl_logits_writer *w, char *msg, size_t msg_cap)
 {
     bool ok = false;
-    if (w->left) snprintf(msg, msg_cap, "%s: %llu tokens were never written", w->path, (unsigned long long)w->left);
-    else if (fflush(w->fp) != 0 || fsync(fileno(w->fp)) != 0)
-        snprintf(msg, msg_cap, "%s: cannot flush: %s", w->tmp, strerror(errno));
-    else if (fclose(w->fp) != 0 || (w->fp = NULL, rename(w->tmp, w->path) != 0))
-        snprintf(msg, msg_cap, "%s: cannot rename to %s: %s", w->tmp, w->path, strerror(errno));
-    else {
-        free(w->tmp);
-        w->tmp = NULL;
-        ok = true;
-    }
+    qm_error e;
+    if (w->left) snprintf(msg, msg_cap, "%s: %llu tokens were never written", w->out.path, (unsigned long long)w->left);
+    else if (qm_outfile_commit(&w->out, &e) != QM_OK) snprintf(msg, msg_cap, "%s", e.message);
+    else ok = true;
     ppl_logits_abort(w);
     return ok;
 }
@@ -120,10 +102,7 @@ bool ppl_logits_finish(ppl_logits_writer *w, char *msg, size_t msg_cap)
 void ppl_logits_abort(ppl_logits_writer *w)
 {
     if (!w) return;
-    if (w->fp) fclose(w->fp);
-    if (w->tmp) unlink(w->tmp);
-    free(w->tmp);
-    free(w->path);
+    qm_outfile_abort(&w->out);
     free(w->row);
     free(w);
 }
@@ -139,10 +118,10 @@ struct ppl_logits_reader {
 bool ppl_logits_sniff(const char *path)
 {
     char b[8];
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return false;
-    bool yes = fread(b, 1, 8, fp) == 8 && !memcmp(b, magic, 8);
-    fclose(fp);
+    int fd = qm_open_regular(path, NULL, NULL);
+    if (fd < 0) return false;
+    bool yes = read(fd, b, 8) == 8 && !memcmp(b, magic, 8);
+    close(fd);
     return yes;
 }
 
@@ -156,8 +135,11 @@ ppl_logits_reader *ppl_logits_open(const char *path, const ppl_logits_meta *want
     }
     uint8_t h[PPL_LOGITS_HEADER];
     struct stat sb;
-    if (!(r->fp = fopen(path, "rb")) || fstat(fileno(r->fp), &sb) != 0) {
-        snprintf(msg, msg_cap, "%s: cannot open: %s", path, strerror(errno));
+    qm_error e;
+    int fd = qm_open_regular(path, &sb, &e);
+    if (fd < 0 || !(r->fp = fdopen(fd, "rb"))) {
+        snprintf(msg, msg_cap, "%s", fd < 0 ? e.message : strerror(errno));
+        if (fd >= 0) close(fd);
         ppl_logits_close(r);
         return NULL;
     }

@@ -12,8 +12,7 @@
 
 #include "cli.h"
 #include "json_out.h"
-#include "qc_idx.h"
-#include "qc_source.h"
+#include "input_rows.h"
 #include "qm_fileio.h"
 
 static double now_s(void)
@@ -23,112 +22,111 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* One array of input: an .npy file (through convert's hardened importer, mapped) or an IDX file, plain or
- * gzip (convert/qc_idx.h, read into memory). */
-typedef struct input_array {
-    qc_source *src;                  /* .npy */
-    qc_idx idx;                      /* IDX */
-    qc_dtype dtype;
-    uint32_t rank;
-    const uint64_t *shape;
-    const uint8_t *bytes;            /* the elements, row-major, host byte order */
-} input_array;
-
-static void input_free(input_array *a)
+/* Labels: n integers in [0, k) from an .npy or IDX file; allocates the labels and a zeroed k x k confusion
+ * matrix. Returns 0, or 1 after printing the error. */
+static int read_labels(const char *path, uint64_t n, size_t k, bool allow_large, input_array *ys, int64_t **labels,
+                       uint64_t **confusion)
 {
-    qc_source_free(a->src);
-    qc_idx_free(&a->idx);
-}
-
-static int open_input(const char *path, const char *what, input_array *a)
-{
-    memset(a, 0, sizeof *a);
-    qm_error e;
-    qm_error_clear(&e);
-    uint8_t head[8] = { 0 };
-    ssize_t got = -1;
-    int fd = qm_open_regular(path, NULL, &e);
-    if (fd >= 0) {
-        got = read(fd, head, sizeof head);
-        close(fd);
-    }
-    if (fd < 0 || got < 0) {
-        fprintf(stderr, "qmap run: %s: %s\n", what, fd < 0 ? e.message : strerror(errno));
+    if (input_rows_open(path, "--labels", allow_large, ys)) return 1;
+    uint64_t ny = ys->rank ? ys->shape[0] * ys->row_elems : 1;
+    int64_t probe;
+    static const uint8_t zero[8];
+    if (ny != n || !input_rows_int_at(ys->dtype, zero, 0, &probe)) {
+        fprintf(stderr, "qmap run: --labels: %s holds %llu %s values; give %llu integer labels\n", path,
+                (unsigned long long)ny, qc_dtype_name(ys->dtype), (unsigned long long)n);
         return 1;
     }
-    if (qc_idx_sniff(head, (size_t)got) && memcmp(head, "\x93NUMPY", got >= 6 ? 6 : (size_t)got)) {
-        if (qc_idx_read(path, 0, &a->idx, &e) != QM_OK) {
-            fprintf(stderr, "qmap run: %s: %s\n", what, e.message);
+    if (!(*labels = malloc(n * sizeof **labels)) || !(*confusion = calloc(k * k, sizeof **confusion))) {
+        fprintf(stderr, "qmap run: out of memory\n");
+        return 1;
+    }
+    const uint8_t *all = input_rows_slice(ys, 0, ys->rank ? ys->shape[0] : 1);
+    if (!all) return 1;
+    for (uint64_t i = 0; i < n; i++) {
+        int64_t v = 0;
+        input_rows_int_at(ys->dtype, all, i, &v);
+        if (v < 0 || (uint64_t)v >= k) {
+            fprintf(stderr, "qmap run: --labels: row %llu has label %lld; the model has %zu classes\n",
+                    (unsigned long long)i, (long long)v, k);
             return 1;
         }
-        a->dtype = a->idx.dtype;
-        a->rank = a->idx.rank;
-        a->shape = a->idx.shape;
-        a->bytes = a->idx.data;
-        return 0;
+        (*labels)[i] = v;
     }
-    if (got < 6 || memcmp(head, "\x93NUMPY", 6)) {
-        fprintf(stderr, "qmap run: %s: %s is neither an .npy file nor an IDX file (plain or .gz)%s\n", what, path,
-                got >= 2 && head[0] == 'P' && head[1] == 'K' ? "; for an .npz, save the one array as .npy" : "");
-        return 1;
-    }
-    if (qc_open_npy(path, &a->src, &e) != QM_OK) {
-        fprintf(stderr, "qmap run: %s: %s\n", what, e.message);
-        return 1;
-    }
-    const qc_tensor *t = &a->src->tensors[0];
-    if (!qc_tensor_is_contiguous(t)) {
-        fprintf(stderr, "qmap run: %s: %s: a Fortran-order array; save it C-contiguous (np.ascontiguousarray)\n", what,
-                path);
-        return 1;
-    }
-    if (qc_source_load(a->src, t->storage, &a->bytes, &e) != QM_OK) {
-        fprintf(stderr, "qmap run: %s: %s\n", what, e.message);
-        return 1;
-    }
-    a->bytes += t->offset * qc_dtype_size(t->dtype);
-    a->dtype = t->dtype;
-    a->rank = t->rank;
-    a->shape = t->shape;
     return 0;
 }
 
-/* Element i of an integer array as int64 (false for a dtype that is not an integer one). */
-static bool int_at(const input_array *a, uint64_t i, int64_t *v)
+/* Rows read and turned into features this many at a time: large enough that a call's fixed costs vanish,
+ * small enough (12.8 MB of features at 784) that memory does not grow with the input. */
+#define ROWS_PER_CALL 4096u
+
+static size_t argmax(const float *x, size_t n)
 {
-    switch (a->dtype) {
-    case QC_I64: memcpy(v, a->bytes + 8 * i, 8); return true;
-    case QC_I32: { int32_t w; memcpy(&w, a->bytes + 4 * i, 4); *v = w; return true; }
-    case QC_I16: { int16_t w; memcpy(&w, a->bytes + 2 * i, 2); *v = w; return true; }
-    case QC_I8: *v = (int8_t)a->bytes[i]; return true;
-    case QC_U8: *v = a->bytes[i]; return true;
-    default: return false;
-    }
+    size_t b = 0;
+    for (size_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
 }
 
-/* Write out [n][k] float32 as an .npy (version 1.0) through a temporary file, fsync and rename. */
+/* Classify the n rows of xs, a slice of rows at a time: pred[i] the class of row i, and every output in
+ * out[n][k] if out is not NULL (else only a slice's outputs are held). Float32 rows are used where they
+ * are (in the .npy mapping, or the slice just read), others converted into a slice of features.
+ * *secs: the time in qmap_classify (the rows/s reported), not in reading or converting. Returns 0, or 1
+ * after printing the error. */
+static int classify_rows(qmap_classifier *c, input_array *xs, uint64_t n, size_t d, const qmap_model_info *in,
+                         float *out, uint32_t *pred, double *secs)
+{
+    size_t k = in->vocab_size;
+    uint64_t per = n < ROWS_PER_CALL ? n : ROWS_PER_CALL;
+    float *x = NULL, *slice = out ? NULL : malloc(per * k * sizeof *slice);
+    qmap_error err;
+    int status = out || slice ? 0 : 1;
+    *secs = 0;
+    for (uint64_t first = 0; first < n && !status; first += per) {
+        uint64_t cnt = n - first < per ? n - first : per;
+        const uint8_t *rows_in = input_rows_slice(xs, first, cnt);
+        if (!rows_in) { status = 2; break; }
+        const float *rows = (const float *)(const void *)rows_in;
+        if (xs->dtype != QC_F32 || (uintptr_t)rows_in % _Alignof(float)) {
+            if (!x && !(x = malloc(per * d * sizeof *x))) { status = 1; break; }
+            input_rows_features(xs, rows_in, cnt, in->input_scale, in->input_offset, x);
+            rows = x;
+        }
+        float *o = out ? out + first * k : slice;
+        double t0 = now_s();
+        if (qmap_classify(c, rows, (size_t)cnt, o, &err) != QMAP_OK) {
+            fprintf(stderr, "qmap run: %s\n", err.message);
+            status = 2;
+        }
+        *secs += now_s() - t0;
+        for (uint64_t i = 0; i < cnt && !status; i++) pred[first + i] = (uint32_t)argmax(o + i * k, k);
+    }
+    if (status == 1) fprintf(stderr, "qmap run: out of memory\n");
+    free(x);
+    free(slice);
+    return status != 0;
+}
+
+/* Write out [n][k] float32 as an .npy (version 1.0) through qm_outfile: a temporary file created
+ * exclusively beside it, fsynced and renamed; a destination that is not a regular file is refused. */
 static int write_npy(const char *path, const float *v, size_t n, size_t k)
 {
-    char header[128];
+    char header[256];
     int hl = snprintf(header, sizeof header, "{'descr': '<f4', 'fortran_order': False, 'shape': (%zu, %zu), }", n, k);
     size_t total = 10 + (size_t)hl + 1, pad = (64 - total % 64) % 64;
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        fprintf(stderr, "qmap run: --output: %s: %s\n", tmp, strerror(errno));
-        return 1;
-    }
     uint16_t hlen = (uint16_t)((size_t)hl + pad + 1);
     unsigned char pre[10] = { 0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff), (unsigned char)(hlen >> 8) };
-    bool ok = fwrite(pre, 1, 10, fp) == 10 && fwrite(header, 1, (size_t)hl, fp) == (size_t)hl;
-    for (size_t i = 0; ok && i < pad; i++) ok = fputc(' ', fp) != EOF;
-    ok = ok && fputc('\n', fp) != EOF && fwrite(v, sizeof *v, n * k, fp) == n * k;
-    ok = ok && fflush(fp) == 0 && fsync(fileno(fp)) == 0;
-    ok = (fclose(fp) == 0) && ok && rename(tmp, path) == 0;
-    if (!ok) {
-        fprintf(stderr, "qmap run: --output: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
+    memset(header + hl, ' ', pad);
+    header[(size_t)hl + pad] = '\n';
+    qm_outfile o;
+    qm_error e;
+    qm_status st = qm_outfile_create(&o, path, &e);
+    if (st == QM_OK) st = qm_outfile_write(&o, pre, sizeof pre, &e);
+    if (st == QM_OK) st = qm_outfile_write(&o, header, (size_t)hl + pad + 1, &e);
+    if (st == QM_OK) st = qm_outfile_write(&o, v, n * k * sizeof *v, &e);
+    if (st == QM_OK) st = qm_outfile_commit(&o, &e);
+    else qm_outfile_abort(&o);
+    if (st != QM_OK) {
+        fprintf(stderr, "qmap run: --output: %s\n", e.message);
         return 1;
     }
     return 0;
@@ -142,12 +140,99 @@ static void print_class_name(FILE *fp, const qmap_model *m, size_t c)
     if (name) fprintf(fp, " (%.*s)", (int)(len > 64 ? 64 : len), name);
 }
 
-static size_t argmax(const float *x, size_t n)
+/* What a run found, for the printers. */
+typedef struct classified {
+    uint64_t n, right;           /* rows; rows whose prediction is the label */
+    size_t k;                    /* classes */
+    const float *out;            /* every row's outputs [n][k], when kept (NULL otherwise) */
+    const uint32_t *pred;        /* the predicted class of each row */
+    const int64_t *labels;       /* NULL without --labels */
+    const uint64_t *confusion, *per_class;
+    double secs;                 /* in qmap_classify */
+} classified;
+
+static void print_json(const qmap_model *m, const qmap_model_info *in, const classified *r)
 {
-    size_t b = 0;
-    for (size_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
+    double acc = r->labels ? (double)r->right / (double)r->n : 0;
+    json_out j = { .fp = stdout };
+    json_begin_object(&j, NULL);
+    json_cstring(&j, "model", in->path);
+    json_u64(&j, "rows", r->n);
+    json_u64(&j, "classes", r->k);
+    if (in->has_class_names) {
+        json_begin_array(&j, "class_names");
+        for (size_t q = 0; q < r->k; q++) {
+            size_t len;
+            const char *name = qmap_model_class_name(m, (uint32_t)q, &len);
+            json_string(&j, NULL, name, len);
+        }
+        json_end_array(&j);
+    }
+    json_begin_array(&j, "predictions");
+    for (uint64_t i = 0; i < r->n; i++) json_u64(&j, NULL, r->pred[i]);
+    json_end_array(&j);
+    if (r->labels) {
+        json_f64(&j, "accuracy", acc);
+        json_begin_array(&j, "confusion");
+        for (size_t row = 0; row < r->k; row++) {
+            json_begin_array(&j, NULL);
+            for (size_t q = 0; q < r->k; q++) json_u64(&j, NULL, r->confusion[row * r->k + q]);
+            json_end_array(&j);
+        }
+        json_end_array(&j);
+    }
+    json_f64(&j, "seconds", r->secs);
+    json_f64(&j, "rows_per_s", r->secs > 0 ? (double)r->n / r->secs : 0);
+    json_end_object(&j);
+    fputc('\n', stdout);
+}
+
+static void print_text(const qmap_model *m, const qmap_model_info *in, const classify_args *a, const classified *r)
+{
+    double acc = r->labels ? (double)r->right / (double)r->n : 0;
+    if (r->n <= 20) {
+        for (uint64_t i = 0; i < r->n; i++) {
+            const float *o = r->out + i * r->k;
+            printf("row %llu: class %u", (unsigned long long)i, r->pred[i]);
+            print_class_name(stdout, m, r->pred[i]);
+            /* the top classes with their scores */
+            long top = a->top > 0 ? (a->top < (long)r->k ? a->top : (long)r->k) : 1;
+            bool used[4096] = { false };
+            printf("  [");
+            for (long t = 0; t < top && r->k <= 4096; t++) {
+                size_t b = SIZE_MAX;
+                for (size_t q = 0; q < r->k; q++)
+                    if (!used[q] && (b == SIZE_MAX || o[q] > o[b])) b = q;
+                used[b] = true;
+                printf("%s%zu: %.4g", t ? ", " : "", b, (double)o[b]);
+            }
+            printf("]");
+            if (r->labels) printf("  label %lld%s", (long long)r->labels[i], r->pred[i] == r->labels[i] ? "" : "  WRONG");
+            printf("\n");
+        }
+    } else {
+        printf("%llu rows classified; rows predicted per class:\n", (unsigned long long)r->n);
+        for (size_t q = 0; q < r->k && q < 64; q++) {
+            printf("  %3zu%s", q, in->has_class_names ? "" : ":");
+            print_class_name(stdout, m, q);
+            printf("%s %llu\n", in->has_class_names ? ":" : "", (unsigned long long)r->per_class[q]);
+        }
+        if (r->k > 64) printf("  (%zu more classes)\n", r->k - 64);
+    }
+    if (r->labels) {
+        printf("accuracy %.2f%% (%llu of %llu)\nconfusion matrix (rows: label, columns: predicted):\n", 100 * acc,
+               (unsigned long long)r->right, (unsigned long long)r->n);
+        for (size_t row = 0; row < r->k && r->k <= 64; row++) {
+            printf("  %3zu |", row);
+            for (size_t q = 0; q < r->k; q++) printf(" %5llu", (unsigned long long)r->confusion[row * r->k + q]);
+            print_class_name(stdout, m, row);
+            printf("\n");
+        }
+    }
+    if (a->output) printf("outputs written to %s (float32 [%llu, %zu])\n", a->output, (unsigned long long)r->n, r->k);
+    if (!a->quiet)
+        fprintf(stderr, "qmap run: %llu rows in %.3f ms: %.0f rows/s (batch %ld, %s)\n", (unsigned long long)r->n,
+                r->secs * 1e3, r->secs > 0 ? (double)r->n / r->secs : 0.0, a->batch ? a->batch : 256L, in->file_type);
 }
 
 int run_classifier(qmap_model *m, const classify_args *a)
@@ -156,13 +241,13 @@ int run_classifier(qmap_model *m, const classify_args *a)
     qmap_model_get_info(m, &in);
     size_t d = in.input_dim, k = in.vocab_size;
     input_array xs = { 0 }, ys = { 0 };
-    float *x = NULL, *out = NULL;
+    float *out = NULL;
     int64_t *labels = NULL;
     uint64_t *confusion = NULL, *per_class = NULL;
     uint32_t *pred = NULL;           /* the predicted class of each row, computed once */
     qmap_classifier *c = NULL;
     int status = 1;
-    if (open_input(a->input, "--input", &xs)) goto done;
+    if (input_rows_open(a->input, "--input", a->allow_large, &xs)) goto done;
     /* rows = the first dimension; the others are flattened into the features */
     uint64_t n = xs.rank ? xs.shape[0] : 1, feats = 1;
     for (uint32_t i = 1; i < xs.rank; i++) feats *= xs.shape[i];
@@ -171,77 +256,29 @@ int run_classifier(qmap_model *m, const classify_args *a)
                 a->input, (unsigned long long)n, (unsigned long long)feats, d);
         goto done;
     }
-    if (xs.dtype == QC_F32 && (uintptr_t)xs.bytes % _Alignof(float) == 0) {
-        x = NULL;   /* used in place */
-    } else if (xs.dtype == QC_F32) {
-        if (!(x = malloc(n * d * sizeof *x))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
-        memcpy(x, xs.bytes, n * d * sizeof *x);
-    } else if (xs.dtype == QC_F64) {
-        if (!(x = malloc(n * d * sizeof *x))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
-        for (uint64_t i = 0; i < n * d; i++) {
-            double v;
-            memcpy(&v, xs.bytes + 8 * i, 8);
-            x[i] = (float)v;
-        }
-    } else if (xs.dtype == QC_U8 || xs.dtype == QC_I8 || xs.dtype == QC_I16 || xs.dtype == QC_I32) {
-        /* raw values (pixels): the model's features are value * input_scale + input_offset, as trained */
-        if (!(x = malloc(n * d * sizeof *x))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
-        for (uint64_t i = 0; i < n * d; i++) {
-            int64_t v;
-            int_at(&xs, i, &v);
-            x[i] = (float)v * in.input_scale + in.input_offset;
-        }
-    } else {
+    if (!input_rows_numeric(&xs)) {
         fprintf(stderr, "qmap run: --input: %s is %s; give float32, float64 or integer (uint8 images) rows\n",
                 a->input, qc_dtype_name(xs.dtype));
         goto done;
     }
-    const float *xf = x ? x : (const float *)(const void *)xs.bytes;
-    if (a->labels) {
-        if (open_input(a->labels, "--labels", &ys)) goto done;
-        uint64_t ny = 1;
-        for (uint32_t i = 0; i < ys.rank; i++) ny *= ys.shape[i];
-        int64_t probe;
-        if (ny != n || !int_at(&ys, 0, &probe)) {
-            fprintf(stderr, "qmap run: --labels: %s holds %llu %s values; give %llu integer labels\n", a->labels,
-                    (unsigned long long)ny, qc_dtype_name(ys.dtype), (unsigned long long)n);
-            goto done;
-        }
-        if (!(labels = malloc(n * sizeof *labels)) || !(confusion = calloc(k * k, sizeof *confusion))) {
-            fprintf(stderr, "qmap run: out of memory\n");
-            goto done;
-        }
-        for (uint64_t i = 0; i < n; i++) {
-            int64_t v = 0;
-            int_at(&ys, i, &v);
-            if (v < 0 || (uint64_t)v >= k) {
-                fprintf(stderr, "qmap run: --labels: row %llu has label %lld; the model has %zu classes\n",
-                        (unsigned long long)i, (long long)v, k);
-                goto done;
-            }
-            labels[i] = v;
-        }
+    if (a->labels && read_labels(a->labels, n, k, a->allow_large, &ys, &labels, &confusion)) goto done;
+    /* every output only where they are written or shown; else a slice at a time */
+    bool keep_outputs = a->output || (!a->json && n <= 20);
+    if ((keep_outputs && !(out = malloc(n * k * sizeof *out))) || !(per_class = calloc(k, sizeof *per_class)) ||
+        !(pred = malloc(n * sizeof *pred))) {
+        fprintf(stderr, "qmap run: out of memory\n");
+        goto done;
     }
-    if (!(out = malloc(n * k * sizeof *out))) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
     qmap_error err;
     if (qmap_classifier_new(m, (size_t)a->batch, (int)a->threads, a->act, &c, &err) != QMAP_OK) {
         fprintf(stderr, "qmap run: %s\n", err.message);
         goto done;
     }
-    double t0 = now_s();
-    if (qmap_classify(c, xf, (size_t)n, out, &err) != QMAP_OK) {
-        fprintf(stderr, "qmap run: %s\n", err.message);
-        goto done;
-    }
-    double secs = now_s() - t0;
+    double secs = 0;
+    if (classify_rows(c, &xs, n, d, &in, out, pred, &secs)) goto done;
     uint64_t right = 0;
-    if (!(per_class = calloc(k, sizeof *per_class)) || !(pred = malloc(n * sizeof *pred))) {
-        fprintf(stderr, "qmap run: out of memory\n");
-        goto done;
-    }
     for (uint64_t i = 0; i < n; i++) {
-        size_t p = argmax(out + i * k, k);
-        pred[i] = (uint32_t)p;
+        size_t p = pred[i];
         per_class[p]++;
         if (labels) {
             right += (int64_t)p == labels[i];
@@ -249,94 +286,18 @@ int run_classifier(qmap_model *m, const classify_args *a)
         }
     }
     if (a->output && write_npy(a->output, out, (size_t)n, k)) goto done;
-    double acc = labels ? (double)right / (double)n : 0;
-    if (a->json) {
-        json_out j = { .fp = stdout };
-        json_begin_object(&j, NULL);
-        json_cstring(&j, "model", in.path);
-        json_u64(&j, "rows", n);
-        json_u64(&j, "classes", k);
-        if (in.has_class_names) {
-            json_begin_array(&j, "class_names");
-            for (size_t q = 0; q < k; q++) {
-                size_t len;
-                const char *name = qmap_model_class_name(m, (uint32_t)q, &len);
-                json_string(&j, NULL, name, len);
-            }
-            json_end_array(&j);
-        }
-        json_begin_array(&j, "predictions");
-        for (uint64_t i = 0; i < n; i++) json_u64(&j, NULL, pred[i]);
-        json_end_array(&j);
-        if (labels) {
-            json_f64(&j, "accuracy", acc);
-            json_begin_array(&j, "confusion");
-            for (size_t r = 0; r < k; r++) {
-                json_begin_array(&j, NULL);
-                for (size_t q = 0; q < k; q++) json_u64(&j, NULL, confusion[r * k + q]);
-                json_end_array(&j);
-            }
-            json_end_array(&j);
-        }
-        json_f64(&j, "seconds", secs);
-        json_f64(&j, "rows_per_s", secs > 0 ? (double)n / secs : 0);
-        json_end_object(&j);
-        fputc('\n', stdout);
-    } else {
-        if (n <= 20) {
-            for (uint64_t i = 0; i < n; i++) {
-                const float *o = out + i * k;
-                printf("row %llu: class %u", (unsigned long long)i, pred[i]);
-                print_class_name(stdout, m, pred[i]);
-                /* the top classes with their scores */
-                long top = a->top > 0 ? (a->top < (long)k ? a->top : (long)k) : 1;
-                bool used[4096] = { false };
-                printf("  [");
-                for (long t = 0; t < top && k <= 4096; t++) {
-                    size_t b = SIZE_MAX;
-                    for (size_t q = 0; q < k; q++)
-                        if (!used[q] && (b == SIZE_MAX || o[q] > o[b])) b = q;
-                    used[b] = true;
-                    printf("%s%zu: %.4g", t ? ", " : "", b, (double)o[b]);
-                }
-                printf("]");
-                if (labels) printf("  label %lld%s", (long long)labels[i], pred[i] == labels[i] ? "" : "  WRONG");
-                printf("\n");
-            }
-        } else {
-            printf("%llu rows classified; rows predicted per class:\n", (unsigned long long)n);
-            for (size_t q = 0; q < k && q < 64; q++) {
-                printf("  %3zu%s", q, in.has_class_names ? "" : ":");
-                print_class_name(stdout, m, q);
-                printf("%s %llu\n", in.has_class_names ? ":" : "", (unsigned long long)per_class[q]);
-            }
-            if (k > 64) printf("  (%zu more classes)\n", k - 64);
-        }
-        if (labels) {
-            printf("accuracy %.2f%% (%llu of %llu)\nconfusion matrix (rows: label, columns: predicted):\n", 100 * acc,
-                   (unsigned long long)right, (unsigned long long)n);
-            for (size_t r = 0; r < k && k <= 64; r++) {
-                printf("  %3zu |", r);
-                for (size_t q = 0; q < k; q++) printf(" %5llu", (unsigned long long)confusion[r * k + q]);
-                print_class_name(stdout, m, r);
-                printf("\n");
-            }
-        }
-        if (a->output) printf("outputs written to %s (float32 [%llu, %zu])\n", a->output, (unsigned long long)n, k);
-        if (!a->quiet)
-            fprintf(stderr, "qmap run: %llu rows in %.3f ms: %.0f rows/s (batch %ld, %s)\n", (unsigned long long)n,
-                    secs * 1e3, secs > 0 ? (double)n / secs : 0.0, a->batch ? a->batch : 256L, in.file_type);
-    }
+    classified r = { n, right, k, out, pred, labels, confusion, per_class, secs };
+    if (a->json) print_json(m, &in, &r);
+    else print_text(m, &in, a, &r);
     status = 0;
 done:
     qmap_classifier_free(c);
-    free(x);
     free(out);
     free(labels);
     free(confusion);
     free(per_class);
     free(pred);
-    input_free(&xs);
-    input_free(&ys);
+    input_rows_free(&xs);
+    input_rows_free(&ys);
     return status;
 }

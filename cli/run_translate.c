@@ -124,8 +124,9 @@ int run_translate(qmap_model *m, const translate_args *a)
     char *one[1] = { (char *)a->prompt };
     if (a->file) {
         size_t len;
-        if (!(file_text = cli_read_file(a->file, &len))) {
-            fprintf(stderr, "qmap run: %s: %s\n", a->file, strerror(errno));
+        qm_error fe;
+        if (!(file_text = cli_read_text(a->file, &len, &fe))) {
+            fprintf(stderr, "qmap run: -f: %s\n", fe.message);
             goto done;
         }
         n_sent = split_lines(file_text, len, &lines);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The innermost guard of each thread. Thread-local because a fault is taken by the thread that read. */
 static _Thread_local qm_guard *innermost;
@@ -15,6 +16,20 @@ static _Thread_local qm_guard *innermost;
  * finds qmap's handler missing (first use, or someone installed another since). */
 static struct sigaction previous;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* qm_guard_exit_on_unguarded's message and status, written under `lock` before the handler can read them
+ * (the handler reads them only once exit_armed is set, after the write). */
+static char exit_message[QM_GUARD_EXIT_MESSAGE_MAX + 2];
+static size_t exit_message_len;
+static int exit_status_code;
+static volatile sig_atomic_t exit_armed;
+
+static void exit_unguarded(void)
+{
+    ssize_t w = write(STDERR_FILENO, exit_message, exit_message_len);
+    (void)w;   /* nothing to do if stderr is gone: the exit status still says it */
+    _exit(exit_status_code);
+}
 
 static void on_sigbus(int sig, siginfo_t *info, void *context)
 {
@@ -25,6 +40,7 @@ static void on_sigbus(int sig, siginfo_t *info, void *context)
             siglongjmp(g->jump, 1);
         }
     }
+    if (exit_armed) exit_unguarded();
     /* Not a read we guard: behave as if qmap had installed nothing. */
     if ((previous.sa_flags & SA_SIGINFO) && previous.sa_sigaction) {
         previous.sa_sigaction(sig, info, context);
@@ -72,6 +88,20 @@ void qm_guard_push(qm_guard *g, const void *base, size_t len)
 void qm_guard_pop(qm_guard *g)
 {
     innermost = g->prev;   /* also drops guards nested in g that a jump went past */
+}
+
+void qm_guard_exit_on_unguarded(const char *message, int exit_status)
+{
+    pthread_mutex_lock(&lock);
+    exit_armed = 0;
+    size_t n = strnlen(message ? message : "", QM_GUARD_EXIT_MESSAGE_MAX);
+    memcpy(exit_message, message ? message : "", n);
+    exit_message[n] = '\n';
+    exit_message_len = n + 1;
+    exit_status_code = exit_status;
+    exit_armed = 1;
+    pthread_mutex_unlock(&lock);
+    ensure_installed();
 }
 
 #define CHANGED_MESSAGE "the file changed while being read (it is now shorter than when it was opened: truncated, or " \

@@ -24,8 +24,9 @@
  * sigsetjmp need not save the signal mask. A push costs one sigaction query (well under a microsecond),
  * so guards go around passes over whole tensors, not around single reads. A SIGBUS that no guard of the
  * faulting thread covers goes to the handler that was in place before qmap's, or, if that was the default,
- * ends the process as it would have without qmap. That saved handler (written under a mutex) and each
- * thread's innermost guard (thread-local) are the only state here.
+ * ends the process as it would have without qmap, unless qm_guard_exit_on_unguarded asked for a message and
+ * an exit status instead. That saved handler and that message (written under a mutex) and each thread's
+ * innermost guard (thread-local) are the only state here.
  */
 #ifndef QM_GUARD_H
 #define QM_GUARD_H
@@ -54,6 +55,15 @@ void qm_guard_pop(qm_guard *g);
  * opened: truncated, or overwritten in place?)", naming `path` and the faulting offset from `base` (the
  * start of the file's mapping; NULL: no offset). Returns QM_ERR_IO. */
 qm_status qm_guard_fail(const qm_guard *g, qm_error *err, const char *path, const void *base);
+
+/* For a SIGBUS that no guard covers (a read of a mapping on any thread, outside every guard): instead of
+ * ending by the signal (or chaining to the handler that was in place before qmap's), write `message` (up to
+ * QM_GUARD_EXIT_MESSAGE_MAX bytes are kept; a newline is added) to standard error and _exit(exit_status).
+ * For programs that map files for their whole run (the runtime's models), where a fault deep inside a
+ * parallel kernel cannot be unwound into an error. Installs the handler; call it before the mappings are
+ * read (calling again replaces the message and status). */
+#define QM_GUARD_EXIT_MESSAGE_MAX 1024
+void qm_guard_exit_on_unguarded(const char *message, int exit_status);
 
 /* For reads through a descriptor (read, or write() from a mapping) rather than by loads from the mapping,
  * which see a shrunk file as a short read or EFAULT instead of a fault: if `st` is an error and the file behind `fd` is now smaller than

@@ -5,7 +5,6 @@
  * hashed on the way. finish() patches the table and header in place, fsyncs, renames over the target
  * and fsyncs the directory, so the target path only ever holds a complete file.
  */
-#define _GNU_SOURCE /* O_TMPFILE */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <xxhash.h>
 
 #include "qm_bytes.h"
+#include "qm_fileio.h"
 #include "qm_reader.h"
 #include "qm_writer.h"
 
@@ -35,9 +35,8 @@ typedef struct strset { const char **slots; size_t cap, n; } strset;
 enum phase { PHASE_DECLARE, PHASE_DATA, PHASE_FAILED };
 
 struct qm_writer {
-    char *path, *tmp_path;  /* tmp_path: the named temporary file, or NULL while the file has no name */
-    bool anonymous;         /* an O_TMPFILE file: it gets a name only once complete (finish) */
-    int fd;
+    qm_outfile out;         /* the temporary file, named and renamed onto the target at finish */
+    char *path;             /* the target, for messages */
     uint64_t alignment;
     enum phase phase;
     uint8_t *meta; size_t meta_len, meta_cap; uint64_t meta_count;
@@ -50,7 +49,7 @@ struct qm_writer {
 };
 
 /* The name to put in a message about the file being written. */
-static const char *tmp_name(const qm_writer *w) { return w->tmp_path ? w->tmp_path : w->path; }
+static const char *tmp_name(const qm_writer *w) { return w->out.path ? qm_outfile_name(&w->out) : w->path; }
 
 /* ---- small helpers --------------------------------------------------------------------------- */
 
@@ -104,7 +103,7 @@ static qm_status write_all(qm_writer *w, qm_error *err, const void *p, size_t n)
 {
     const uint8_t *b = p;
     while (n) {
-        ssize_t k = write(w->fd, b, n);
+        ssize_t k = write(w->out.fd, b, n);
         if (k < 0) {
             if (errno == EINTR) continue;
             w->phase = PHASE_FAILED;
@@ -120,7 +119,7 @@ static qm_status pwrite_all(qm_writer *w, qm_error *err, const void *p, size_t n
 {
     const uint8_t *b = p;
     while (n) {
-        ssize_t k = pwrite(w->fd, b, n, (off_t)off);
+        ssize_t k = pwrite(w->out.fd, b, n, (off_t)off);
         if (k < 0) {
             if (errno == EINTR) continue;
             w->phase = PHASE_FAILED;
@@ -176,7 +175,7 @@ static qm_status emit(qm_writer *w, qm_error *err, const void *p, uint64_t n)
 static void writer_free(qm_writer *w)
 {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
+    qm_outfile_abort(&w->out);   /* removes the temporary file if it still exists */
     for (uint64_t i = 0; i < w->n_tensors; i++) free(w->tensors[i].name);
     free(w->tensors);
     for (size_t i = 0; i < w->keys.cap; i++) free((char *)w->keys.slots[i]); /* the set owns key copies */
@@ -186,75 +185,12 @@ static void writer_free(qm_writer *w)
     free(w->buf);
     if (w->hash) XXH3_freeState(w->hash);
     free(w->path);
-    free(w->tmp_path);
     free(w);
 }
 
 void qm_writer_abort(qm_writer *w)
 {
-    if (!w) return;
-    if (w->tmp_path) unlink(w->tmp_path);
     writer_free(w);
-}
-
-/* A file without a name in the target's directory (Linux O_TMPFILE): a writer killed at any moment leaves
- * nothing behind, since the file only gets a name once it is complete. -1 (errno) where the filesystem or
- * kernel refuses it; the caller then falls back to a named temporary file. */
-static int open_anonymous(const char *path)
-{
-#ifdef O_TMPFILE
-    const char *slash = strrchr(path, '/');
-    char dir[4096];
-    if (slash) {
-        size_t n = (size_t)(slash - path);
-        if (n >= sizeof dir) { errno = ENAMETOOLONG; return -1; }
-        memcpy(dir, path, n ? n : 1);
-        dir[n ? n : 1] = 0;
-    } else {
-        dir[0] = '.';
-        dir[1] = 0;
-    }
-    return open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
-#else
-    (void)path;
-    errno = EOPNOTSUPP;
-    return -1;
-#endif
-}
-
-/* Create "<dir>/.<base>.tmp.XXXXXX" exclusively; mode 0666 so the umask applies as for any new file. With
- * fd >= 0, the name is given to that open (anonymous) file with linkat instead of creating a new one. */
-static int open_temp_as(const char *path, char **tmp_out, int fd_to_link)
-{
-    const char *slash = strrchr(path, '/');
-    size_t dir_len = slash ? (size_t)(slash - path + 1) : 0;
-    const char *base = slash ? slash + 1 : path;
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (!tmp) { errno = ENOMEM; return -1; }
-    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20) ^ (uint64_t)(uintptr_t)tmp;
-    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-    for (int attempt = 0; attempt < 100; attempt++) {
-        char suffix[7];
-        for (int i = 0; i < 6; i++) {
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            suffix[i] = alphabet[(seed >> 33) % 36];
-        }
-        suffix[6] = 0;
-        snprintf(tmp, n, "%.*s.%s.tmp.%s", (int)dir_len, path, base, suffix);
-        if (fd_to_link >= 0) {
-            char proc[64];
-            snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd_to_link);
-            if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) { *tmp_out = tmp; return fd_to_link; }
-        } else {
-            int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-            if (fd >= 0) { *tmp_out = tmp; return fd; }
-        }
-        if (errno != EEXIST) { int e = errno; free(tmp); errno = e; return -1; }
-    }
-    free(tmp);
-    errno = EEXIST;
-    return -1;
 }
 
 qm_status qm_writer_create(const char *path, const qm_writer_opts *opts, qm_writer **out, qm_error *err)
@@ -267,7 +203,7 @@ qm_status qm_writer_create(const char *path, const qm_writer_opts *opts, qm_writ
                        "%llu is not a power of two in [64, 2^30]", (unsigned long long)align);
     qm_writer *w = calloc(1, sizeof *w);
     if (!w) return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory");
-    w->fd = -1;
+    w->out.fd = -1;
     w->alignment = align;
     w->path = strdup(path);
     w->buf = malloc(WBUF_SIZE);
@@ -276,20 +212,10 @@ qm_status qm_writer_create(const char *path, const qm_writer_opts *opts, qm_writ
         writer_free(w);
         return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory");
     }
-    w->fd = open_anonymous(path);
-    if (w->fd >= 0) {
-        w->anonymous = true;
-        /* O_TMPFILE ignores the umask on some filesystems: give it the mode a new file would get */
-        mode_t um = umask(0);
-        umask(um);
-        fchmod(w->fd, 0666 & ~um);
-    } else {
-        w->fd = open_temp_as(path, &w->tmp_path, -1);
-    }
-    if (w->fd < 0) {
-        int e = errno;
+    qm_status s = qm_outfile_create(&w->out, path, err);
+    if (s != QM_OK) {
         writer_free(w);
-        return qm_fail(err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot create a temporary file beside it: %s", strerror(e));
+        return s;
     }
     *out = w;
     return QM_OK;
@@ -593,19 +519,6 @@ qm_status qm_writer_write(qm_writer *w, const void *bytes, size_t len, qm_error 
 
 qm_status qm_writer_write_zeros(qm_writer *w, uint64_t len, qm_error *err) { return append_data(w, NULL, len, err); }
 
-static qm_status fsync_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, (size_t)(slash - path + (slash == path))) : strdup(".");
-    if (!dir) return QM_ERR_NOMEM;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(dir);
-    if (fd < 0) return QM_ERR_IO;
-    int r = fsync(fd);
-    close(fd);
-    return r == 0 ? QM_OK : QM_ERR_IO;
-}
-
 qm_status qm_writer_finish(qm_writer *w, qm_error *err)
 {
     qm_status s = check_usable(w, err);
@@ -652,29 +565,7 @@ qm_status qm_writer_finish(qm_writer *w, qm_error *err)
     if (s == QM_OK) s = pwrite_all(w, err, hdr, sizeof hdr, 0);
     if (s != QM_OK) goto out;
 
-    /* Durable before visible: data on disk, then the name, then the directory entry. */
-    if (fsync(w->fd) != 0) { s = qm_fail(err, QM_ERR_IO, tmp_name(w), NULL, QM_NO_OFFSET, "fsync failed: %s", strerror(errno)); goto out; }
-    if (w->anonymous) {   /* complete and durable: now it may have a name (rename cannot take an fd) */
-        char *named = NULL;
-        if (open_temp_as(w->path, &named, w->fd) < 0) {
-            s = qm_fail(err, QM_ERR_IO, w->path, NULL, QM_NO_OFFSET, "cannot name the finished file: %s", strerror(errno));
-            goto out;
-        }
-        w->tmp_path = named;
-    }
-    if (close(w->fd) != 0) { w->fd = -1; s = qm_fail(err, QM_ERR_IO, tmp_name(w), NULL, QM_NO_OFFSET, "close failed: %s", strerror(errno)); goto out; }
-    w->fd = -1;
-    if (rename(w->tmp_path, w->path) != 0) {
-        s = qm_fail(err, QM_ERR_IO, w->path, NULL, QM_NO_OFFSET, "cannot rename the temporary file into place: %s", strerror(errno));
-        goto out;
-    }
-    free(w->tmp_path);
-    w->tmp_path = NULL; /* renamed: nothing to remove any more */
-    if (fsync_dir(w->path) != QM_OK) {
-        s = qm_fail(err, QM_ERR_IO, w->path, NULL, QM_NO_OFFSET, "the file is complete but its directory could not be synced");
-        goto out;
-    }
-    s = QM_OK;
+    s = qm_outfile_commit(&w->out, err);
 out:
     qm_writer_abort(w); /* removes the temporary file if it still exists, frees the writer */
     return s;

@@ -14,11 +14,13 @@
  * qm_writer_abort(), each of which frees it (finish also on failure). After any failed call the writer
  * refuses further calls (QM_ERR_STATE) and the caller must finish or abort it. The target path is only
  * ever replaced, never partially written: until the rename, a crash or abort leaves the existing file at
- * the target intact. On Linux the file is written without a name (O_TMPFILE in the target's directory) and
- * is named ".<name>.tmp.XXXXXX" (linkat) only once complete and fsynced, just before the rename: a crash
- * while writing leaves nothing behind, and only one in the microseconds between naming and rename leaves
- * that complete temporary file. Where the filesystem refuses O_TMPFILE, the named temporary file is
- * created at the start instead (abort deletes it; a crash leaves it, safe to delete once no writer runs).
+ * the target intact. The file is written through qm_outfile (qm_fileio.h): on Linux without a name
+ * (O_TMPFILE in the target's directory), named ".<name>.tmp.XXXXXX" (linkat) only once complete and
+ * fsynced, just before the rename: a crash while writing leaves nothing behind, and only one in the
+ * microseconds between naming and rename leaves that complete temporary file. Where the filesystem refuses
+ * O_TMPFILE, the named temporary file is created at the start instead (abort deletes it; a crash leaves
+ * it, safe to delete once no writer runs). A target that exists and is not a regular file (or a symlink)
+ * — a device node, a FIFO, a directory — is refused with QM_ERR_IO by create, and again before the rename.
  */
 #ifndef QM_WRITER_H
 #define QM_WRITER_H

@@ -103,6 +103,21 @@ QMAP_API qmap_status qmap_model_open(const char *path, const qmap_model_params *
 /* Release the model and its mapping; NULL is allowed. Sessions made from it must be freed first. */
 QMAP_API void qmap_model_close(qmap_model *m);
 
+/* Replacing a model's file. The weights are read from the mapping of the file for as long as the model is
+ * open, so a model file must only ever be replaced by writing a new file and renaming it over the old one
+ * (as qmap's writers and `mv` do: the open model keeps the old file's pages). A file truncated or
+ * overwritten in place while it is mapped (`truncate`, `cp` onto it, a download restarted into it) loses
+ * pages, and the next read of one raises SIGBUS on whichever thread reads it, in the middle of a kernel
+ * that cannot be unwound into an error code. By default that signal ends the process (or goes to the
+ * program's own SIGBUS handler, if it set one before opening a model). A program that would rather end
+ * with a message and an exit status calls qmap_exit_on_mapped_file_change once, before reading a model:
+ * a SIGBUS that the library does not handle itself then writes `message` (NULL: "the model file changed
+ * while mapped; replace files with rename, as qmap's writers do"; up to 1024 bytes, a newline added) to
+ * standard error and calls _exit(exit_status). Calling it again replaces the message and status. The
+ * `qmap` command does this for run, perplexity and bench (exit status 1). */
+#define QMAP_MAPPED_FILE_CHANGED "the model file changed while mapped; replace files with rename, as qmap's writers do"
+QMAP_API qmap_status qmap_exit_on_mapped_file_change(const char *message, int exit_status);
+
 typedef struct qmap_model_info {
     const char *path;          /* as given to qmap_model_open */
     const char *arch;          /* "gpt2", "gpt_neo", "llama", "mlp", "seq2seq" (NUL-terminated) */
