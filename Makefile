@@ -71,7 +71,8 @@ help:
 	@echo "make tokenizer-test  real GPT-2 / Llama-2 tokenizers against the npm reference encoders (+ tokenizer-fuzz)"
 	@echo "make lib-test   install into a temporary prefix, build examples/simple.c through pkg-config, run it"
 	@echo "make python-test  the Python package (python/qmap) against qmap run, qmap tokenize and torch (pytest)"
-	@echo "make install    PREFIX=/usr/local DESTDIR= : qmap, libqmap.a/.so, qmap.h, qmap.pc (make uninstall removes them)"
+	@echo "make install    PREFIX=/usr/local DESTDIR= : qmap, libqmap.a/.so, qmap.h, qmap.pc, the Python package"
+	@echo "                (make uninstall removes them)"
 	@echo "make deps       apt-get install whatever build packages are missing (needs root); deps-test: test ones too"
 
 # ---- dependencies ----------------------------------------------------------------------------

@@ -4,6 +4,11 @@
 #   make lib-qmap                 $(BUILD)/libqmap.a and $(BUILD)/libqmap.so.$(QMAP_SOVERSION_FULL)
 #   make install PREFIX=/usr/local DESTDIR=
 #   make uninstall PREFIX=… DESTDIR=…
+#
+# install puts the Python package (python/qmap) where Debian's /usr/bin/python3 looks under PREFIX:
+# /usr/lib/python3/dist-packages for PREFIX=/usr, PREFIX/lib/python3.X/dist-packages otherwise (Debian's
+# site.py lists /usr/local/lib/python3.X/dist-packages; another prefix needs PYTHONPATH). The package finds
+# the libqmap.so.0 of the same prefix by its own path.
 
 PREFIX  ?= /usr/local
 DESTDIR ?=
@@ -11,6 +16,7 @@ QMAP_LIB_VERSION := $(shell sed -n 's/^\#define QMAP_VERSION "\(.*\)"/\1/p' form
 QMAP_SOVERSION   := 0
 QMAP_SONAME      := libqmap.so.$(QMAP_SOVERSION)
 QMAP_SOFILE      := libqmap.so.$(QMAP_LIB_VERSION)
+PYTHON_SITEDIR   ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages)
 
 LIBQMAP_SRC := $(FORMAT_SRC) $(RUNTIME_SRC) $(API_SRC)
 LIBQMAP_OBJ := $(LIBQMAP_SRC:%.c=$(BUILD)/obj/%.o)
@@ -47,15 +53,21 @@ install: $(BUILD)/qmap lib-qmap
 	install -m 644 include/qmap.h include/qmap_errors.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(QMAP_LIB_VERSION)|' lib/qmap.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/qmap.pc
 	chmod 644 $(DESTDIR)$(PREFIX)/lib/pkgconfig/qmap.pc
+	install -d $(DESTDIR)$(PYTHON_SITEDIR)/qmap
+	install -m 644 python/qmap/*.py $(DESTDIR)$(PYTHON_SITEDIR)/qmap/
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/bin/qmap $(DESTDIR)$(PREFIX)/lib/libqmap.a $(DESTDIR)$(PREFIX)/lib/$(QMAP_SOFILE) \
 	  $(DESTDIR)$(PREFIX)/lib/$(QMAP_SONAME) $(DESTDIR)$(PREFIX)/lib/libqmap.so \
 	  $(DESTDIR)$(PREFIX)/include/qmap.h $(DESTDIR)$(PREFIX)/include/qmap_errors.h \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig/qmap.pc
+	rm -f $(DESTDIR)$(PYTHON_SITEDIR)/qmap/*.py
+	rm -rf $(DESTDIR)$(PYTHON_SITEDIR)/qmap/__pycache__
+	rmdir $(DESTDIR)$(PYTHON_SITEDIR)/qmap 2>/dev/null || true
 
 # Install into a temporary prefix, build examples/simple.c there through pkg-config (shared and static),
-# run both on a small converted model, compare with qmap run; check the exported symbols and uninstall.
+# run both on a small converted model, compare with qmap run; import the installed Python package and
+# generate with it; check the exported symbols and uninstall.
 lib-test: $(BUILD)/qmap lib-qmap
 	sh tests/lib/test_install.sh $(BUILD) $(PYTHON)
 
