@@ -375,6 +375,38 @@ class Model:
                     out[start + i] = np.ctypeslib.as_array(C.qmap_logits(s, i), shape=(vocab,))
             return out
 
+    def perplexity(self, text: str, ctx: int = 256, chunks: Optional[int] = None) -> float:
+        """Perplexity of `text` by llama.cpp's method: the text is tokenized once (with BOS when the
+        tokenizer adds one) and cut into non-overlapping windows of `ctx` tokens (at most `chunks` of them;
+        the text must fill two); each window is evaluated from an empty cache with BOS in its first slot
+        (when the tokenizer adds one), and only its second half is scored: exp of the mean negative
+        log-likelihood of each token from position ctx/2 + 1 on. Computed here from logits()."""
+        with self._lock:
+            self._require_kind("lm", "perplexity")
+            ctx = _count("ctx", ctx, 4, self._n_ctx)
+            chunks = None if chunks is None else _count("chunks", chunks, 1, 1 << 30)
+            ids = self._tokenize(text, True)
+            bos = C.qmap_token_bos(self._handle)
+            adds_bos = len(ids) > 0 and bos >= 0 and ids[0] == bos
+            n_windows = len(ids) // ctx
+            if n_windows < 2:
+                raise _invalid("%s: perplexity: the text is %d tokens; windows of %d need at least %d"
+                               % (self._path, len(ids), ctx, 2 * ctx))
+            n_windows = n_windows if chunks is None else min(n_windows, chunks)
+            nll = [self._window_nll(ids[k * ctx:(k + 1) * ctx].copy(), bos if adds_bos else -1)
+                   for k in range(n_windows)]
+            return float(np.exp(np.concatenate(nll).mean()))
+
+    def _window_nll(self, window: np.ndarray, bos: int) -> np.ndarray:
+        """-log P of window[j + 1] given window[..j], for j from len/2 to len - 2 (the scored half)."""
+        if bos >= 0:
+            window[0] = bos
+        first = len(window) // 2
+        x = self.logits(window)[first:-1].astype(np.float64)
+        mx = x.max(axis=1, keepdims=True)
+        lse = mx[:, 0] + np.log(np.exp(x - mx).sum(axis=1))
+        return lse - x[np.arange(len(x)), window[first + 1:]]
+
     def generate(self, prompt: Union[str, Sequence[int]], max_tokens: int = 64, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, repeat_penalty: float = 1.0,
                  repeat_last_n: int = 64, seed: Optional[int] = None,
@@ -386,7 +418,7 @@ class Model:
         Sampling is llama.cpp's (penalty, top-k, top-p, min-p, temperature; temperature 0 is greedy); the
         same seed gives the same text, and seed=None draws a fresh one. With stream=True, returns an
         iterator of the text piece by piece (never splitting a UTF-8 character), joining to the same text;
-        until it is exhausted or closed, other generate/perplexity calls on this model raise StateError."""
+        until it is exhausted or closed, other generate calls on this model raise StateError."""
         with self._lock:
             self._require_kind("lm", "generate")
             ids = self._prompt_ids(prompt)
