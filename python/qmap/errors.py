@@ -6,7 +6,10 @@ message naming the file, key or tensor at fault. Where a kind has an obvious bui
 derives from it too (FileIOError is an OSError, InvalidArgumentError a ValueError, ...), so code that
 catches the built-in catches qmap's.
 """
+import re
 from typing import Dict, Optional, Type
+
+_TAGGED = re.compile(r"\[QM(AP)?_[A-Z0-9_]+\]$")   # the library's messages end with their status
 
 
 class Error(Exception):
@@ -20,7 +23,7 @@ class Error(Exception):
         self.status = status
 
     def __str__(self) -> str:
-        return "%s [%s]" % (self.message, self.status)
+        return self.message if _TAGGED.search(self.message) else "%s [%s]" % (self.message, self.status)
 
 
 class FileIOError(Error, OSError):

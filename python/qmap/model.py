@@ -15,8 +15,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _lib
-from .errors import (QMAP_ERR_INVALID_ARGUMENT, QMAP_ERR_STATE, Error, InvalidArgumentError, StateError,
-                     error_for)
+from .errors import (QMAP_ERR_INVALID_ARGUMENT, QMAP_ERR_NOT_FOUND, QMAP_ERR_STATE, InvalidArgumentError,
+                     NotFoundError, StateError, error_for)
 
 C = _lib.lib
 KINDS = {0: "none", 1: "lm", 2: "classifier", 3: "seq2seq"}
@@ -421,6 +421,10 @@ class Model:
         until it is exhausted or closed, other generate calls on this model raise StateError."""
         with self._lock:
             self._require_kind("lm", "generate")
+            if not self._info["has_tokenizer"]:
+                raise NotFoundError("%s: the container has no tokenizer, and generate returns text; logits() "
+                                    "runs token ids without one" % self._path, code=QMAP_ERR_NOT_FOUND,
+                                    status="QMAP_ERR_NOT_FOUND")
             ids = self._prompt_ids(prompt)
             params = self._sampler_params(temperature, top_k, top_p, min_p, repeat_penalty, repeat_last_n, seed)
             max_tokens = _count("max_tokens", max_tokens, 0, 1 << 24)

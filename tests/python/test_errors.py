@@ -34,6 +34,7 @@ def test_missing_file_and_not_a_container(tmp_path):
     with pytest.raises(qmap.FileIOError) as e:
         qmap.Model(str(tmp_path / "absent.qmap"))
     assert "absent.qmap" in str(e.value) and isinstance(e.value, OSError)
+    assert str(e.value).count("ERR_") == 1          # the library's message already names its status
     junk = tmp_path / "config.qmap"
     junk.write_bytes(open(os.path.join(ROOT, "tests", "data", "g2p", "config.json"), "rb").read())
     with pytest.raises(qmap.FormatError) as e:

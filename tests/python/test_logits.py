@@ -71,3 +71,5 @@ def test_logits_bad_ids(lm):
             m.logits([1] * (m.n_ctx + 1))
         with pytest.raises(qmap.NotFoundError):   # no tokenizer in this container
             m.tokenize("hello")
+        with pytest.raises(qmap.NotFoundError, match="no tokenizer"):
+            m.generate(ids[:4], max_tokens=2, stream=True)
