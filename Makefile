@@ -58,7 +58,8 @@ all: $(BUILD)/qmap
 
 help:
 	@echo "make            build $(BUILD)/qmap"
-	@echo "make demo       install deps, build; convert, quantize and run the shipped KJV Llama, classifiers and translators"
+	@echo "make demo       install deps, build; convert, quantize and run the shipped KJV Llama (also from Python),"
+	@echo "                classifiers and translators"
 	@echo "make test       install deps, then every test: unit (once per CPU level), sanitizers, spec reader, fuzz (bounded), crash,"
 	@echo "                convert against PyTorch (also under ASan), quantize against numpy, importer fuzzing (bounded)"
 	@echo "make fuzz       run the reader fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"

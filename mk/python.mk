@@ -11,3 +11,13 @@ python-test: $(BUILD)/qmap lib-qmap
 	  $(PYTHON) -m pytest -q -p no:cacheprovider tests/python
 .PHONY: python-test
 EXTRA_TESTS += python-test
+
+# make demo: the shipped KJV Llama, quantized to Q8_ROW, continued from Python (examples/generate.py).
+demo-python: $(BUILD)/qmap lib-qmap
+	@mkdir -p $(BUILD)/demo
+	$(BUILD)/qmap convert tests/data/kjv_llama -o $(BUILD)/demo/kjv-py.qmap --quiet
+	$(BUILD)/qmap quantize --q8 $(BUILD)/demo/kjv-py.qmap -o $(BUILD)/demo/kjv-py-q8.qmap --quiet
+	QMAP_LIBRARY=$(abspath $(BUILD))/libqmap.so PYTHONPATH=python $(PYTHON) examples/generate.py \
+	  $(BUILD)/demo/kjv-py-q8.qmap "In the beginning" 32
+.PHONY: demo-python
+EXTRA_DEMO += demo-python
