@@ -457,7 +457,10 @@ class Model:
         sampler = ctypes.c_void_p()
         try:
             with self._lock:
-                sampler, logits, detok = self._start(ids, params)
+                err = _lib.qmap_error()
+                _raise_if(C.qmap_sampler_new(ctypes.byref(params), self._info["vocab_size"], ctypes.byref(sampler),
+                                             ctypes.byref(err)), err)
+                logits, detok = self._start(ids, sampler)
             filt = _StopFilter(stops)
             for text in self._steps(len(ids), sampler, logits, detok, max_tokens):
                 out = filt.feed(text)
@@ -472,17 +475,13 @@ class Model:
             C.qmap_sampler_free(sampler)
             self._streaming = False
 
-    def _start(self, ids: np.ndarray, params: _lib.qmap_sampler_params) -> Tuple[ctypes.c_void_p, Any, _Detokenizer]:
-        """Evaluate the prompt in a fresh session and make the sampler and detokenizer state for what
-        follows. The prompt's tokens (BOS excepted) go through the detokenizer first, their text dropped, so
-        the first generated token keeps its leading space (as qmap run)."""
+    def _start(self, ids: np.ndarray, sampler: ctypes.c_void_p) -> Tuple[Any, _Detokenizer]:
+        """Evaluate the prompt in a fresh session, record it in the sampler's penalty history, and make the
+        detokenizer state for what follows. The prompt's tokens (BOS excepted) go through the detokenizer
+        first, their text dropped, so the first generated token keeps its leading space (as qmap run)."""
         s = self._session("gen", False)
         C.qmap_session_reset(s)
         self._eval(s, ids)
-        sampler = ctypes.c_void_p()
-        err = _lib.qmap_error()
-        _raise_if(C.qmap_sampler_new(ctypes.byref(params), self._info["vocab_size"], ctypes.byref(sampler),
-                                     ctypes.byref(err)), err)
         for t in ids:
             C.qmap_sampler_accept(sampler, int(t))
         detok = _Detokenizer(self._handle)
@@ -491,7 +490,7 @@ class Model:
             for t in ids:
                 if t != bos:
                     detok.piece(int(t))
-        return sampler, C.qmap_logits(s, len(ids) - 1), detok
+        return C.qmap_logits(s, len(ids) - 1), detok
 
     def _steps(self, n_prompt: int, sampler: ctypes.c_void_p, logits: Any, detok: _Detokenizer,
                max_tokens: int) -> Iterator[str]:

@@ -74,6 +74,19 @@ def test_translate_greedy_equals_qmap_run(g2p, workdir):
     assert got == want and all(got)
 
 
+def test_translate_more_than_a_batch(g2p, workdir):
+    """70 sentences: two calls of the library's batch of 64, the same texts as qmap run -f."""
+    words = [w + s for s in ("", "s", "ed", "ing", "er", "ly", "ness", "ful", "less", "able", "ist", "ism", "al", "y")
+             for w in WORDS]
+    path = os.path.join(workdir, "words70.txt")
+    with open(path, "w") as f:
+        f.write("\n".join(words) + "\n")
+    want = [t[0]["text"] for t in cli_translate(g2p, "-f", path)]
+    with qmap.Model(g2p, threads=2) as m:
+        got = m.translate(words)
+    assert len(words) == 70 and got == want
+
+
 def test_translate_beam_n_best_equals_qmap_run(g2p):
     want = [[h["text"] for h in t] for t in cli_translate(g2p, "-p", "tomato", "--beam", "4", "--n-best", "3")]
     with qmap.Model(g2p, threads=2) as m:

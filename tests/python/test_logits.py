@@ -4,6 +4,7 @@ F32 KV cache within 1e-4 of max |logit| at every position (tests/run/test_lm.py'
 batches of 7.
 """
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -58,6 +59,25 @@ def test_logits_in_batches_of_7_and_again(lm):
         assert rel(got, ref) <= 1e-4
         again = m.logits(ids[:10])
     assert rel(again, got[:10]) <= 1e-5
+
+
+def test_one_model_from_several_threads(lm):
+    """Calls from several threads on one Model run one at a time (its lock): each gets the logits a lone
+    call gets."""
+    _, path, ids, _ = lm
+    with qmap.Model(path, threads=1, kv="f32") as m:
+        want = [m.logits(ids[:n]) for n in (5, 17, 31, 48)]
+        got = [None] * 8
+
+        def work(i):
+            got[i] = m.logits(ids[:(5, 17, 31, 48)[i % 4]])
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for i, g in enumerate(got):
+        np.testing.assert_array_equal(g, want[i % 4])
 
 
 def test_logits_bad_ids(lm):
