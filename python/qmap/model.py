@@ -176,7 +176,10 @@ class Model:
         self._handle: Optional[ctypes.c_void_p] = None
         self._objects: Dict[str, Any] = {}
         self._streaming = False
-        self._path = os.fspath(path)
+        try:
+            self._path = os.fspath(path)
+        except TypeError:
+            raise _invalid("path=%r: expected the name of a .qmap file" % (path,)) from None
         self._threads = _count("threads", 0 if threads is None else threads, 0, 1024)
         self._n_batch = _count("n_batch", n_batch, 0, 1 << 20)
         self._kv = _choice("kv", kv, KV_TYPES)

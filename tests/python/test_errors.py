@@ -42,6 +42,13 @@ def test_missing_file_and_not_a_container(tmp_path):
     assert e.value.status == "QMAP_ERR_BAD_MAGIC" and "config.qmap" in e.value.message
     with pytest.raises(qmap.FileIOError):
         qmap.Model(str(tmp_path))                        # a directory
+    fifo = tmp_path / "fifo.qmap"
+    os.mkfifo(fifo)
+    with pytest.raises(qmap.FileIOError, match="not a regular file"):
+        qmap.Model(str(fifo))                            # refused, never waited on
+    for bad in (None, 3, b"x.qmap", "", "a\0b"):
+        with pytest.raises(qmap.InvalidArgumentError):
+            qmap.Model(bad)
 
 
 def test_bad_model_arguments(kjv):
