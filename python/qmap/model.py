@@ -109,8 +109,9 @@ class _Detokenizer:
 
 
 class _StopFilter:
-    """Cuts generated text before the first stop string, holding back a tail that may begin one, so that a
-    stream never yields text the full string would not contain."""
+    """Cuts generated text before the earliest stop string, however the text is split into pieces: text is
+    let out only up to where a stop string could still begin, and a full stop string ends the text only
+    when no other one could still complete from an earlier start."""
 
     def __init__(self, stops: Sequence[str]) -> None:
         self.stops = [s for s in stops if s]
@@ -119,28 +120,35 @@ class _StopFilter:
 
     def feed(self, piece: str) -> str:
         self.pending += piece
-        hits = [i for i in (self.pending.find(s) for s in self.stops) if i >= 0]
-        if hits:
-            out, self.pending, self.stopped = self.pending[:min(hits)], "", True
+        hit = self._first_match()
+        maybe = self._first_partial()
+        if hit is not None and hit <= maybe:
+            out, self.pending, self.stopped = self.pending[:hit], "", True
             return out
-        keep = self._held_tail()
-        out = self.pending[:len(self.pending) - keep]
-        self.pending = self.pending[len(self.pending) - keep:]
+        keep = min(maybe, hit) if hit is not None else maybe
+        out, self.pending = self.pending[:keep], self.pending[keep:]
         return out
-
-    def _held_tail(self) -> int:
-        """Length of the longest end of pending that is a proper beginning of some stop string."""
-        best = 0
-        for s in self.stops:
-            for k in range(min(len(s) - 1, len(self.pending)), best, -1):
-                if self.pending.endswith(s[:k]):
-                    best = k
-                    break
-        return best
 
     def finish(self) -> str:
-        out, self.pending = self.pending, ""
+        """What is left once the text has ended (cut before a stop string it holds)."""
+        hit = self._first_match()
+        out, self.pending = self.pending[:hit] if hit is not None else self.pending, ""
         return out
+
+    def _first_match(self) -> Optional[int]:
+        hits = [i for i in (self.pending.find(s) for s in self.stops) if i >= 0]
+        return min(hits) if hits else None
+
+    def _first_partial(self) -> int:
+        """Where the earliest end of pending that is a proper beginning of a stop string starts
+        (len(pending) if none)."""
+        start = len(self.pending)
+        for s in self.stops:
+            for k in range(min(len(s) - 1, len(self.pending)), 0, -1):
+                if self.pending.endswith(s[:k]):
+                    start = min(start, len(self.pending) - k)
+                    break
+        return start
 
 
 def _stop_list(stop: Union[None, str, Sequence[str]]) -> List[str]:

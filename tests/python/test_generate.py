@@ -5,6 +5,7 @@ sampling flags, context (-c) and threads; stream=True yields pieces that join to
 strings cut it where the first one begins; a context too small for max_tokens stops where qmap run stops.
 """
 import json
+import random
 
 import pytest
 
@@ -98,3 +99,32 @@ def test_tokenize_equals_qmap_tokenize(kjv):
         plain = m.tokenize(text, add_special=False)
         assert plain == ids[1:] and ids[0] == m.info["bos_id"]
         assert m.detokenize(plain) == text          # byte fallback pieces join into whole characters
+
+
+@pytest.mark.parametrize("text,stops", [
+    ("In the beginning God created", ["God"]),
+    ("aaab and more", ["aab"]),
+    ("abcabd", ["abd", "cab"]),
+    ("no stop string here", ["zz", "here!"]),
+    ("x" * 30 + "END", ["END", "xxE"]),
+    ("xabcd", ["abcd", "bc"]),
+    ("xabcd", ["abce", "bc"]),
+])
+def test_stop_filter_any_split(text, stops):
+    """However the text is cut into pieces, the streamed output is the whole text cut before the earliest
+    stop string (the non-streamed definition)."""
+    from qmap.model import _StopFilter
+    hits = [text.find(s) for s in stops if s in text]
+    want = text[:min(hits)] if hits else text
+    rng = random.Random(len(text))
+    for _ in range(50):
+        cuts = sorted(rng.sample(range(1, len(text)), rng.randint(0, min(8, len(text) - 1))))
+        pieces = [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+        f, out = _StopFilter(stops), ""
+        for p in pieces:
+            out += f.feed(p)
+            if f.stopped:
+                break
+        if not f.stopped:
+            out += f.finish()
+        assert out == want, pieces
