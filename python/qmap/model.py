@@ -506,7 +506,8 @@ class Model:
     def _steps(self, n_prompt: int, sampler: ctypes.c_void_p, logits: Any, detok: _Detokenizer,
                max_tokens: int) -> Iterator[str]:
         """Sample, print, evaluate, one token at a time, stopping as qmap run does: after max_tokens, at the
-        end-of-sequence token (not printed), or when the context is full."""
+        end-of-sequence token (not printed), or when the context is full. The last token is not evaluated:
+        nothing would read its logits."""
         eos = C.qmap_token_eos(self._handle)
         gen_cap = self._n_ctx + 1 - n_prompt
         for n_gen in range(1, max_tokens + 1):
@@ -517,7 +518,7 @@ class Model:
                 if token == eos:
                     return
                 text = detok.piece(token)
-                if n_gen >= gen_cap or C.qmap_session_pos(s) >= self._n_ctx:
+                if n_gen == max_tokens or n_gen >= gen_cap or C.qmap_session_pos(s) >= self._n_ctx:
                     yield text
                     return
                 self._eval(s, np.array([token], dtype=np.int32))
