@@ -343,6 +343,126 @@ QMAP_API int32_t qmap_sample(qmap_sampler *smp, const float *logits);
 /* Record an id (e.g. a prompt token) in the penalty history without sampling. */
 QMAP_API void qmap_sampler_accept(qmap_sampler *smp, int32_t id);
 
+/* ---- containers: metadata and tensors without a model -------------------------------------------------- */
+
+/* A .qmap file opened to look at, not to run: its metadata and tensors as the file stores them
+ * (spec/FORMAT.md). Any container opens, whatever its architecture (or none). Opening validates everything
+ * outside tensor data (spec section 7) and reads no tensor byte; qmap_container_verify hashes them. A
+ * container is immutable after qmap_container_open: any number of threads may read it at once. Every
+ * pointer it hands out (keys, names, strings, tensor data) points into its read-only mapping, is owned by
+ * it and stays valid until qmap_container_close. */
+typedef struct qmap_container qmap_container;
+
+/* Dtype ids of spec/FORMAT.md section 6 (frozen, never reused). */
+typedef enum qmap_dtype {
+    QMAP_DTYPE_F32 = 1,
+    QMAP_DTYPE_F16 = 2,
+    QMAP_DTYPE_BF16 = 3,
+    QMAP_DTYPE_I32 = 4,
+    QMAP_DTYPE_Q8_ROW = 5,       /* int8 rows, one f32 scale per row (spec 6.1; qmap_tensor_info says where) */
+} qmap_dtype;
+
+/* Metadata value types of spec/FORMAT.md section 4 (frozen). */
+typedef enum qmap_meta_type {
+    QMAP_META_U32 = 1,
+    QMAP_META_I32 = 2,
+    QMAP_META_U64 = 3,
+    QMAP_META_I64 = 4,
+    QMAP_META_F32 = 5,
+    QMAP_META_F64 = 6,
+    QMAP_META_BOOL = 7,
+    QMAP_META_STRING = 8,
+    QMAP_META_ARRAY = 9,
+} qmap_meta_type;
+
+/* Open and validate `path` (a regular file; FIFOs and devices are refused) and map it read-only. On
+ * success *out owns the mapping; on failure *out is NULL and err names the file and the rule it breaks
+ * (the codes 1..39 of qmap_errors.h). QMAP_ERR_INVALID_ARGUMENT for a NULL path or out. */
+QMAP_API qmap_status qmap_container_open(const char *path, qmap_container **out, qmap_error *err);
+/* Release the container and its mapping; NULL is allowed. Every pointer obtained from it becomes invalid. */
+QMAP_API void qmap_container_close(qmap_container *c);
+
+typedef struct qmap_container_info {
+    const char *path;            /* as given to qmap_container_open */
+    uint16_t major_version, minor_version;
+    uint64_t alignment;          /* every tensor's data starts on a multiple of it */
+    uint64_t file_size;
+    uint64_t metadata_count, tensor_count;
+} qmap_container_info;
+
+/* Fill *out (zeros and NULLs for c = NULL); its path is owned by the container. */
+QMAP_API void qmap_container_get_info(const qmap_container *c, qmap_container_info *out);
+
+typedef struct qmap_meta_entry {
+    const char *key;             /* NUL-terminated */
+    qmap_meta_type type;
+    qmap_meta_type elem_type;    /* ARRAY: the type of its elements; 0 otherwise */
+    uint64_t count;              /* ARRAY: its number of elements; 1 otherwise */
+    union {                      /* the value of a scalar (U32 .. BOOL) */
+        uint32_t u32; int32_t i32; uint64_t u64; int64_t i64; float f32; double f64; bool b;
+    } v;
+    const char *str;             /* STRING: its bytes (valid UTF-8, NOT NUL-terminated, may hold NUL) */
+    uint64_t str_len;
+    /* ARRAY of U32 .. BOOL: the `count` elements as the file encodes them, back to back, little-endian and
+     * not aligned (spec section 4: 4 bytes each for U32/I32/F32, 8 for U64/I64/F64, 1 for BOOL); read
+     * them with byte copies, or element by element with qmap_meta_array_get. NULL for other types. */
+    const void *elems;
+    uint64_t elems_size;         /* bytes at elems */
+} qmap_meta_entry;
+
+/* Metadata entry i (0 <= i < metadata_count, in file order) into *out. QMAP_ERR_INVALID_ARGUMENT for i
+ * out of range or a NULL argument (*out unchanged). */
+QMAP_API qmap_status qmap_container_meta(const qmap_container *c, uint64_t i, qmap_meta_entry *out,
+                                         qmap_error *err);
+/* The entry whose key is `key` (O(log n)); QMAP_ERR_NOT_FOUND naming the key if there is none. */
+QMAP_API qmap_status qmap_container_find_meta(const qmap_container *c, const char *key, qmap_meta_entry *out,
+                                              qmap_error *err);
+/* Element i of a numeric or BOOL array, copied into *out as the element type's C type (uint32_t,
+ * int32_t, uint64_t, int64_t, float, double, bool). QMAP_ERR_TYPE_MISMATCH if `e` is not such an array,
+ * QMAP_ERR_INVALID_ARGUMENT for i >= count or a NULL argument. */
+QMAP_API qmap_status qmap_meta_array_get(const qmap_meta_entry *e, uint64_t i, void *out, qmap_error *err);
+/* Element i of a string array of container c (its bytes in *s, not NUL-terminated, *len of them), O(1).
+ * `e` must come from c. QMAP_ERR_TYPE_MISMATCH if `e` is not a string array, QMAP_ERR_INVALID_ARGUMENT for
+ * i >= count or a NULL argument. */
+QMAP_API qmap_status qmap_meta_array_string(const qmap_container *c, const qmap_meta_entry *e, uint64_t i,
+                                            const char **s, size_t *len, qmap_error *err);
+
+typedef struct qmap_tensor_info {
+    const char *name;            /* NUL-terminated */
+    qmap_dtype dtype;
+    uint32_t rank;               /* 1..4 */
+    uint64_t dims[4];            /* dims[0..rank), outermost first as PyTorch's shape; dims[rank..4) are 0 */
+    uint64_t n_elements;
+    const void *data;            /* the tensor's bytes in the mapping, aligned to the container's alignment */
+    uint64_t size;               /* bytes at data */
+    uint64_t offset;             /* file offset of data */
+    uint64_t checksum;           /* XXH3-64 of the bytes, as stored (qmap_container_verify compares) */
+    /* Q8_ROW only (0 for other dtypes), spec 6.1: cols = dims[rank-1], rows = the product of the other
+     * dims. Row r's cols int8 values are the bytes [r * row_stride, r * row_stride + cols) of data
+     * (row_stride >= cols, a multiple of 64); its f32 scale is element r of the array at data +
+     * scales_offset, its i32 sum element r of the array at data + sums_offset. Element (r, j) is
+     * q[r][j] * scale[r], in f32. */
+    uint64_t rows, cols, row_stride, scales_offset, sums_offset;
+} qmap_tensor_info;
+
+/* Tensor i (0 <= i < tensor_count, in table order, which is data order) into *out.
+ * QMAP_ERR_INVALID_ARGUMENT for i out of range or a NULL argument (*out unchanged). */
+QMAP_API qmap_status qmap_container_tensor(const qmap_container *c, uint64_t i, qmap_tensor_info *out,
+                                           qmap_error *err);
+/* The tensor named `name` (O(log n)); QMAP_ERR_NOT_FOUND naming it if there is none. */
+QMAP_API qmap_status qmap_container_find_tensor(const qmap_container *c, const char *name, qmap_tensor_info *out,
+                                                qmap_error *err);
+
+/* Hash every tensor's data and compare it with the checksum in the table (spec R-DATA-1), in parallel,
+ * as `qmap verify` does; with `full`, also the R-DATA-2 rules (padding bytes, Q8_ROW sums and scales, as
+ * `qmap verify --full`). `threads` 0: one per CPU. `status` may be NULL, or receives one code per tensor
+ * in table order (caller-owned, tensor_count elements: QMAP_OK, QMAP_ERR_TENSOR_CHECKSUM, with `full`
+ * QMAP_ERR_BAD_TENSOR_DATA or QMAP_ERR_PADDING_NONZERO). Returns QMAP_OK if every tensor passed, else the
+ * code of the first failing tensor in table order, with err naming it. */
+QMAP_API qmap_status qmap_container_verify(const qmap_container *c, int threads, bool full, qmap_status *status,
+                                           qmap_error *err);
+
+
 #ifdef __cplusplus
 }
 #endif
