@@ -463,6 +463,101 @@ QMAP_API qmap_status qmap_container_verify(const qmap_container *c, int threads,
                                            qmap_error *err);
 
 
+/* ---- convert and quantize: write containers ------------------------------------------------------------ */
+
+/* Both write the output atomically: a temporary file beside it, renamed over it once complete; on any
+ * failure no output is left and err names the input file, tensor or key at fault. Neither prints. Memory is
+ * O(the largest tensor). Their callbacks run on the calling thread, during the call. */
+
+typedef struct qmap_progress {
+    uint64_t tensor, n_tensors;          /* the tensor being written (0-based) and how many there are */
+    uint64_t bytes_done, bytes_total;    /* tensor data bytes of the output written so far / in all */
+    double seconds;                      /* since writing began */
+} qmap_progress;
+
+/* Called as the output is written (after each tensor, or more often); may be NULL. */
+typedef void (*qmap_progress_fn)(void *user, const qmap_progress *p);
+
+typedef struct qmap_convert_params {
+    const char *config_path;             /* NULL: config.json beside the first source (or the dump's manifest) */
+    const char *arch;                    /* NULL: from the config or the tensor names; "none": every tensor
+                                          * as it is, no architecture (spec/ARCHITECTURES.md §1b) */
+    const char *tokenizer_path;          /* NULL: look beside the first source */
+    const char *src_tokenizer_path;      /* seq2seq: the source vocabulary (tokenizer.src.*), or NULL */
+    const char *tgt_tokenizer_path;      /* seq2seq: the target vocabulary (tokenizer.tgt.*), or NULL */
+    bool no_tokenizer;                   /* store no tokenizer */
+    qmap_dtype dtype;                    /* of the matrices: QMAP_DTYPE_F32 (default) or QMAP_DTYPE_F16 (1-D
+                                          * tensors stay F32); anything else is QMAP_ERR_INVALID_ARGUMENT */
+    bool strict;                         /* NaN/Inf in a weight is QMAP_ERR_NONFINITE, not a warning */
+    bool allow_large;                    /* accept compressed zip entries that inflate past 64 MiB at more
+                                          * than 32x their size */
+    uint64_t json_limit;                 /* size cap in bytes of every JSON file read; 0: the defaults (64 MiB
+                                          * tokenizer files, 4 config, 16 shard index and manifest) */
+    void (*warning)(void *user, const char *message);   /* one line per warning (NaN/Inf copied, ...); may be NULL */
+    void *warning_user;
+} qmap_convert_params;
+
+/* Fill *p with the defaults above (every pointer NULL, every flag false, dtype F32, json_limit 0). */
+QMAP_API void qmap_convert_params_default(qmap_convert_params *p);
+
+typedef struct qmap_convert_result {
+    const char *arch;                    /* the architecture written (static string) */
+    char input_kind[160];                /* e.g. "safetensors (2 shards)" */
+    char config[512];                    /* where the config came from ("" if none) */
+    char tokenizer[160];                 /* what tokenizer was stored, and from where ("" if none) */
+    uint64_t input_files, input_bytes;
+    uint64_t n_tensors, n_params, n_skipped, output_bytes;
+    uint64_t nonfinite_values;           /* NaN/Inf values copied (each warned about) */
+    bool tied_output;                    /* the output head is the token embedding */
+    double seconds, write_seconds;
+} qmap_convert_result;
+
+/* Convert a PyTorch export into the container `dst`, as `qmap convert` does: `src` holds n_src >= 1 paths:
+ * one torch.save file, safetensors file, .npy/.npz, shard index JSON, model directory or raw dump
+ * directory, or several shard files. Pickles are read by a restricted unpickler that runs no code.
+ * `params` may be NULL (defaults), `progress` may be NULL, `result` may be NULL (else filled on success). */
+QMAP_API qmap_status qmap_convert(const char *const *src, size_t n_src, const char *dst,
+                                  const qmap_convert_params *params, qmap_progress_fn progress, void *progress_user,
+                                  qmap_convert_result *result, qmap_error *err);
+
+typedef enum qmap_quant_scheme {
+    QMAP_QUANT_Q8_ROW = 1,               /* int8 with one f32 scale per row (spec/FORMAT.md 6.1) */
+    QMAP_QUANT_F16 = 2,                  /* IEEE half, round to nearest even; a value beyond ±65504 is an error */
+} qmap_quant_scheme;
+
+/* qmap_quantize_params.panel_cols: the width each FFN down projection's panels get by default (`qmap
+ * quantize --panel-cols auto`). */
+#define QMAP_PANEL_COLS_AUTO UINT64_MAX
+
+typedef struct qmap_quantize_params {
+    qmap_quant_scheme scheme;            /* default QMAP_QUANT_Q8_ROW */
+    const char *const *keep;             /* fnmatch globs on whole tensor names: those tensors are copied */
+    size_t n_keep;
+    int threads;                         /* 0: one per CPU; the output is the same for any number */
+    uint64_t panel_cols;                 /* decoder LMs: write FFN down projections with rows longer than this
+                                          * in column panels of this many columns (a multiple of 64 dividing
+                                          * ffn; spec/ARCHITECTURES.md §6), 0: as stored, QMAP_PANEL_COLS_AUTO
+                                          * (default): as `qmap quantize --help` says */
+} qmap_quantize_params;
+
+/* Fill *p with the defaults above. */
+QMAP_API void qmap_quantize_params_default(qmap_quantize_params *p);
+
+typedef struct qmap_quantize_result {
+    uint64_t n_quantized, n_copied;      /* tensors quantized / copied (kept ones included) */
+    uint64_t bytes_in, bytes_out;        /* tensor bytes of the input and of the output */
+    double rel_rms_error;                /* ||w - w'|| / ||w|| over every quantized tensor together */
+    int threads;
+    double seconds;
+} qmap_quantize_result;
+
+/* Quantize the container `src` into `dst`, as `qmap quantize` does: every tensor of rank >= 2 whose name
+ * ends in ".weight" except pos_embd.weight and the `keep` matches becomes Q8_ROW or F16; the rest is copied
+ * byte for byte. `params` may be NULL (Q8_ROW, defaults), `progress` and `result` may be NULL. */
+QMAP_API qmap_status qmap_quantize(const char *src, const char *dst, const qmap_quantize_params *params,
+                                   qmap_progress_fn progress, void *progress_user, qmap_quantize_result *result,
+                                   qmap_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,4 +1,4 @@
-# mk/lib.mk — libqmap (the public API of include/qmap.h over format/ + runtime/ + api/), its pkg-config
+# mk/lib.mk — libqmap (the public API of include/qmap.h over format/ + convert/ + quantize/ + runtime/ + api/), its pkg-config
 # file, install/uninstall, and the test that builds examples/simple.c against the installed copy.
 #
 #   make lib-qmap                 $(BUILD)/libqmap.a and $(BUILD)/libqmap.so.$(QMAP_SOVERSION_FULL)
@@ -18,7 +18,8 @@ QMAP_SONAME      := libqmap.so.$(QMAP_SOVERSION)
 QMAP_SOFILE      := libqmap.so.$(QMAP_LIB_VERSION)
 PYTHON_SITEDIR   ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages)
 
-LIBQMAP_SRC := $(FORMAT_SRC) $(RUNTIME_SRC) $(API_SRC)
+# convert/ and quantize/ are in it for qmap_convert and qmap_quantize (api/qmap_convert.c).
+LIBQMAP_SRC := $(FORMAT_SRC) $(CONVERT_SRC) $(QUANTIZE_SRC) $(RUNTIME_SRC) $(API_SRC)
 LIBQMAP_OBJ := $(LIBQMAP_SRC:%.c=$(BUILD)/obj/%.o)
 LIBQMAP_PIC := $(LIBQMAP_SRC:%.c=$(BUILD)/pic-obj/%.o)
 
@@ -33,7 +34,7 @@ $(BUILD)/libqmap.a: $(LIBQMAP_OBJ)
 
 $(BUILD)/$(QMAP_SOFILE): $(LIBQMAP_PIC) lib/libqmap.map
 	$(CC) -shared -fopenmp -Wl,-soname,$(QMAP_SONAME) -Wl,--version-script=lib/libqmap.map -Wl,--no-undefined \
-	  -o $@ $(LIBQMAP_PIC) -lpcre2-8 -lutf8proc -lxxhash -lm
+	  -o $@ $(LIBQMAP_PIC) -lzip -ljansson -lpcre2-8 -lutf8proc -lz -lxxhash -lm
 
 $(BUILD)/libqmap.so: $(BUILD)/$(QMAP_SOFILE)
 	ln -sf $(QMAP_SOFILE) $(BUILD)/$(QMAP_SONAME)
