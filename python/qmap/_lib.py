@@ -94,6 +94,67 @@ class qmap_sampler_params(ctypes.Structure):
                 ("seed", ctypes.c_uint64)]
 
 
+class qmap_container_info(ctypes.Structure):
+    _fields_ = [("path", ctypes.c_char_p), ("major_version", ctypes.c_uint16), ("minor_version", ctypes.c_uint16),
+                ("alignment", ctypes.c_uint64), ("file_size", ctypes.c_uint64), ("metadata_count", ctypes.c_uint64),
+                ("tensor_count", ctypes.c_uint64)]
+
+
+class qmap_meta_scalar(ctypes.Union):
+    _fields_ = [("u32", ctypes.c_uint32), ("i32", ctypes.c_int32), ("u64", ctypes.c_uint64), ("i64", ctypes.c_int64),
+                ("f32", ctypes.c_float), ("f64", ctypes.c_double), ("b", ctypes.c_bool)]
+
+
+class qmap_meta_entry(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p), ("type", ctypes.c_int), ("elem_type", ctypes.c_int),
+                ("count", ctypes.c_uint64), ("v", qmap_meta_scalar), ("str", ctypes.c_void_p),
+                ("str_len", ctypes.c_uint64), ("elems", ctypes.c_void_p), ("elems_size", ctypes.c_uint64)]
+
+
+class qmap_tensor_info(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_int), ("rank", ctypes.c_uint32),
+                ("dims", ctypes.c_uint64 * 4), ("n_elements", ctypes.c_uint64), ("data", ctypes.c_void_p),
+                ("size", ctypes.c_uint64), ("offset", ctypes.c_uint64), ("checksum", ctypes.c_uint64),
+                ("rows", ctypes.c_uint64), ("cols", ctypes.c_uint64), ("row_stride", ctypes.c_uint64),
+                ("scales_offset", ctypes.c_uint64), ("sums_offset", ctypes.c_uint64)]
+
+
+class qmap_progress(ctypes.Structure):
+    _fields_ = [("tensor", ctypes.c_uint64), ("n_tensors", ctypes.c_uint64), ("bytes_done", ctypes.c_uint64),
+                ("bytes_total", ctypes.c_uint64), ("seconds", ctypes.c_double)]
+
+
+PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(qmap_progress))
+WARNING_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+
+
+class qmap_convert_params(ctypes.Structure):
+    _fields_ = [("config_path", ctypes.c_char_p), ("arch", ctypes.c_char_p), ("tokenizer_path", ctypes.c_char_p),
+                ("src_tokenizer_path", ctypes.c_char_p), ("tgt_tokenizer_path", ctypes.c_char_p),
+                ("no_tokenizer", ctypes.c_bool), ("dtype", ctypes.c_int), ("strict", ctypes.c_bool),
+                ("allow_large", ctypes.c_bool), ("json_limit", ctypes.c_uint64), ("warning", WARNING_FN),
+                ("warning_user", ctypes.c_void_p)]
+
+
+class qmap_convert_result(ctypes.Structure):
+    _fields_ = [("arch", ctypes.c_char_p), ("input_kind", ctypes.c_char * 160), ("config", ctypes.c_char * 512),
+                ("tokenizer", ctypes.c_char * 160), ("input_files", ctypes.c_uint64), ("input_bytes", ctypes.c_uint64),
+                ("n_tensors", ctypes.c_uint64), ("n_params", ctypes.c_uint64), ("n_skipped", ctypes.c_uint64),
+                ("output_bytes", ctypes.c_uint64), ("nonfinite_values", ctypes.c_uint64),
+                ("tied_output", ctypes.c_bool), ("seconds", ctypes.c_double), ("write_seconds", ctypes.c_double)]
+
+
+class qmap_quantize_params(ctypes.Structure):
+    _fields_ = [("scheme", ctypes.c_int), ("keep", ctypes.POINTER(ctypes.c_char_p)), ("n_keep", ctypes.c_size_t),
+                ("threads", ctypes.c_int), ("panel_cols", ctypes.c_uint64)]
+
+
+class qmap_quantize_result(ctypes.Structure):
+    _fields_ = [("n_quantized", ctypes.c_uint64), ("n_copied", ctypes.c_uint64), ("bytes_in", ctypes.c_uint64),
+                ("bytes_out", ctypes.c_uint64), ("rel_rms_error", ctypes.c_double), ("threads", ctypes.c_int),
+                ("seconds", ctypes.c_double)]
+
+
 # ---- prototypes -----------------------------------------------------------------------------------------
 
 P = ctypes.POINTER
@@ -143,6 +204,23 @@ PROTOTYPES = {
     "qmap_sampler_free": (None, [ctypes.c_void_p]),
     "qmap_sample": (ctypes.c_int32, [ctypes.c_void_p, _FP]),
     "qmap_sampler_accept": (None, [ctypes.c_void_p, ctypes.c_int32]),
+    "qmap_container_open": (ctypes.c_int, [ctypes.c_char_p, c_void_pp, _ERR]),
+    "qmap_container_close": (None, [ctypes.c_void_p]),
+    "qmap_container_get_info": (None, [ctypes.c_void_p, P(qmap_container_info)]),
+    "qmap_container_meta": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, P(qmap_meta_entry), _ERR]),
+    "qmap_container_find_meta": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(qmap_meta_entry), _ERR]),
+    "qmap_meta_array_get": (ctypes.c_int, [P(qmap_meta_entry), ctypes.c_uint64, ctypes.c_void_p, _ERR]),
+    "qmap_meta_array_string": (ctypes.c_int, [ctypes.c_void_p, P(qmap_meta_entry), ctypes.c_uint64,
+                                              P(ctypes.c_void_p), _SIZEP, _ERR]),
+    "qmap_container_tensor": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_uint64, P(qmap_tensor_info), _ERR]),
+    "qmap_container_find_tensor": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(qmap_tensor_info), _ERR]),
+    "qmap_container_verify": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_bool, P(ctypes.c_int), _ERR]),
+    "qmap_convert_params_default": (None, [P(qmap_convert_params)]),
+    "qmap_convert": (ctypes.c_int, [P(ctypes.c_char_p), ctypes.c_size_t, ctypes.c_char_p, P(qmap_convert_params),
+                                    PROGRESS_FN, ctypes.c_void_p, P(qmap_convert_result), _ERR]),
+    "qmap_quantize_params_default": (None, [P(qmap_quantize_params)]),
+    "qmap_quantize": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, P(qmap_quantize_params), PROGRESS_FN,
+                                     ctypes.c_void_p, P(qmap_quantize_result), _ERR]),
 }
 
 
