@@ -107,8 +107,16 @@ qmap_status qmap_meta_array_get(const qmap_meta_entry *e, uint64_t i, void *out,
                        (unsigned long long)i, (unsigned long long)e->count);
     const uint8_t *p = (const uint8_t *)e->elems + i * qm_meta_scalar_size(e->elem_type);
     switch (e->elem_type) {
-    case QMAP_META_U32: case QMAP_META_I32: case QMAP_META_F32: { uint32_t u = qm_load_u32(p); memcpy(out, &u, 4); break; }
-    case QMAP_META_U64: case QMAP_META_I64: case QMAP_META_F64: { uint64_t u = qm_load_u64(p); memcpy(out, &u, 8); break; }
+    case QMAP_META_U32: case QMAP_META_I32: case QMAP_META_F32: {
+        uint32_t u = qm_load_u32(p);
+        memcpy(out, &u, 4);
+        break;
+    }
+    case QMAP_META_U64: case QMAP_META_I64: case QMAP_META_F64: {
+        uint64_t u = qm_load_u64(p);
+        memcpy(out, &u, 8);
+        break;
+    }
     case QMAP_META_BOOL: *(bool *)out = *p != 0; break;
     default:
         return qa_fail(err, QMAP_ERR_TYPE_MISMATCH, "metadata key \"%s\": not an array of numbers or booleans", e->key);
@@ -151,8 +159,9 @@ static void export_tensor(const qm_file *f, const qm_tensor *t, qmap_tensor_info
     out->offset = t->offset;
     out->checksum = t->checksum;
     qm_q8row_layout q;
+    uint64_t alignment = qm_file_header(f)->alignment;
     /* the layout of a tensor that passed validation (R-TENSOR-10) always computes */
-    if (t->dtype == QM_DTYPE_Q8_ROW && qm_q8row_layout_of(t->rank, t->dims, qm_file_header(f)->alignment, &q) == QM_OK) {
+    if (t->dtype == QM_DTYPE_Q8_ROW && qm_q8row_layout_of(t->rank, t->dims, alignment, &q) == QM_OK) {
         out->rows = q.rows;
         out->cols = q.cols;
         out->row_stride = q.row_stride;
@@ -163,7 +172,8 @@ static void export_tensor(const qm_file *f, const qm_tensor *t, qmap_tensor_info
 
 qmap_status qmap_container_tensor(const qmap_container *c, uint64_t i, qmap_tensor_info *out, qmap_error *err)
 {
-    if (!c || !out) return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_container_tensor: %s is NULL", c ? "out" : "c");
+    if (!c || !out)
+        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_container_tensor: %s is NULL", c ? "out" : "c");
     const qm_tensor *t = qm_tensor_at(c->file, i);
     if (!t)
         return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "%s: tensor %llu: the file has %llu", qm_file_path(c->file),
