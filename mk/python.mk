@@ -1,5 +1,6 @@
 # mk/python.mk — `import qmap` (python/qmap: ctypes over libqmap.so.0) tested with Debian's pytest against
-# qmap run / qmap tokenize, torch and the shipped models (tests/python).
+# qmap run / tokenize / perplexity / convert / quantize / inspect / verify, torch, the numpy reference of
+# Q8_ROW and the shipped models (tests/python).
 
 DEB_TEST_PACKAGES += python3-pytest python3-numpy
 
