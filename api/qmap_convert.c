@@ -72,6 +72,8 @@ static void export_convert_result(const qc_convert_summary *s, qmap_convert_resu
     out->n_skipped = s->n_skipped;
     out->output_bytes = s->out_bytes;
     out->nonfinite_values = s->n_nonfinite;
+    out->compressed_bytes = s->inflated_from;
+    out->inflated_bytes = s->inflated_to;
     out->tied_output = s->tied_output;
     out->seconds = s->seconds_total;
     out->write_seconds = s->seconds_write;
@@ -157,6 +159,45 @@ static qmap_status check_quantize_args(const char *src, const char *dst, const q
     return QMAP_OK;
 }
 
+static void export_quantize_result(const qq_report *r, qmap_quantize_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n_quantized = r->n_quantized;
+    out->n_copied = r->n_copied;
+    out->bytes_in = r->bytes_in;
+    out->bytes_out = r->bytes_out;
+    out->rel_rms_error = r->rel_rms_error;
+    out->threads = r->threads;
+    out->kernels = r->kernels ? r->kernels : "";
+    out->seconds = r->seconds;
+}
+
+/* The report's tensors, one call each, as the public struct. */
+static void report_tensors(const qq_report *r, const qmap_quantize_params *p)
+{
+    for (uint64_t i = 0; i < r->n_tensors; i++) {
+        const qq_tensor_report *t = &r->tensors[i];
+        bool quantized = t->action == QQ_QUANTIZED;
+        qmap_quantize_tensor out = {
+            .name = t->name,
+            .action = t->action == QQ_QUANTIZED ? QMAP_QUANT_QUANTIZED
+                      : t->action == QQ_KEPT    ? QMAP_QUANT_KEPT : QMAP_QUANT_COPIED,
+            .dtype_in = (qmap_dtype)t->dtype_in,
+            .dtype_out = (qmap_dtype)t->dtype_out,
+            .rank = t->rank,
+            .panels = t->panels,
+            .bytes_in = t->bytes_in,
+            .bytes_out = t->bytes_out,
+            .rows = quantized ? t->rows : 0,
+            .rel_rms_error = quantized ? t->rel_rms_error : 0,
+            .max_abs_error = quantized ? t->max_abs_error : 0,
+            .outlier_rows = quantized ? t->outlier_rows : 0,
+        };
+        memcpy(out.dims, t->dims, sizeof out.dims);
+        p->on_tensor(p->tensor_user, &out);
+    }
+}
+
 qmap_status qmap_quantize(const char *src, const char *dst, const qmap_quantize_params *params,
                           qmap_progress_fn progress, void *progress_user, qmap_quantize_result *result,
                           qmap_error *err)
@@ -185,16 +226,8 @@ qmap_status qmap_quantize(const char *src, const char *dst, const qmap_quantize_
     qm_error e;
     qm_error_clear(&e);
     qm_status s = qq_quantize(&o, &r, &e);
-    if (s == QM_OK && result) {
-        memset(result, 0, sizeof *result);
-        result->n_quantized = r.n_quantized;
-        result->n_copied = r.n_copied;
-        result->bytes_in = r.bytes_in;
-        result->bytes_out = r.bytes_out;
-        result->rel_rms_error = r.rel_rms_error;
-        result->threads = r.threads;
-        result->seconds = r.seconds;
-    }
+    if (s == QM_OK && result) export_quantize_result(&r, result);
+    if (s == QM_OK && params->on_tensor) report_tensors(&r, params);
     qq_report_free(&r);
     return s == QM_OK ? QMAP_OK : qa_error_export(err, &e);
 }

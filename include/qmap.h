@@ -508,6 +508,8 @@ typedef struct qmap_convert_result {
     uint64_t input_files, input_bytes;
     uint64_t n_tensors, n_params, n_skipped, output_bytes;
     uint64_t nonfinite_values;           /* NaN/Inf values copied (each warned about) */
+    uint64_t compressed_bytes;           /* compressed zip entries read: their bytes */
+    uint64_t inflated_bytes;             /* ... and what they inflated to */
     bool tied_output;                    /* the output head is the token embedding */
     double seconds, write_seconds;
 } qmap_convert_result;
@@ -529,6 +531,28 @@ typedef enum qmap_quant_scheme {
  * quantize --panel-cols auto`). */
 #define QMAP_PANEL_COLS_AUTO UINT64_MAX
 
+typedef enum qmap_quant_action {
+    QMAP_QUANT_QUANTIZED = 1,            /* written in the scheme */
+    QMAP_QUANT_KEPT = 2,                 /* a weight matrix a `keep` glob left as it was */
+    QMAP_QUANT_COPIED = 3,               /* not a weight matrix: copied byte for byte */
+} qmap_quant_action;
+
+/* What quantizing did to one tensor (qmap_quantize_params.on_tensor). */
+typedef struct qmap_quantize_tensor {
+    const char *name;                    /* valid during the callback only */
+    qmap_quant_action action;
+    qmap_dtype dtype_in, dtype_out;
+    uint32_t rank;
+    uint64_t dims[4];                    /* as written: [panels, dim, cols] for a matrix in column panels */
+    uint64_t panels;                     /* 1, or the column panels a [dim, ffn] matrix was written in */
+    uint64_t bytes_in, bytes_out;
+    /* QMAP_QUANT_QUANTIZED only (0 otherwise): */
+    uint64_t rows;
+    double rel_rms_error;                /* ||w - w'|| / ||w|| (0 when w = 0) */
+    double max_abs_error;
+    uint64_t outlier_rows;               /* Q8_ROW: rows whose max|w| > 8 x the row's RMS */
+} qmap_quantize_tensor;
+
 typedef struct qmap_quantize_params {
     qmap_quant_scheme scheme;            /* default QMAP_QUANT_Q8_ROW */
     const char *const *keep;             /* fnmatch globs on whole tensor names: those tensors are copied */
@@ -538,6 +562,10 @@ typedef struct qmap_quantize_params {
                                           * in column panels of this many columns (a multiple of 64 dividing
                                           * ffn; spec/ARCHITECTURES.md §6), 0: as stored, QMAP_PANEL_COLS_AUTO
                                           * (default): as `qmap quantize --help` says */
+    /* Called once per tensor, in table order, after the output is complete (the report `qmap quantize`
+     * prints); may be NULL. */
+    void (*on_tensor)(void *user, const qmap_quantize_tensor *t);
+    void *tensor_user;
 } qmap_quantize_params;
 
 /* Fill *p with the defaults above. */
@@ -548,6 +576,7 @@ typedef struct qmap_quantize_result {
     uint64_t bytes_in, bytes_out;        /* tensor bytes of the input and of the output */
     double rel_rms_error;                /* ||w - w'|| / ||w|| over every quantized tensor together */
     int threads;
+    const char *kernels;                 /* the kernel variant that ran ("avx512", ...; static string) */
     double seconds;
 } qmap_quantize_result;
 

@@ -141,18 +141,31 @@ class qmap_convert_result(ctypes.Structure):
                 ("tokenizer", ctypes.c_char * 160), ("input_files", ctypes.c_uint64), ("input_bytes", ctypes.c_uint64),
                 ("n_tensors", ctypes.c_uint64), ("n_params", ctypes.c_uint64), ("n_skipped", ctypes.c_uint64),
                 ("output_bytes", ctypes.c_uint64), ("nonfinite_values", ctypes.c_uint64),
+                ("compressed_bytes", ctypes.c_uint64), ("inflated_bytes", ctypes.c_uint64),
                 ("tied_output", ctypes.c_bool), ("seconds", ctypes.c_double), ("write_seconds", ctypes.c_double)]
+
+
+class qmap_quantize_tensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("action", ctypes.c_int), ("dtype_in", ctypes.c_int),
+                ("dtype_out", ctypes.c_int), ("rank", ctypes.c_uint32), ("dims", ctypes.c_uint64 * 4),
+                ("panels", ctypes.c_uint64), ("bytes_in", ctypes.c_uint64), ("bytes_out", ctypes.c_uint64),
+                ("rows", ctypes.c_uint64), ("rel_rms_error", ctypes.c_double), ("max_abs_error", ctypes.c_double),
+                ("outlier_rows", ctypes.c_uint64)]
+
+
+TENSOR_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(qmap_quantize_tensor))
 
 
 class qmap_quantize_params(ctypes.Structure):
     _fields_ = [("scheme", ctypes.c_int), ("keep", ctypes.POINTER(ctypes.c_char_p)), ("n_keep", ctypes.c_size_t),
-                ("threads", ctypes.c_int), ("panel_cols", ctypes.c_uint64)]
+                ("threads", ctypes.c_int), ("panel_cols", ctypes.c_uint64), ("on_tensor", TENSOR_FN),
+                ("tensor_user", ctypes.c_void_p)]
 
 
 class qmap_quantize_result(ctypes.Structure):
     _fields_ = [("n_quantized", ctypes.c_uint64), ("n_copied", ctypes.c_uint64), ("bytes_in", ctypes.c_uint64),
                 ("bytes_out", ctypes.c_uint64), ("rel_rms_error", ctypes.c_double), ("threads", ctypes.c_int),
-                ("seconds", ctypes.c_double)]
+                ("kernels", ctypes.c_char_p), ("seconds", ctypes.c_double)]
 
 
 # ---- prototypes -----------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ tensor at fault. The GIL is released while they run; `progress` is called on the
 import ctypes
 import os
 import warnings
-from typing import Any, Callable, Dict, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
 
 from . import _lib
 from .errors import QMAP_ERR_INVALID_ARGUMENT, InvalidArgumentError, error_for
@@ -19,6 +19,8 @@ C = _lib.lib
 PathLike = Union[str, "os.PathLike[str]"]
 CONVERT_DTYPES = {"f32": 1, "f16": 2}
 QUANT_Q8_ROW, QUANT_F16 = 1, 2
+QUANT_ACTIONS = {1: "quantized", 2: "kept", 3: "copied"}
+DTYPE_NAMES = {1: "F32", 2: "F16", 3: "BF16", 4: "I32", 5: "Q8_ROW"}
 PANEL_COLS_AUTO = (1 << 64) - 1
 
 
@@ -104,7 +106,8 @@ def convert(src: Union[PathLike, Sequence[PathLike]], dst: PathLike, *, config: 
     called with a qmap.Progress as tensors are written.
 
     Returns a dict: arch, input_kind, config, tokenizer, input_files, input_bytes, n_tensors, n_params,
-    n_skipped, output_bytes, nonfinite_values, tied_output, seconds, write_seconds.
+    n_skipped, output_bytes, nonfinite_values, compressed_bytes, inflated_bytes, tied_output, seconds,
+    write_seconds.
     """
     sources = [src] if isinstance(src, (str, bytes, os.PathLike)) else list(src)
     if not sources:
@@ -151,7 +154,10 @@ def quantize(src: PathLike, dst: PathLike, q8: Optional[bool] = None, f16: bool 
     one per CPU (the output is the same for any number); panel_cols "auto", 0 or a multiple of 64 (as
     --panel-cols). progress is called with a qmap.Progress as tensors are written.
 
-    Returns a dict: n_quantized, n_copied, bytes_in, bytes_out, rel_rms_error, threads, seconds.
+    Returns a dict: n_quantized, n_copied, bytes_in, bytes_out, rel_rms_error, threads, kernels, seconds,
+    and tensors: one dict per tensor in file order (the report `qmap quantize --json` prints): name, action
+    ("quantized", "kept", "copied"), dtype_in, dtype_out, shape (as written), bytes_in, bytes_out, and for
+    quantized tensors panels, rows, rel_rms_error, max_abs_error, outlier_rows (Q8_ROW) (None otherwise).
     """
     if q8 and f16:
         raise _invalid("q8=True and f16=True: give one scheme")
@@ -174,9 +180,27 @@ def quantize(src: PathLike, dst: PathLike, q8: Optional[bool] = None, f16: bool 
     else:
         raise _invalid("panel_cols=%r: expected \"auto\", 0 or a multiple of 64" % (panel_cols,))
     calls = _Callbacks(progress)
+    tensors: List[Dict[str, Any]] = []
+    on_tensor = _lib.TENSOR_FN(lambda _user, t: tensors.append(_tensor_report(t.contents, bool(f16))))
+    params.on_tensor = on_tensor
     result = _lib.qmap_quantize_result()
     err = _lib.qmap_error()
     st = C.qmap_quantize(_path("src", src), _path("dst", dst), ctypes.byref(params), calls.progress, None,
                          ctypes.byref(result), ctypes.byref(err))
     calls.finish(st, err)
-    return {name: getattr(result, name) for name, _ in result._fields_}
+    out: Dict[str, Any] = {name: getattr(result, name) for name, _ in result._fields_}
+    out["kernels"] = (result.kernels or b"").decode()
+    out["tensors"] = tensors
+    return out
+
+
+def _tensor_report(t: Any, f16: bool) -> Dict[str, Any]:
+    quantized = t.action == 1
+    return {"name": t.name.decode("utf-8"), "action": QUANT_ACTIONS.get(t.action, str(t.action)),
+            "dtype_in": DTYPE_NAMES.get(t.dtype_in, str(t.dtype_in)),
+            "dtype_out": DTYPE_NAMES.get(t.dtype_out, str(t.dtype_out)), "shape": list(t.dims[:t.rank]),
+            "panels": t.panels if quantized else None, "bytes_in": t.bytes_in, "bytes_out": t.bytes_out,
+            "rows": t.rows if quantized else None,
+            "rel_rms_error": t.rel_rms_error if quantized else None,
+            "max_abs_error": t.max_abs_error if quantized else None,
+            "outlier_rows": t.outlier_rows if quantized and not f16 else None}

@@ -1,6 +1,7 @@
 """qmap.convert and qmap.quantize (the library's qmap_convert / qmap_quantize) against `qmap convert` and
 `qmap quantize` of the same inputs: the outputs must be the same bytes."""
 import filecmp
+import json
 import os
 
 import numpy as np
@@ -16,13 +17,23 @@ def _same_bytes(a, b):
     assert filecmp.cmp(a, b, shallow=False), "%s and %s differ" % (a, b)
 
 
+# qmap convert --json's names for the fields of qmap.convert's result
+CLI_SUMMARY_KEYS = {"architecture": "arch", "input_kind": "input_kind", "config": "config", "tokenizer": "tokenizer",
+                    "input_files": "input_files", "input_bytes": "input_bytes", "tensors": "n_tensors",
+                    "parameters": "n_params", "skipped": "n_skipped", "tied_output": "tied_output",
+                    "nonfinite_values": "nonfinite_values", "compressed_bytes": "compressed_bytes",
+                    "inflated_bytes": "inflated_bytes", "output_bytes": "output_bytes"}
+
+
 def test_convert_is_qmap_convert(kjv, tmp_path):
     out = str(tmp_path / "kjv.qmap")
     seen = []
     r = qmap.convert(os.path.join(DATA, "kjv_llama"), out, progress=seen.append)
     _same_bytes(out, kjv["f32"])   # the conftest fixture: `qmap convert tests/data/kjv_llama`
-    assert r["arch"] == "llama" and r["output_bytes"] == os.path.getsize(out)
-    assert "tokenizer.model" in r["tokenizer"]
+    summary = json.loads(run_qmap("convert", os.path.join(DATA, "kjv_llama"), "-o", str(tmp_path / "cli.qmap"),
+                                  "--json"))
+    assert {ours: r[ours] for ours in CLI_SUMMARY_KEYS.values()} == \
+        {ours: summary[cli] for cli, ours in CLI_SUMMARY_KEYS.items()}
     assert seen and all(isinstance(p, qmap.Progress) for p in seen)
     assert seen[-1].tensor == seen[-1].n_tensors == r["n_tensors"]
     assert seen[-1].bytes_done == seen[-1].bytes_total
@@ -55,13 +66,22 @@ def test_convert_of_shards_given_together(tmp_path):
 @pytest.mark.parametrize("scheme", ["q8", "f16"])
 def test_quantize_is_qmap_quantize(kjv, tmp_path, scheme):
     cli = str(tmp_path / "cli.qmap")
-    run_qmap("quantize", "--" + scheme, kjv["f32"], "-o", cli, "--quiet")
+    report = json.loads(run_qmap("quantize", "--" + scheme, kjv["f32"], "-o", cli, "--json"))
     lib = str(tmp_path / "lib.qmap")
     seen = []
     r = qmap.quantize(kjv["f32"], lib, **{scheme: True}, threads=1, progress=seen.append)
     _same_bytes(lib, cli)
-    assert r["n_quantized"] == 30 and r["n_quantized"] + r["n_copied"] == 39
-    assert seen[-1].tensor == seen[-1].n_tensors == 39
+    assert seen[-1].tensor == seen[-1].n_tensors == len(report["tensors"])
+    # the report is the CLI's, tensor by tensor
+    total = report["total"]
+    assert (r["n_quantized"], r["n_copied"]) == (total["tensors_quantized"], total["tensors_copied"])
+    assert (r["bytes_in"], r["bytes_out"]) == (total["bytes_in"], total["bytes_out"])
+    assert r["rel_rms_error"] == pytest.approx(total["rel_rms_error"], rel=1e-12)
+    assert r["kernels"] == report["kernels"]
+    assert [t["name"] for t in r["tensors"]] == [t["name"] for t in report["tensors"]]
+    for got, want in zip(r["tensors"], report["tensors"]):
+        for key, value in want.items():
+            assert got[key] == (pytest.approx(value, rel=1e-12) if isinstance(value, float) else value), key
 
 
 def test_quantize_keep_and_panels_are_the_cli_options(kjv, tmp_path):

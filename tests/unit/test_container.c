@@ -242,7 +242,8 @@ static void test_open_errors(void **state)
     assert_int_equal(qmap_container_open(tu_path(p, "absent.qmap"), &c, &err), QMAP_ERR_IO);
     assert_null(c);
     assert_true(tu_contains(err.message, "absent.qmap"));
-    tu_write_file(tu_path(p, "text.qmap"), "not a container, but long enough to hold a header? no.", 55);
+    static const char text[] = "not a container, but long enough to hold a header? no.";
+    tu_write_file(tu_path(p, "text.qmap"), text, sizeof text - 1);
     assert_true(qmap_container_open(p, &c, &err) != QMAP_OK);
     assert_null(c);
     assert_int_equal(qmap_container_open("/dev/null", &c, &err), QMAP_ERR_IO);   /* a device: refused */
