@@ -42,7 +42,8 @@ def library_path() -> str:
 
 __version__ = library_version()
 
-__all__ = ["Model", "open", "Container", "Tensors", "Q8RowTensor", "BF16Tensor", "convert", "quantize", "Progress",
+# qmap.open is left out of __all__: `from qmap import *` must not hide the builtin open.
+__all__ = ["Model", "Container", "Tensors", "Q8RowTensor", "BF16Tensor", "convert", "quantize", "Progress",
            "ConvertWarning", "Error", "FileIOError", "OutOfMemoryError", "InvalidArgumentError", "StateError",
            "NotFoundError", "TypeMismatchError", "FormatError", "ChecksumError", "Utf8Error", "UnsupportedError",
            "SourceError", "WeightsError", "library_version", "library_path", "__version__"]
