@@ -146,8 +146,9 @@ lib: $(BUILD)/libqmformat.a $(BUILD)/libqmconvert.a $(BUILD)/libqmquantize.a $(B
 
 LIBS := $(BUILD)/libqmapi.a $(BUILD)/libqmruntime.a $(BUILD)/libqmquantize.a $(BUILD)/libqmconvert.a $(BUILD)/libqmformat.a
 
+# CLI_EXTRA_OBJ / CLI_EXTRA_LDLIBS: modules of the command beside cli/ (mk/serve.mk adds serve/)
 $(BUILD)/qmap: $(CLI_OBJ) $(LIBS)
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(LIBS) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJ) $(CLI_EXTRA_OBJ) $(LIBS) $(LDLIBS) $(CLI_EXTRA_LDLIBS)
 
 # ---- test programs ---------------------------------------------------------------------------
 $(BUILD)/tests/%: tests/unit/%.c $(UNIT_UTIL) $(LIBS) $(HEADERS)
@@ -253,7 +254,7 @@ fuzz: $(BUILD)/fuzz/fuzz_reader $(BUILD)/tests/make_seeds
 ASAN_CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/asan-obj/%.o)
 $(BUILD)/asan/qmap: $(ASAN_CLI_OBJ) $(ASAN_FORMAT_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(SAN_CFLAGS) -o $@ $(ASAN_CLI_OBJ) $(ASAN_FORMAT_OBJ) $(LDLIBS)
+	$(CC) $(SAN_CFLAGS) -o $@ $(ASAN_CLI_OBJ) $(ASAN_CLI_EXTRA_OBJ) $(ASAN_FORMAT_OBJ) $(LDLIBS) $(CLI_EXTRA_LDLIBS)
 
 # qmap convert against PyTorch: every architecture through every input route, hostile inputs; then the
 # same suite on the sanitizer build.

@@ -10,6 +10,10 @@
 #include <stdbool.h>
 
 #include "qm_error.h"
+/* The library implements the header's experimental section too. */
+#ifndef QMAP_EXPERIMENTAL
+#define QMAP_EXPERIMENTAL
+#endif
 #include "qmap.h"
 #include "qr_matmul.h"
 

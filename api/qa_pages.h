@@ -1,15 +1,13 @@
 /* qa_pages.h — a model's mapping in 2 MiB pages where the kernel can give them.
  *
- * Why: on the VMs qmap is measured on, a decode step that streams the weights through a mapping of 4 KiB
- * pages ran at 0.07 [0.05-0.35] of its speed over an anonymous copy (TinyLlama 1.1B Q8_ROW, 1 thread,
- * qmap bench --mmap 0,1), and at 0.72-0.88 where the page cache held the file in 2 MiB folios, which the
- * kernel maps with one page-table entry each (FilePmdMapped in /proc/PID/smaps). The time went to plain
- * loads, not faults: most likely every 4 KiB page costs the hypervisor's shadow page tables an entry (the
- * guest is paravirtualised, pvm_*). qm_writer writes files so that they are cached that way,
- * and qm_open advises MADV_HUGEPAGE, so that pages read in through the mapping arrive that way; but a file
- * written by another program, or whose pages were reclaimed and read back piecemeal, is cached in 4 KiB
- * pages, and nothing can merge cached pages in place. The cure is to drop the file's cached pages (only
- * those no process maps) and read them back through the MADV_HUGEPAGE mapping.
+ * Why: on some virtual machines a decode step that streams the weights through a mapping of 4 KiB pages
+ * runs at a fraction of its speed over an anonymous copy, and at nearly full speed where the page cache
+ * holds the file in 2 MiB folios, which the kernel maps with one page-table entry each (FilePmdMapped in
+ * /proc/PID/smaps); docs/perf/2026-11-25-zen5.md has the measurement. qm_writer writes files so that they
+ * are cached that way, and qm_open advises MADV_HUGEPAGE, so that pages read in through the mapping arrive
+ * that way; but a file written by another program, or whose pages were reclaimed and read back piecemeal,
+ * is cached in 4 KiB pages, and nothing can merge cached pages in place. The cure is to drop the file's
+ * cached pages (only those no process maps) and read them back through the MADV_HUGEPAGE mapping.
  *
  * Linux only; elsewhere the functions report nothing and change nothing. No global state.
  */

@@ -156,10 +156,8 @@ static qm_status load_tokenizer(qmap_model *m, const char *prefix, uint32_t rows
 /* Map every page of the file now, and if more than a sixteenth of it came in small entries, drop the
  * file's cached pages and map it again, reading it back through the MADV_HUGEPAGE mapping (qa_pages.h
  * says why). A part matters, not only most of the file: the page cache of a long-cached file ends up
- * mixed, and the 1.1B Q8_ROW with 62% of it in 2 MiB entries (the rest in small ones) decoded at 0.94 of
- * its speed fully in 2 MiB entries (1 thread, 16 interleaved rounds of 64 tokens, 15 slower; a plain read
- * of each mapping 0.90 on 1 thread, 0.96 on 2); the first threshold, half the file, left it so. The
- * sixteenth, and at least QA_SMALL_PAGES_SLACK, leave room for the parts a 2 MiB entry does not cover
+ * mixed, and a file partly in small entries decodes measurably slower (docs/perf/2026-11-25-zen5.md).
+ * The sixteenth, and at least QA_SMALL_PAGES_SLACK, leave room for the parts a 2 MiB entry does not cover
  * in a freshly read file (5.6-7.6 of the 110M Q8_ROW's 105.6 MiB), which would otherwise be re-read at
  * every open. Pages another process maps are not dropped, so a second process beside a running one costs
  * nothing. On failure *f is closed and NULL. */
@@ -197,7 +195,7 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
     m->mapped = !params->no_mmap;
     qm_status st = params->no_mmap ? qm_open_copy(path, &m->file, &e) : qm_open(path, &m->file, &e);
     if (st != QM_OK) goto fail;
-    if (!params->no_mmap && !params->no_prefetch && (st = map_in_large_pages(path, &m->file, &e)) != QM_OK)
+    if (!params->no_mmap && params->large_pages && (st = map_in_large_pages(path, &m->file, &e)) != QM_OK)
         goto fail;
     if (params->verify) {
         qm_verify_opts vo = { .threads = params->threads, .full = false };

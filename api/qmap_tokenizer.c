@@ -89,3 +89,12 @@ int32_t qmap_token_unk(const qmap_model *m)
 {
     return special_id(m, m && m->s2s ? QM_TOK_PREFIX "src.unk_id" : QM_TOK_PREFIX "unk_id");
 }
+
+const char *qmap_model_chat_template(const qmap_model *m, size_t *len)
+{
+    const char *s = NULL;
+    size_t n = 0;
+    if (!m || qm_meta_get_string(m->file, QM_TOK_PREFIX "chat_template", &s, &n) != QM_OK) return NULL;
+    if (len) *len = n;
+    return s;
+}

@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "bench_kernels.h"
+#include "bench_sections.h"
 #include "qm_half.h"
 #include "qq_kernels.h"
 

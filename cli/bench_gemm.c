@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "bench_kernels.h"
+#include "bench_sections.h"
 
 /* ---- 4. GEMM -------------------------------------------------------------------------------------- */
 
@@ -68,6 +68,60 @@ typedef struct gemm_ref {
     double gops;
     int threads;
 } gemm_ref;
+
+/* What one configuration (weights, activations, threads) measured. */
+typedef struct gemm_figures {
+    bm_stats rate, peak, ratio;  /* GOP/s of the product, the peak beside each run, the per-run fraction */
+    int reruns;
+    bool have_peak, int8;        /* the CPU has the peak loop; measured against the int8 (else FMA) peak */
+    double executed;             /* multiply-adds run per one of the product (2 for two int8 terms) */
+    qr_act act;
+    int threads;
+} gemm_figures;
+
+static void gemm_print_text(const gemm_case *gc, const bench_tensor *t, const gemm_figures *f)
+{
+    char shape[48];
+    snprintf(shape, sizeof shape, "%zux%zu", gc->rows, gc->cols);
+    printf("   %-6s %-11s act %-4s threads %-2d  ", dtype_label(gc->dtype), shape, act_name(&t->view, f->act), f->threads);
+    bm_print_stats(&f->rate, "GOP/s");
+    if (f->have_peak) {
+        printf("  %.2f x %s peak%s [%.2f-%.2f] (peak beside it %.0f)", f->ratio.median, f->int8 ? "int8" : "FMA",
+               f->executed > 1.0 ? " (2 terms)" : "", f->ratio.min, f->ratio.max, f->peak.median);
+        print_reruns(f->reruns);
+        printf("\n");
+    } else {
+        printf("  (no %s peak on this CPU)\n", f->int8 ? "int8" : "FMA");
+    }
+    fflush(stdout);
+}
+
+static void gemm_print_json(json_out *j, const gemm_case *gc, const bench_tensor *t, size_t n, const gemm_figures *f)
+{
+    json_begin_object(j, NULL);
+    json_cstring(j, "dtype", dtype_label(gc->dtype));
+    if (gc->dtype == QM_DTYPE_Q8_ROW) json_cstring(j, "act", act_name(&t->view, f->act));
+    else json_null(j, "act");
+    json_u64(j, "rows", gc->rows);
+    json_u64(j, "cols", gc->cols);
+    json_u64(j, "n", n);
+    json_u64(j, "threads", (uint64_t)f->threads);
+    bm_json_stats(j, &f->rate, "GOP/s");
+    json_cstring(j, "peak", f->int8 ? "int8" : "fma_f32");
+    json_u64(j, "executed_per_op", (uint64_t)f->executed);   /* ratio_to_peak counts GOP/s × this */
+    json_u64(j, "reruns", (uint64_t)f->reruns);
+    if (f->have_peak) {
+        json_begin_object(j, "peak_beside");
+        bm_json_stats(j, &f->peak, f->int8 ? "GOP/s" : "GFLOP/s");
+        json_end_object(j);
+        json_begin_object(j, "ratio_to_peak");
+        bm_json_stats(j, &f->ratio, "ratio");
+        json_end_object(j);
+    } else {
+        json_null(j, "ratio_to_peak");
+    }
+    json_end_object(j);
+}
 
 static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baseline *base, const gemm_case *gc,
                           gemm_ref *ref, json_out *j)
@@ -137,46 +191,10 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
                 ref->gops = st.median;
                 ref->threads = c->threads[ti];
             }
-            if (!c->json) {
-                char shape[48];
-                snprintf(shape, sizeof shape, "%zux%zu", gc->rows, gc->cols);
-                printf("   %-6s %-11s act %-4s threads %-2d  ", dtype_label(gc->dtype), shape, act_name(&t.view, act),
-                       c->threads[ti]);
-                bm_print_stats(&st, "GOP/s");
-                if (have_peak) {
-                    printf("  %.2f x %s peak%s [%.2f-%.2f] (peak beside it %.0f)", sr.median, int8 ? "int8" : "FMA",
-                           executed > 1.0 ? " (2 terms)" : "", sr.min, sr.max, spk.median);
-                    print_reruns(reruns);
-                    printf("\n");
-                } else {
-                    printf("  (no %s peak on this CPU)\n", int8 ? "int8" : "FMA");
-                }
-                fflush(stdout);
-            } else {
-                json_begin_object(j, NULL);
-                json_cstring(j, "dtype", dtype_label(gc->dtype));
-                if (gc->dtype == QM_DTYPE_Q8_ROW) json_cstring(j, "act", act_name(&t.view, act));
-                else json_null(j, "act");
-                json_u64(j, "rows", gc->rows);
-                json_u64(j, "cols", gc->cols);
-                json_u64(j, "n", n);
-                json_u64(j, "threads", (uint64_t)c->threads[ti]);
-                bm_json_stats(j, &st, "GOP/s");
-                json_cstring(j, "peak", int8 ? "int8" : "fma_f32");
-                json_u64(j, "executed_per_op", (uint64_t)executed);   /* ratio_to_peak counts GOP/s × this */
-                json_u64(j, "reruns", (uint64_t)reruns);
-                if (have_peak) {
-                    json_begin_object(j, "peak_beside");
-                    bm_json_stats(j, &spk, int8 ? "GOP/s" : "GFLOP/s");
-                    json_end_object(j);
-                    json_begin_object(j, "ratio_to_peak");
-                    bm_json_stats(j, &sr, "ratio");
-                    json_end_object(j);
-                } else {
-                    json_null(j, "ratio_to_peak");
-                }
-                json_end_object(j);
-            }
+            const gemm_figures fig = { .rate = st, .peak = spk, .ratio = sr, .reruns = reruns, .have_peak = have_peak,
+                                       .int8 = int8, .executed = executed, .act = act, .threads = c->threads[ti] };
+            if (c->json) gemm_print_json(j, gc, &t, n, &fig);
+            else gemm_print_text(gc, &t, &fig);
         }
     }
     rc = 0;

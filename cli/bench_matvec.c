@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "bench_kernels.h"
+#include "bench_sections.h"
 
 /* ---- 3. matvec ------------------------------------------------------------------------------------- */
 
@@ -71,146 +71,192 @@ static double matvec_run_once(void *p)
     return fmax(bm_ratio(v->anon, v->bw), bm_ratio(v->map, v->bw));
 }
 
+/* The buffers of one matrix's measurements: X, the two outputs, the work buffer, and each run's figures. */
+typedef struct mv_bufs {
+    float *x, *y, *y2;
+    void *work;
+    size_t work_size;
+    double *anon, *map, *bw, *anon_ratio, *map_ratio, *map_over_anon;   /* [runs] */
+} mv_bufs;
+
+static void mv_bufs_free(mv_bufs *b)
+{
+    free(b->work);
+    free(b->map_over_anon);
+    free(b->map_ratio);
+    free(b->anon_ratio);
+    free(b->bw);
+    free(b->map);
+    free(b->anon);
+    free(b->y2);
+    free(b->y);
+    free(b->x);
+}
+
+/* 0, or -1 after set_error. The work buffer is sized for the largest need of every configuration. */
+static int mv_bufs_alloc(const bench_cfg *c, const bench_tensor *t, mv_bufs *b)
+{
+    const size_t runs = (size_t)c->runs;
+    memset(b, 0, sizeof *b);
+    b->x = random_floats(t->cols, 7);
+    b->y = calloc(t->rows, sizeof *b->y);
+    b->y2 = calloc(t->rows, sizeof *b->y2);
+    double **series[] = { &b->anon, &b->map, &b->bw, &b->anon_ratio, &b->map_ratio, &b->map_over_anon };
+    bool ok = b->x && b->y && b->y2;
+    for (size_t i = 0; i < sizeof series / sizeof series[0]; i++) ok = ok && (*series[i] = malloc(runs * sizeof(double)));
+    static const qr_act acts[] = { QR_ACT_INT8, QR_ACT_INT8X2, QR_ACT_F32 };
+    for (int act = 0; act < 3; act++)
+        for (int ti = 0; ti < c->n_threads; ti++) {
+            qr_matmul_opts o = { c->pools[ti], acts[act], NULL };
+            size_t sz = qr_matmul_work_size(&t->view, 1, &o);
+            if (sz > b->work_size) b->work_size = sz;
+        }
+    if (ok && b->work_size) ok = (b->work = aligned_alloc(64, (b->work_size + 63) / 64 * 64)) != NULL;
+    if (!ok) {
+        set_error("out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* What one configuration (weights, activations, threads) measured. */
+typedef struct mv_figures {
+    bm_stats bw, anon, map, anon_ratio, map_ratio, map_over_anon;
+    double first_anon, first_map;   /* GB/s of the untimed first runs (the mapped one pays the page faults) */
+    int reruns;
+} mv_figures;
+
+/* The warm-ups, then c->runs runs of t over anonymous memory and m over the mapping with act on thread
+ * count index ti, each beside the bandwidth baseline; 0, or -1 after set_error. */
+static int mv_measure(const bench_cfg *c, const qr_kernels *k, const baseline *base, bench_tensor *t, mapped *m,
+                      mv_bufs *b, qr_act act, int ti, mv_figures *fig)
+{
+    qr_matmul_opts o = { c->pools[ti], act, NULL };
+    double first_a, first_m;
+    if (time_matvec(k, &t->view, b->x, b->y, b->work, b->work_size, &o, &first_a) != 0) return -1;
+    if (time_matvec(k, &m->view, b->x, b->y2, b->work, b->work_size, &o, &first_m) != 0) return -1;
+    /* the same bytes through the same kernel: the two placements must agree exactly */
+    if (memcmp(b->y, b->y2, t->rows * sizeof *b->y) != 0)
+        fprintf(stderr, "qmap bench: warning: %s %zux%zu act %s threads %d: mapped and anonymous results differ\n",
+                dtype_label(t->dtype), t->rows, t->cols, act_name(&t->view, act), c->threads[ti]);
+    /* Each run times the streaming read, the anonymous copy and the mapping back to back (matvec_run_once);
+     * the ratios are per run, and a run above BM_RATIO_LIMIT x the read beside it is taken again */
+    matvec_run mv = { .call = { k, b->x, b->y, b->work, b->work_size, &o }, .t = t, .m = m, .base = base,
+                      .threads = c->threads[ti] };
+    fig->reruns = 0;
+    for (int r = 0; r < c->runs; r++) {
+        mv.run = r;
+        double worst = bm_run_beside_limit(matvec_run_once, &mv, BM_MAX_RERUNS, &fig->reruns);
+        if (mv.failed) return -1;
+        /* a kernel cannot read memory faster than the best plain read of it: above it in every try, the
+         * baseline is wrong */
+        if (worst > BM_RATIO_LIMIT) {
+            set_error("matvec %s %zux%zu act %s threads %d read at %.2f (anonymous) / %.2f (mapped) x the bandwidth "
+                      "measured beside it in %d tries: the bandwidth baseline is wrong (a kernel cannot read faster "
+                      "than memory), so no ratio is printed", dtype_label(t->dtype), t->rows, t->cols,
+                      act_name(&t->view, act), c->threads[ti], bm_ratio(mv.anon, mv.bw), bm_ratio(mv.map, mv.bw),
+                      BM_MAX_RERUNS + 1);
+            return -1;
+        }
+        b->anon[r] = mv.anon;
+        b->map[r] = mv.map;
+        b->bw[r] = mv.bw;
+        b->anon_ratio[r] = bm_ratio(mv.anon, mv.bw);
+        b->map_ratio[r] = bm_ratio(mv.map, mv.bw);
+        b->map_over_anon[r] = bm_ratio(mv.map, mv.anon);
+    }
+    fig->bw = bm_stats_of(b->bw, c->runs);
+    fig->anon = bm_stats_of(b->anon, c->runs);
+    fig->map = bm_stats_of(b->map, c->runs);
+    fig->anon_ratio = bm_stats_of(b->anon_ratio, c->runs);
+    fig->map_ratio = bm_stats_of(b->map_ratio, c->runs);
+    fig->map_over_anon = bm_stats_of(b->map_over_anon, c->runs);
+    fig->first_anon = (double)t->read_bytes / first_a / 1e9;
+    fig->first_map = (double)t->read_bytes / first_m / 1e9;
+    return 0;
+}
+
+static void mv_print_text(const bench_tensor *t, qr_act act, int threads, const mv_figures *f)
+{
+    char head[96], shape[48];
+    snprintf(shape, sizeof shape, "%zux%zu", t->rows, t->cols);
+    snprintf(head, sizeof head, "%-6s %-11s act %-4s threads %-2d", dtype_label(t->dtype), shape,
+             act_name(&t->view, act), threads);
+    printf("   %s  bandwidth ", head);
+    bm_print_stats(&f->bw, "GB/s");
+    printf("\n   %*s  anonymous ", (int)strlen(head), "");
+    bm_print_stats(&f->anon, "GB/s");
+    printf("  %.2f x bw [%.2f-%.2f]  (first run %.2f GB/s)\n", f->anon_ratio.median, f->anon_ratio.min,
+           f->anon_ratio.max, f->first_anon);
+    printf("   %*s  mapped    ", (int)strlen(head), "");
+    bm_print_stats(&f->map, "GB/s");
+    printf("  %.2f x bw [%.2f-%.2f]  (first run %.2f GB/s)  mapped/anonymous %.2f [%.2f-%.2f]", f->map_ratio.median,
+           f->map_ratio.min, f->map_ratio.max, f->first_map, f->map_over_anon.median, f->map_over_anon.min,
+           f->map_over_anon.max);
+    print_reruns(f->reruns);
+    printf("\n");
+    fflush(stdout);
+}
+
+/* One placement's object: its GB/s, its ratio to the bandwidth and its first run. */
+static void mv_json_placement(json_out *j, const char *key, const bm_stats *gbs, const bm_stats *ratio, double first)
+{
+    json_begin_object(j, key);
+    bm_json_stats(j, gbs, "GB/s");
+    json_begin_object(j, "ratio_to_bandwidth");
+    bm_json_stats(j, ratio, "ratio");
+    json_end_object(j);
+    json_f64(j, "first_run", first);
+    json_end_object(j);
+}
+
+static void mv_print_json(json_out *j, const bench_tensor *t, qr_act act, int threads, const mv_figures *f)
+{
+    json_begin_object(j, NULL);
+    json_cstring(j, "dtype", dtype_label(t->dtype));
+    if (t->dtype == QM_DTYPE_Q8_ROW) json_cstring(j, "act", act_name(&t->view, act));
+    else json_null(j, "act");
+    json_u64(j, "rows", t->rows);
+    json_u64(j, "cols", t->cols);
+    json_u64(j, "layer_rows", MATVEC_LAYER_ROWS);
+    json_u64(j, "bytes_read", t->read_bytes);
+    json_u64(j, "threads", (uint64_t)threads);
+    json_u64(j, "reruns", (uint64_t)f->reruns);
+    json_begin_object(j, "bandwidth");
+    bm_json_stats(j, &f->bw, "GB/s");
+    json_end_object(j);
+    mv_json_placement(j, "anonymous", &f->anon, &f->anon_ratio, f->first_anon);
+    mv_json_placement(j, "mapped", &f->map, &f->map_ratio, f->first_map);
+    json_begin_object(j, "mapped_over_anonymous");
+    bm_json_stats(j, &f->map_over_anon, "ratio");
+    json_end_object(j);
+    json_end_object(j);
+}
+
+/* One weight type at one shape: every activation mode it has, at every thread count. */
 static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const baseline *base, qm_dtype dtype, size_t rows,
                             size_t cols, json_out *j)
 {
     bench_tensor t;
     mapped m = { 0 };
-    float *x = NULL, *y = NULL, *y2 = NULL;
-    void *work = NULL;
-    double *ra = NULL, *rm = NULL, *rb = NULL, *qa = NULL, *qmp = NULL, *mo = NULL;
+    mv_bufs b = { 0 };
     int rc = -1;
     if (tensor_make(&t, dtype, rows, cols, 0x51ed270b27e14f2dull + (uint64_t)dtype) != 0) return -1;
-    if (mapped_make(c->dir, &t, &m) != 0) goto out;
-    x = random_floats(cols, 7);
-    y = calloc(rows, sizeof *y);
-    y2 = calloc(rows, sizeof *y2);
-    ra = malloc((size_t)c->runs * sizeof *ra);
-    rm = malloc((size_t)c->runs * sizeof *rm);
-    rb = malloc((size_t)c->runs * sizeof *rb);
-    qa = malloc((size_t)c->runs * sizeof *qa);
-    qmp = malloc((size_t)c->runs * sizeof *qmp);
-    mo = malloc((size_t)c->runs * sizeof *mo);
-    if (!x || !y || !y2 || !ra || !rm || !rb || !qa || !qmp || !mo) { set_error("out of memory"); goto out; }
-    /* one work buffer, sized for the largest need of every configuration measured below */
-    size_t work_size = 0;
+    if (mapped_make(c->dir, &t, &m) != 0 || mv_bufs_alloc(c, &t, &b) != 0) goto out;
     static const qr_act acts[] = { QR_ACT_INT8, QR_ACT_INT8X2, QR_ACT_F32 };
-    for (int act = 0; act < 3; act++)
-        for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], acts[act], NULL };
-            size_t s = qr_matmul_work_size(&t.view, 1, &o);
-            if (s > work_size) work_size = s;
-        }
-    if (work_size && !(work = aligned_alloc(64, (work_size + 63) / 64 * 64))) { set_error("out of memory"); goto out; }
-
-    int n_act = dtype == QM_DTYPE_Q8_ROW ? 3 : 1;
+    const int n_act = dtype == QM_DTYPE_Q8_ROW ? 3 : 1;
     for (int ai = 0; ai < n_act; ai++) {
-        qr_act act = dtype == QM_DTYPE_Q8_ROW ? acts[ai] : QR_ACT_F32;
+        const qr_act act = dtype == QM_DTYPE_Q8_ROW ? acts[ai] : QR_ACT_F32;
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], act, NULL };
-            double first_a, first_m;
-            /* untimed warm-ups (kept as "first run": the mapped one includes the page faults) */
-            if (time_matvec(k, &t.view, x, y, work, work_size, &o, &first_a) != 0) goto out;
-            if (time_matvec(k, &m.view, x, y2, work, work_size, &o, &first_m) != 0) goto out;
-            /* the same bytes through the same kernel: the two placements must agree exactly */
-            if (memcmp(y, y2, rows * sizeof *y) != 0)
-                fprintf(stderr, "qmap bench: warning: %s %zux%zu act %s threads %d: mapped and anonymous results "
-                        "differ\n", dtype_label(dtype), rows, cols, act_name(&t.view, act), c->threads[ti]);
-            /* Each run times the streaming read, the anonymous copy and the mapping back to back
-             * (matvec_run_once); the ratios are per run, and a run above BM_RATIO_LIMIT x the read beside
-             * it is taken again (bm_run_beside_limit) */
-            matvec_run mv = { .call = { k, x, y, work, work_size, &o }, .t = &t, .m = &m, .base = base,
-                              .threads = c->threads[ti] };
-            int reruns = 0;
-            for (int r = 0; r < c->runs; r++) {
-                mv.run = r;
-                double worst = bm_run_beside_limit(matvec_run_once, &mv, BM_MAX_RERUNS, &reruns);
-                if (mv.failed) goto out;
-                /* a kernel cannot read memory faster than the best plain read of it: above it in every try,
-                 * the baseline is wrong */
-                if (worst > BM_RATIO_LIMIT) {
-                    set_error("matvec %s %zux%zu act %s threads %d read at %.2f (anonymous) / %.2f (mapped) x the "
-                              "bandwidth measured beside it in %d tries: the bandwidth baseline is wrong (a kernel "
-                              "cannot read faster than memory), so no ratio is printed", dtype_label(dtype), rows,
-                              cols, act_name(&t.view, act), c->threads[ti], bm_ratio(mv.anon, mv.bw),
-                              bm_ratio(mv.map, mv.bw), BM_MAX_RERUNS + 1);
-                    goto out;
-                }
-                ra[r] = mv.anon;
-                rm[r] = mv.map;
-                rb[r] = mv.bw;
-                qa[r] = bm_ratio(ra[r], rb[r]);
-                qmp[r] = bm_ratio(rm[r], rb[r]);
-            }
-            for (int r = 0; r < c->runs; r++) mo[r] = bm_ratio(rm[r], ra[r]);
-            bm_stats sa = bm_stats_of(ra, c->runs), sm = bm_stats_of(rm, c->runs), sb = bm_stats_of(rb, c->runs);
-            bm_stats sqa = bm_stats_of(qa, c->runs), sqm = bm_stats_of(qmp, c->runs), smo = bm_stats_of(mo, c->runs);
-            char head[96], shape[48];
-            snprintf(shape, sizeof shape, "%zux%zu", rows, cols);
-            snprintf(head, sizeof head, "%-6s %-11s act %-4s threads %-2d", dtype_label(dtype), shape,
-                     act_name(&t.view, act), c->threads[ti]);
-            if (!c->json) {
-                printf("   %s  bandwidth ", head);
-                bm_print_stats(&sb, "GB/s");
-                printf("\n   %*s  anonymous ", (int)strlen(head), "");
-                bm_print_stats(&sa, "GB/s");
-                printf("  %.2f x bw [%.2f-%.2f]  (first run %.2f GB/s)\n", sqa.median, sqa.min, sqa.max,
-                       (double)t.read_bytes / first_a / 1e9);
-                printf("   %*s  mapped    ", (int)strlen(head), "");
-                bm_print_stats(&sm, "GB/s");
-                printf("  %.2f x bw [%.2f-%.2f]  (first run %.2f GB/s)  mapped/anonymous %.2f [%.2f-%.2f]",
-                       sqm.median, sqm.min, sqm.max, (double)t.read_bytes / first_m / 1e9, smo.median, smo.min,
-                       smo.max);
-                print_reruns(reruns);
-                printf("\n");
-                fflush(stdout);
-            } else {
-                json_begin_object(j, NULL);
-                json_cstring(j, "dtype", dtype_label(dtype));
-                if (dtype == QM_DTYPE_Q8_ROW) json_cstring(j, "act", act_name(&t.view, act));
-                else json_null(j, "act");
-                json_u64(j, "rows", rows);
-                json_u64(j, "cols", cols);
-                json_u64(j, "layer_rows", MATVEC_LAYER_ROWS);
-                json_u64(j, "bytes_read", t.read_bytes);
-                json_u64(j, "threads", (uint64_t)c->threads[ti]);
-                json_u64(j, "reruns", (uint64_t)reruns);
-                json_begin_object(j, "bandwidth");
-                bm_json_stats(j, &sb, "GB/s");
-                json_end_object(j);
-                json_begin_object(j, "anonymous");
-                bm_json_stats(j, &sa, "GB/s");
-                json_begin_object(j, "ratio_to_bandwidth");
-                bm_json_stats(j, &sqa, "ratio");
-                json_end_object(j);
-                json_f64(j, "first_run", (double)t.read_bytes / first_a / 1e9);
-                json_end_object(j);
-                json_begin_object(j, "mapped");
-                bm_json_stats(j, &sm, "GB/s");
-                json_begin_object(j, "ratio_to_bandwidth");
-                bm_json_stats(j, &sqm, "ratio");
-                json_end_object(j);
-                json_f64(j, "first_run", (double)t.read_bytes / first_m / 1e9);
-                json_end_object(j);
-                json_begin_object(j, "mapped_over_anonymous");
-                bm_json_stats(j, &smo, "ratio");
-                json_end_object(j);
-                json_end_object(j);
-            }
+            mv_figures fig;
+            if (mv_measure(c, k, base, &t, &m, &b, act, ti, &fig) != 0) goto out;
+            if (c->json) mv_print_json(j, &t, act, c->threads[ti], &fig);
+            else mv_print_text(&t, act, c->threads[ti], &fig);
         }
     }
     rc = 0;
 out:
-    free(work);
-    free(mo);
-    free(qmp);
-    free(qa);
-    free(rb);
-    free(rm);
-    free(ra);
-    free(y2);
-    free(y);
-    free(x);
+    mv_bufs_free(&b);
     mapped_free(&m);
     tensor_free(&t);
     return rc;

@@ -318,9 +318,9 @@ DEF_AVX512(read_avx512_pf, 1)
 
 /* Four streams: the quarters of p[0..n) read side by side, 128 bytes of each per trip, each prefetched
  * PF bytes ahead into L1 (HINT T0) or L2 (T1). qmap's decode kernels read four streams a thread with a
- * 2 KiB prefetch into L2 (qr_kernels_avx512.c), so that reader is one of the baselines (measured on Zen 5
- * with T0: 1 GiB, 1 thread, medians of 9: 31.5 GB/s with 1-2 KiB, 27 with 4 KiB, 25 with none; a shorter
- * distance suits four streams since four are in flight). */
+ * 2 KiB prefetch into L2 (qr_kernels_avx512.c), so that reader is one of the baselines; a shorter
+ * distance than one stream's suits four streams since four are in flight
+ * (docs/perf/2026-11-28-source-comments.md). */
 #define DEF_AVX512_X4(NAME, PF, HINT)                                                                       \
     __attribute__((target("avx512f"))) static uint64_t NAME(const uint8_t *p, size_t n)                     \
     {                                                                                                       \
@@ -356,12 +356,10 @@ size_t bm_readers(const bm_reader **out)
     static const bm_reader c_only[] = { { "scalar", read_c, 64, 0 } };
 #if BENCH_X86
     /* The last reads the buffer in 256 MiB chunks, the threads side by side in each (their four streams
-     * 256 MiB / 8 apart when two read), as a decode's threads share each product. Where streams sit moved
-     * a read by a fifth on a Zen 4 VM: 4 GiB, 2 threads, this loop, against the best of the others over
-     * plain halves (medians of alternated rounds): plain halves 0.84 (streams 512 MiB apart), 1 GiB chunks
-     * 0.99, 256 MiB 1.01, 128 MiB 0.94, 32 MiB 0.92 at 42+ GB/s (31 rounds); 2-64 MiB chunks 0.96-1.00
-     * and 256 MiB 1.04-1.05 below 36 GB/s (114 rounds). A limit that leaves out a faster way to read is
-     * too low. */
+     * 256 MiB / 8 apart when two read), as a decode's threads share each product. Where streams sit moves
+     * a read by up to a fifth, and 256 MiB chunks read fastest of the layouts tried
+     * (docs/perf/2026-11-27-zen4.md, "Is the limit itself wrong"). A limit that leaves out a faster way to
+     * read is too low. */
     static const bm_reader avx512[] = {
         { "avx512", read_avx512, 512, 0 }, { "avx512+pf", read_avx512_pf, 512, 0 },
         { "avx512x4+pf", read_avx512_x4, 512, 0 }, { "avx512x4+pf2k", read_avx512_x4_pf2k, 512, 0 },
@@ -518,8 +516,8 @@ uint8_t *bm_anon_buffer(size_t len, int threads)
 {
     uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED) return NULL;
-    /* 2 MiB pages where the kernel has them, as qmap maps a model (api/qa_pages.h): on the VMs measured,
-     * memory in 4 KiB pages read at a fraction of the speed once several GiB were in use, and a baseline
+    /* 2 MiB pages where the kernel has them, as qmap maps a model (api/qa_pages.h): on some VMs,
+     * memory in 4 KiB pages reads at a fraction of the speed once several GiB are in use, and a baseline
      * or a kernel slowed by its page size measures the page tables, not memory */
 #ifdef MADV_HUGEPAGE
     (void)madvise(buf, len, MADV_HUGEPAGE);

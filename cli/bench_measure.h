@@ -49,10 +49,10 @@ void bm_print_stats(const bm_stats *s, const char *unit);               /* "41.2
 #define BM_RATIO_LIMIT 1.05
 
 /* A run's limit held when the readings just before and just after it agree within this fraction of the
- * larger. Otherwise the host changed state around the run (on the Zen 4 VMs qmap is measured on, the
- * 2-thread bandwidth moves between ~30 and ~60 GB/s within seconds), and the run's fraction of the better
- * reading says more about the host than about the code: the benchmarks count such runs and give the
- * fraction over the others beside the median of all. */
+ * larger. Otherwise the host changed state around the run (a shared host's bandwidth can double within
+ * seconds: docs/perf/2026-11-27-zen4.md), and the run's fraction of the better reading says more about the
+ * host than about the code: the benchmarks count such runs and give the fraction over the others beside
+ * the median of all. */
 #define BM_STEADY_SPREAD 0.10
 
 /* Whether a limit read before (>0) and after (>0) a run held (bm_limit_steady(b, a): both above 0 and the
@@ -67,8 +67,8 @@ bool bm_limit_steady(double before, double after);
 typedef double bm_ratio_run_fn(void *ctx);
 
 /* Runs fn once, and again while its ratio is above BM_RATIO_LIMIT, at most max_reruns more times. On a
- * shared host the limit can change between its readings and the run (a 2-thread bandwidth of 35 GB/s
- * read before and after a run that met 60): then that run is mismeasured, and a new one with new readings
+ * shared host the limit can change between its readings and the run (the readings can both come from a
+ * slower moment than the run's): then that run is mismeasured, and a new one with new readings
  * settles it; a limit that is wrong stays wrong in every try. Returns the last ratio (still above the
  * limit when every try was: the caller reports the limit as wrong), or NaN as soon as a run gives it;
  * *reruns (if not NULL) is increased by the runs taken again. */
@@ -117,11 +117,10 @@ double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **be
 /* ---- a buffer the cache can hold ------------------------------------------------------------------ */
 
 /* A buffer the last-level cache can hold much of reads faster pass after pass, as the cache's replacement
- * keeps more of it: on an Intel Xeon VM reporting 260 MiB of L3, 124 MiB read at 15-18 GB/s (1 thread) and
- * 35-47 (2) the first time and 22-24 / 55-57 a few passes on, and the first reading of a small model's
- * mapping right after a decode of it was already at the second figure. A decode reads the same weights
- * token after token, so its steady state is the warm one, and a limit read once is too low: a GPT-2 124M
- * decode came out at 1.01 x it. Such a buffer is read until its reading stops rising. */
+ * keeps more of it, and a small model's mapping read right after a decode of it is already at the warm
+ * figure (docs/perf/2026-11-28-intel-xeon.md, "Small models in a large L3"). A decode reads the same
+ * weights token after token, so its steady state is the warm one, and a limit read once is too low. Such a
+ * buffer is read until its reading stops rising. */
 
 /* A reading is taken again while it rises by more than this fraction over the best before it. */
 #define BM_WARM_GAIN 0.02

@@ -24,6 +24,7 @@
  * runs whose limit held. Token ids are
  * fixed and spread over the vocabulary: speed does not depend on the text.
  */
+#define QMAP_EXPERIMENTAL /* the session counters, KV bytes and large-page gauges */
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -379,6 +380,254 @@ static double timed_run(void *p)
     return r->frac;
 }
 
+/* Each run's figures, in the runs' order (--json's samples); statistics are taken over a scratch copy. */
+enum { V_TPS, V_LIMIT, V_FRAC, V_BW_ANON, V_BW_MAP, V_BEFORE, V_AFTER, N_V };
+
+/* One model under test: open over the mapping and/or an anonymous copy (both at once, their runs
+ * interleaved), the tg baselines' buffers, the prompt ids and the per-run figures. bench_one's state. */
+typedef struct model_bench {
+    const bm_cfg *c;
+    const char *path;
+    qmap_model *m[2];
+    qmap_session *s[2];
+    qmap_model_info in;
+    model_facts mf;
+    char label[96];
+    uint8_t *anon;               /* tg: anonymous buffer of the bandwidth baseline */
+    const uint8_t *map;          /* tg: the model's file, mapped for the baseline */
+    size_t anon_len, map_len;
+    int32_t *ids;
+    double *v[2][N_V], *ratio, *scratch;
+    bm_peak_kind pk;
+    char *err;
+    size_t err_size;
+} model_bench;
+
+static int mb_fail(model_bench *b, const char *msg)
+{
+    snprintf(b->err, b->err_size, "%s", msg);
+    return -1;
+}
+
+static int mb_open_models(model_bench *b)
+{
+    qmap_error qe = { 0 };
+    for (int mi = 0; mi < b->c->n_mmaps; mi++) {
+        qmap_model_params mp;
+        qmap_model_params_default(&mp);
+        mp.no_mmap = b->c->mmaps[mi] == 0;
+        mp.large_pages = true; /* as qmap run maps a model */
+        if (qmap_model_open(b->path, &mp, &b->m[mi], &qe) != QMAP_OK) return mb_fail(b, qe.message);
+    }
+    qmap_model_get_info(b->m[0], &b->in);
+    if (b->in.kind != QMAP_KIND_LM) {
+        snprintf(b->err, b->err_size, "%s: a %s model is not a language model: qmap bench MODEL measures decoder LMs "
+                 "(the classifier and encoder-decoder benchmarks are tests/bench/bench_mlp.py and bench_g2p.py)",
+                 b->path, b->in.arch);
+        return -1;
+    }
+    const char *base = strrchr(b->path, '/');
+    snprintf(b->label, sizeof b->label, "%s %s", b->in.arch, base ? base + 1 : b->path);
+    return 0;
+}
+
+/* The tg baselines' buffers, the ids and the per-run arrays. */
+static int mb_alloc(model_bench *b)
+{
+    const bm_cfg *c = b->c;
+    int max_t = 1;
+    for (int i = 0; i < c->n_threads; i++) if (c->threads[i] > max_t) max_t = c->threads[i];
+    if (c->tg > 0) { /* the bandwidth baselines of tg (a pp-only run needs neither) */
+        b->anon_len = (size_t)b->in.bytes_per_token;
+        if (b->anon_len < ((size_t)1 << 20)) b->anon_len = (size_t)1 << 20;
+        b->anon = bm_anon_buffer(b->anon_len, max_t);
+        b->map = map_file(b->path, &b->map_len);
+    }
+    long n_ids = c->depth + (c->pp > c->tg ? c->pp : c->tg);
+    b->ids = malloc((size_t)(n_ids ? n_ids : 1) * sizeof *b->ids);
+    b->ratio = malloc((size_t)c->runs * sizeof *b->ratio);
+    b->scratch = malloc((size_t)c->runs * sizeof *b->scratch);
+    bool ok = (c->tg == 0 || (b->anon && b->map)) && b->ids && b->ratio && b->scratch;
+    for (int mi = 0; mi < c->n_mmaps; mi++)
+        for (int i = 0; i < N_V; i++) ok = ok && (b->v[mi][i] = malloc((size_t)c->runs * sizeof(double))) != NULL;
+    if (!ok) {
+        snprintf(b->err, b->err_size, "%s: cannot set up the baselines (%zu bytes of memory, the file mapping): %s",
+                 b->path, b->anon_len, strerror(errno));
+        return -1;
+    }
+    for (long i = 0; i < n_ids; i++) b->ids[i] = (int32_t)((uint64_t)(i * 7919 + 13) % b->in.vocab_size);
+    b->pk = pp_on_int8(c, &b->in) ? BM_PEAK_INT8 : BM_PEAK_FMA;
+    return 0;
+}
+
+static void mb_free(model_bench *b)
+{
+    for (int mi = 0; mi < 2; mi++) {
+        for (int i = 0; i < N_V; i++) free(b->v[mi][i]);
+        qmap_session_free(b->s[mi]);
+        qmap_model_close(b->m[mi]);
+    }
+    free(b->ratio);
+    free(b->scratch);
+    free(b->ids);
+    if (b->map) munmap((void *)b->map, b->map_len);
+    if (b->anon) munmap(b->anon, b->anon_len);
+}
+
+/* A session of t threads on every open model, sized for the longest test. */
+static int mb_sessions_new(model_bench *b, int t)
+{
+    const bm_cfg *c = b->c;
+    qmap_session_params sp;
+    qmap_session_params_default(&sp);
+    sp.n_ctx = (uint32_t)(c->depth + (c->pp > c->tg ? c->pp : c->tg) + 1);
+    /* a prompt in one evaluation; a depth without one in chunks of up to 512 */
+    sp.n_batch = (uint32_t)(c->pp > 0 ? c->pp : c->depth > 0 ? (c->depth < 512 ? c->depth : 512) : 1);
+    sp.threads = t;
+    sp.kv_type = (qmap_kv_type)c->kv;
+    sp.act = (qmap_act_mode)c->act;
+    qmap_error qe = { 0 };
+    for (int mi = 0; mi < c->n_mmaps; mi++)
+        if (qmap_session_new(b->m[mi], &sp, &b->s[mi], &qe) != QMAP_OK) return mb_fail(b, qe.message);
+    return 0;
+}
+
+static void mb_sessions_free(model_bench *b)
+{
+    for (int mi = 0; mi < 2; mi++) {
+        qmap_session_free(b->s[mi]);
+        b->s[mi] = NULL;
+    }
+}
+
+/* What one test's runs leave beside the per-run arrays. */
+typedef struct test_result {
+    int reruns[2];
+    double int8_terms;           /* pp: as run_ctx.int8_terms (the same in every run) */
+    double kv_per_token;         /* tg: as run_ctx.kv_bytes (the same in every run: the same positions) */
+} test_result;
+
+/* One timed run of model mi (run >= 0) beside its limit, stored at index run; 0 or -1 with the error set. */
+static int mb_one_run(model_bench *b, int mi, int t, int test, long n, int run, test_result *tr)
+{
+    run_ctx rx = { .s = b->s[mi], .test = test, .ids = b->ids, .depth = b->c->depth, .n = n, .threads = t,
+                   .anon = b->anon, .map = b->map, .anon_len = b->anon_len, .map_len = b->map_len, .pk = b->pk,
+                   .peak_iters = 4000000, .mf = &b->mf, .bytes_per_token = b->in.bytes_per_token };
+    double f = bm_run_beside_limit(timed_run, &rx, BM_MAX_RERUNS, &tr->reruns[mi]);
+    if (rx.failed) return mb_fail(b, rx.qe.message);
+    /* decoding cannot read the weights faster than the best plain read of them, and a prompt cannot multiply
+     * faster than the instruction peak: not a state change mid-run when every try came out above it */
+    if (f > BM_RATIO_LIMIT) {
+        snprintf(b->err, b->err_size, "%s: %s%ld with %d threads ran at %.2f x the %s measured beside it, in %d "
+                 "tries: that baseline is wrong (or the %s), so no fraction is printed", b->path,
+                 test == 0 ? "pp" : "tg", n, t, f, test ? "speed of light" : "multiply-add peak", BM_MAX_RERUNS + 1,
+                 test ? "bytes per token are" : "operations counted per token are");
+        return -1;
+    }
+    double **w = b->v[mi];
+    w[V_TPS][run] = rx.tps;
+    w[V_LIMIT][run] = rx.limit;
+    w[V_FRAC][run] = rx.frac;
+    w[V_BEFORE][run] = rx.before;
+    w[V_AFTER][run] = rx.after;
+    if (test == 0) tr->int8_terms = rx.int8_terms;
+    else {
+        tr->kv_per_token = rx.kv_bytes;
+        w[V_BW_ANON][run] = rx.bw_anon;
+        w[V_BW_MAP][run] = rx.bw_map;
+    }
+    return 0;
+}
+
+/* The warm-up, then c->runs runs of one test on every open model, alternating which goes first. */
+static int mb_run_test(model_bench *b, int t, int test, long n, test_result *tr)
+{
+    const bm_cfg *c = b->c;
+    const int nm = c->n_mmaps;
+    for (int mi = 0; mi < nm; mi++) {
+        double tps;
+        qmap_session_counters work;
+        uint64_t kv_bytes;
+        qmap_error qe = { 0 };
+        if (time_test(b->s[mi], test, b->ids, c->depth, n, &tps, &work, &kv_bytes, &qe) != QMAP_OK)
+            return mb_fail(b, qe.message);
+    }
+    for (int run = 0; run < c->runs; run++) {
+        for (int k = 0; k < nm; k++)
+            if (mb_one_run(b, (k + run) % nm, t, test, n, run, tr) != 0) return -1;
+        if (nm == 2) {
+            const int over_map = c->mmaps[0] ? 0 : 1;
+            b->ratio[run] = bm_ratio(b->v[over_map][V_TPS][run], b->v[1 - over_map][V_TPS][run]);
+        }
+    }
+    return 0;
+}
+
+/* The row of model mi from its runs' figures. */
+static row mb_row(model_bench *b, int mi, int t, int test, long n, const test_result *tr)
+{
+    const bm_cfg *c = b->c;
+    row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t, .mmap = c->mmaps[mi],
+              .int8_terms = tr->int8_terms, .kv_bytes = tr->kv_per_token, .reruns = tr->reruns[mi],
+              /* tg rows only (the JSON's field): each call reads /proc/self/smaps */
+              .large_pages = test == 1 && c->mmaps[mi] ? qmap_model_large_page_bytes(b->m[mi]) : UINT64_MAX };
+    double *const *w = b->v[mi];
+    const int runs = (int)c->runs;
+    for (int k = 0; k < runs; k++)
+        if (bm_limit_steady(w[V_BEFORE][k], w[V_AFTER][k])) b->scratch[r.steady++] = w[V_FRAC][k];
+    if (r.steady) r.frac_steady = bm_stats_of(b->scratch, r.steady);
+    r.tps = stats_of_copy(w[V_TPS], runs, b->scratch);
+    r.limit = stats_of_copy(w[V_LIMIT], runs, b->scratch);
+    r.frac = stats_of_copy(w[V_FRAC], runs, b->scratch);
+    if (test == 1) {
+        r.bw_anon = stats_of_copy(w[V_BW_ANON], runs, b->scratch);
+        r.bw_map = stats_of_copy(w[V_BW_MAP], runs, b->scratch);
+    }
+    r.s_tps = w[V_TPS];
+    r.s_frac = w[V_FRAC];
+    r.s_before = w[V_BEFORE];
+    r.s_after = w[V_AFTER];
+    return r;
+}
+
+/* Below a table row, on stderr: runs taken again, and runs whose limit did not hold. */
+static void print_row_notes(const bm_cfg *c, const row *r, int test)
+{
+    if (c->json || c->csv) return;
+    if (r->reruns)
+        fprintf(stderr, "qmap bench: %s%ld, %d thr: %d run%s came out above %.2f x the limit read before and "
+                "after %s and %s taken again (the host's %s changed during the run)\n", r->test, r->n, r->threads,
+                r->reruns, r->reruns > 1 ? "s" : "", BM_RATIO_LIMIT, r->reruns > 1 ? "them" : "it",
+                r->reruns > 1 ? "were" : "was", test ? "bandwidth" : "peak");
+    if (r->steady < c->runs) {
+        char over[96] = "no run's limit held";
+        if (r->steady)
+            snprintf(over, sizeof over, "over the %d whose limit held: x limit %.2f [%.2f-%.2f]", r->steady,
+                     r->frac_steady.median, r->frac_steady.min, r->frac_steady.max);
+        fprintf(stderr, "qmap bench: %s%ld, %d thr: the %s read before and after %ld of %ld runs differed by "
+                "more than %.0f%% (the host changed state around them; their fractions say more about "
+                "it than about the model); %s\n", r->test, r->n, r->threads, test ? "bandwidth" : "peak",
+                c->runs - r->steady, c->runs, 100 * BM_STEADY_SPREAD, over);
+    }
+}
+
+/* One test's rows (one per open model), their notes, and with both ways the mapping / copy ratio. */
+static void mb_report_test(model_bench *b, json_out *j, int t, int test, long n, const test_result *tr)
+{
+    const bm_cfg *c = b->c;
+    for (int mi = 0; mi < c->n_mmaps; mi++) {
+        const row r = mb_row(b, mi, t, test, n, tr);
+        print_row(c, j, &b->in, &b->mf, b->label, &r);
+        print_row_notes(c, &r, test);
+    }
+    /* both ways measured: the figure that decides qmap's premise (the mapping as fast as a copy) */
+    if (c->n_mmaps == 2 && !c->json && !c->csv) {
+        bm_stats q = bm_stats_of(b->ratio, (int)c->runs);
+        printf("|   %s%ld, %d thr: over the mapping / over an anonymous copy = %.2f [%.2f-%.2f] (per-run "
+               "ratios, runs interleaved)\n", test == 0 ? "pp" : "tg", n, t, q.median, q.min, q.max);
+    }
+}
+
 /* One model at every thread count, over the mapping and/or an anonymous copy (both open at once, their
  * runs interleaved in alternating order so that the machine's drift falls on both alike); *large_pages:
  * the mapping's bytes in 2 MiB entries after the runs (UINT64_MAX unknown or not mapped). Returns 0, or
@@ -386,199 +635,57 @@ static double timed_run(void *p)
 static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *large_pages, uint64_t *file_size,
                      char *err, size_t err_size)
 {
-    qmap_model *m[2] = { NULL, NULL };
-    qmap_session *s[2] = { NULL, NULL };
-    qmap_error qe = { 0 };
-    model_facts mf;
-    int rc = -1, nm = c->n_mmaps;
-    uint8_t *anon = NULL;
-    const uint8_t *map = NULL;
-    size_t anon_len = 0, map_len = 0;
-    int32_t *ids = NULL;
-    /* each run's figures, in the runs' order (--json's samples); statistics are taken over `scratch` */
-    enum { TPS, LIMIT, FRAC, BW_ANON, BW_MAP, BEFORE, AFTER, N_V };
-    double *v[2][N_V] = { { NULL } }, *ratio = NULL, *scratch = NULL;
-    if (facts_of(path, &mf, err, err_size) != 0) return -1;
-    for (int mi = 0; mi < nm; mi++) {
-        qmap_model_params mp;
-        qmap_model_params_default(&mp);
-        mp.no_mmap = c->mmaps[mi] == 0;
-        if (qmap_model_open(path, &mp, &m[mi], &qe) != QMAP_OK) {
-            snprintf(err, err_size, "%s", qe.message);
-            goto out;
-        }
-    }
-    qmap_model_info in;
-    qmap_model_get_info(m[0], &in);
-    if (in.kind != QMAP_KIND_LM) {
-        snprintf(err, err_size, "%s: a %s model is not a language model: qmap bench MODEL measures decoder LMs "
-                 "(the classifier and encoder-decoder benchmarks are tests/bench/bench_mlp.py and bench_g2p.py)",
-                 path, in.arch);
-        goto out;
-    }
-    char label[96];
-    const char *base = strrchr(path, '/');
-    snprintf(label, sizeof label, "%s %s", in.arch, base ? base + 1 : path);
-    int max_t = 1;
-    for (int i = 0; i < c->n_threads; i++) if (c->threads[i] > max_t) max_t = c->threads[i];
-    if (c->tg > 0) { /* the bandwidth baselines of tg (a pp-only run needs neither) */
-        anon_len = (size_t)in.bytes_per_token;
-        if (anon_len < ((size_t)1 << 20)) anon_len = (size_t)1 << 20;
-        anon = bm_anon_buffer(anon_len, max_t);
-        map = map_file(path, &map_len);
-    }
-    long n_ids = c->depth + (c->pp > c->tg ? c->pp : c->tg);
-    ids = malloc((size_t)(n_ids ? n_ids : 1) * sizeof *ids);
-    ratio = malloc((size_t)c->runs * sizeof *ratio);
-    scratch = malloc((size_t)c->runs * sizeof *scratch);
-    bool ok = (c->tg == 0 || (anon && map)) && ids && ratio && scratch;
-    for (int mi = 0; mi < nm; mi++)
-        for (int i = 0; i < N_V; i++) ok = ok && (v[mi][i] = malloc((size_t)c->runs * sizeof(double))) != NULL;
-    if (!ok) {
-        snprintf(err, err_size, "%s: cannot set up the baselines (%zu bytes of memory, the file mapping): %s", path,
-                 anon_len, strerror(errno));
-        goto out;
-    }
-    for (long i = 0; i < n_ids; i++) ids[i] = (int32_t)((uint64_t)(i * 7919 + 13) % in.vocab_size);
-    bm_peak_kind pk = pp_on_int8(c, &in) ? BM_PEAK_INT8 : BM_PEAK_FMA;
-    double int8_terms = 0, kv_per_token = 0;
-    uint64_t peak_iters = 4000000;
-
-    for (int ti = 0; ti < c->n_threads; ti++) {
-        int t = c->threads[ti];
-        qmap_session_params sp;
-        qmap_session_params_default(&sp);
-        sp.n_ctx = (uint32_t)(c->depth + (c->pp > c->tg ? c->pp : c->tg) + 1);
-        /* a prompt in one evaluation; a depth without one in chunks of up to 512 */
-        sp.n_batch = (uint32_t)(c->pp > 0 ? c->pp : c->depth > 0 ? (c->depth < 512 ? c->depth : 512) : 1);
-        sp.threads = t;
-        sp.kv_type = (qmap_kv_type)c->kv;
-        sp.act = (qmap_act_mode)c->act;
-        for (int mi = 0; mi < nm; mi++)
-            if (qmap_session_new(m[mi], &sp, &s[mi], &qe) != QMAP_OK) {
-                snprintf(err, err_size, "%s", qe.message);
-                goto out;
-            }
-        for (int test = 0; test < 2; test++) {
-            long n = test == 0 ? c->pp : c->tg;
+    model_bench b = { .c = c, .path = path, .err = err, .err_size = err_size };
+    int rc = facts_of(path, &b.mf, err, err_size) != 0 || mb_open_models(&b) != 0 || mb_alloc(&b) != 0 ? -1 : 0;
+    for (int ti = 0; ti < c->n_threads && rc == 0; ti++) {
+        const int t = c->threads[ti];
+        rc = mb_sessions_new(&b, t);
+        for (int test = 0; test < 2 && rc == 0; test++) {
+            const long n = test == 0 ? c->pp : c->tg;
+            test_result tr = { { 0, 0 }, 0, 0 };
             if (n <= 0) continue;
-            int reruns[2] = { 0, 0 };
-            for (int run = -1; run < c->runs; run++) {   /* run -1: the warm-up */
-                for (int k = 0; k < nm; k++) {
-                    int mi = (k + (run < 0 ? 0 : run)) % nm;   /* alternate which goes first */
-                    run_ctx rx = { .s = s[mi], .test = test, .ids = ids, .depth = c->depth, .n = n, .threads = t, .anon = anon,
-                                   .map = map, .anon_len = anon_len, .map_len = map_len, .pk = pk,
-                                   .peak_iters = peak_iters, .mf = &mf, .bytes_per_token = in.bytes_per_token };
-                    if (run < 0) {
-                        double tps;
-                        qmap_session_counters work;
-                        uint64_t kv_bytes;
-                        if (time_test(s[mi], test, ids, c->depth, n, &tps, &work, &kv_bytes, &qe) != QMAP_OK) {
-                            snprintf(err, err_size, "%s", qe.message);
-                            goto out;
-                        }
-                        continue;
-                    }
-                    double f = bm_run_beside_limit(timed_run, &rx, BM_MAX_RERUNS, &reruns[mi]);
-                    if (rx.failed) {
-                        snprintf(err, err_size, "%s", rx.qe.message);
-                        goto out;
-                    }
-                    /* decoding cannot read the weights faster than the best plain read of them, and a prompt
-                     * cannot multiply faster than the instruction peak: not a state change mid-run when every
-                     * try came out above it */
-                    if (f > BM_RATIO_LIMIT) {
-                        snprintf(err, err_size, "%s: %s%ld with %d threads ran at %.2f x the %s measured beside it, "
-                                 "in %d tries: that baseline is wrong (or the %s), so no fraction is printed", path,
-                                 test == 0 ? "pp" : "tg", n, t, f, test ? "speed of light" : "multiply-add peak",
-                                 BM_MAX_RERUNS + 1, test ? "bytes per token are" : "operations counted per token are");
-                        goto out;
-                    }
-                    double **w = v[mi];
-                    w[TPS][run] = rx.tps;
-                    w[LIMIT][run] = rx.limit;
-                    w[FRAC][run] = rx.frac;
-                    w[BEFORE][run] = rx.before;
-                    w[AFTER][run] = rx.after;
-                    if (test == 0) int8_terms = rx.int8_terms;
-                    else {
-                        kv_per_token = rx.kv_bytes;   /* the same in every run: the same positions */
-                        w[BW_ANON][run] = rx.bw_anon;
-                        w[BW_MAP][run] = rx.bw_map;
-                    }
-                }
-                if (run >= 0 && nm == 2) ratio[run] = bm_ratio(v[c->mmaps[0] ? 0 : 1][TPS][run], v[c->mmaps[0] ? 1 : 0][TPS][run]);
-            }
-            for (int mi = 0; mi < nm; mi++) {
-                row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t, .mmap = c->mmaps[mi],
-                          .int8_terms = int8_terms, .kv_bytes = kv_per_token, .reruns = reruns[mi],
-                          /* tg rows only (the JSON's field): each call reads /proc/self/smaps */
-                          .large_pages = test == 1 && c->mmaps[mi] ? qmap_model_large_page_bytes(m[mi]) : UINT64_MAX };
-                double *const *w = v[mi];
-                const int runs = (int)c->runs;
-                for (int k = 0; k < runs; k++)
-                    if (bm_limit_steady(w[BEFORE][k], w[AFTER][k])) scratch[r.steady++] = w[FRAC][k];
-                if (r.steady) r.frac_steady = bm_stats_of(scratch, r.steady);
-                r.tps = stats_of_copy(w[TPS], runs, scratch);
-                r.limit = stats_of_copy(w[LIMIT], runs, scratch);
-                r.frac = stats_of_copy(w[FRAC], runs, scratch);
-                if (test == 1) {
-                    r.bw_anon = stats_of_copy(w[BW_ANON], runs, scratch);
-                    r.bw_map = stats_of_copy(w[BW_MAP], runs, scratch);
-                }
-                r.s_tps = w[TPS];
-                r.s_frac = w[FRAC];
-                r.s_before = w[BEFORE];
-                r.s_after = w[AFTER];
-                print_row(c, j, &in, &mf, label, &r);
-                if (r.reruns && !c->json && !c->csv)
-                    fprintf(stderr, "qmap bench: %s%ld, %d thr: %d run%s came out above %.2f x the limit read before and "
-                            "after %s and %s taken again (the host's %s changed during the run)\n", r.test, n, t,
-                            r.reruns, r.reruns > 1 ? "s" : "", BM_RATIO_LIMIT, r.reruns > 1 ? "them" : "it",
-                            r.reruns > 1 ? "were" : "was", test ? "bandwidth" : "peak");
-                if (r.steady < c->runs && !c->json && !c->csv) {
-                    char over[96] = "no run's limit held";
-                    if (r.steady)
-                        snprintf(over, sizeof over, "over the %d whose limit held: x limit %.2f [%.2f-%.2f]", r.steady,
-                                 r.frac_steady.median, r.frac_steady.min, r.frac_steady.max);
-                    fprintf(stderr, "qmap bench: %s%ld, %d thr: the %s read before and after %ld of %ld runs differed by "
-                            "more than %.0f%% (the host changed state around them; their fractions say more about "
-                            "it than about the model); %s\n", r.test, n, t, test ? "bandwidth" : "peak",
-                            c->runs - r.steady, c->runs, 100 * BM_STEADY_SPREAD, over);
-                }
-            }
-            /* both ways measured: the figure that decides qmap's premise (the mapping as fast as a copy) */
-            if (nm == 2 && !c->json && !c->csv) {
-                bm_stats q = bm_stats_of(ratio, (int)c->runs);
-                printf("|   %s%ld, %d thr: over the mapping / over an anonymous copy = %.2f [%.2f-%.2f] (per-run "
-                       "ratios, runs interleaved)\n", test == 0 ? "pp" : "tg", n, t, q.median, q.min, q.max);
-            }
+            rc = mb_run_test(&b, t, test, n, &tr);
+            if (rc == 0) mb_report_test(&b, j, t, test, n, &tr);
         }
-        for (int mi = 0; mi < nm; mi++) {
-            qmap_session_free(s[mi]);
-            s[mi] = NULL;
-        }
+        mb_sessions_free(&b);
     }
     /* after the runs: the page cache may have split some of the file's 2 MiB folios while they ran */
-    for (int mi = 0; mi < nm; mi++)
+    for (int mi = 0; mi < c->n_mmaps && rc == 0; mi++)
         if (c->mmaps[mi]) {
-            *large_pages = qmap_model_large_page_bytes(m[mi]);
-            *file_size = in.file_size;
+            *large_pages = qmap_model_large_page_bytes(b.m[mi]);
+            *file_size = b.in.file_size;
         }
-    rc = 0;
-out:
-    for (int mi = 0; mi < 2; mi++) {
-        for (int i = 0; i < N_V; i++) free(v[mi][i]);
-        qmap_session_free(s[mi]);
-        qmap_model_close(m[mi]);
-    }
-    free(ratio);
-    free(scratch);
-    free(ids);
-    if (map) munmap((void *)map, map_len);
-    if (anon) munmap(anon, anon_len);
+    mb_free(&b);
     return rc;
 }
+
+static const char BENCH_MODEL_DESCRIPTION[] =
+    "Prompt processing (pp: -p tokens in one evaluation, the GEMM path) and text generation (tg: -n\n"
+    "tokens one at a time, the decode path) in tokens/s, median [min-max] of -r runs after a warm-up, one\n"
+    "row per model, thread count and test, as llama.cpp's llama-bench prints them. Beside each tg run the\n"
+    "best read bandwidth is measured over anonymous memory and over the model's file mapping, just\n"
+    "before and just after the run (the better reading counts; a buffer of up to twice the last-level\n"
+    "cache's size is read again until its reading stops rising, as a decode finds what the cache kept of\n"
+    "the weights from the token before): the speed of light is that bandwidth divided by the bytes one\n"
+    "token reads (every matrix once, one embedding row, and the KV cache its attention read, on average\n"
+    "over the run: qmap_session_kv_bytes_read), and 'x limit' the fraction of it reached. With -d N each\n"
+    "run first evaluates N tokens (untimed), so that pp and tg run at that context depth (the test column\n"
+    "says '@ dN'), as llama-bench's -d does. Beside each pp run (before and after, the better reading)\n"
+    "the multiply-add peak is measured (int8 for a Q8_ROW model: AVX-512 VNNI, or AVX2's\n"
+    "vpmaddubsw+vpmaddwd without it; FMA otherwise or with --act f32): 'x limit' counts 2 operations per\n"
+    "multiply-add the session ran (qmap_session_get_counters: a product in two int8 terms runs each\n"
+    "multiply-add twice, and 'limit' says how many terms a weight took on average), the output head once\n"
+    "per prompt (only the last token's logits are computed), and no attention.\n"
+    "No run is printed above 1.05 x its limit: such a run is taken again with new readings (the host\n"
+    "changed during it; at most 3 times, counted as reruns), and one still above after that means the\n"
+    "baseline is wrong: the command stops with an error instead. A run whose limit read before and after\n"
+    "differs by more than 10% (the host changed state around it) is kept, but counted: after its row a\n"
+    "line on stderr says how many and gives the fraction over the runs whose limit held (readings that\n"
+    "agree do not prove that the host held between them; --json: steady_runs, fraction_steady; --csv:\n"
+    "steady_runs, fraction_steady_median). --json also gives each run in order, as llama-bench's\n"
+    "samples_ts: samples_ts, samples_fraction, samples_limit_before, samples_limit_after. Below the\n"
+    "table, how much of each model's mapping is in 2 MiB pages (weights in 4 KiB pages can stream\n"
+    "slower: qmap_model_params.large_pages).";
 
 int bench_model(int argc, char **argv)
 {
@@ -603,32 +710,7 @@ int bench_model(int argc, char **argv)
     };
     const cli_command cmd = {
         "bench", "qmap bench MODEL.qmap [MODEL2.qmap ...] [options]",
-        "Prompt processing (pp: -p tokens in one evaluation, the GEMM path) and text generation (tg: -n\n"
-        "tokens one at a time, the decode path) in tokens/s, median [min-max] of -r runs after a warm-up, one\n"
-        "row per model, thread count and test, as llama.cpp's llama-bench prints them. Beside each tg run the\n"
-        "best read bandwidth is measured over anonymous memory and over the model's file mapping, just\n"
-        "before and just after the run (the better reading counts; a buffer of up to twice the last-level\n"
-        "cache's size is read again until its reading stops rising, as a decode finds what the cache kept of\n"
-        "the weights from the token before): the speed of light is that bandwidth divided by the bytes one\n"
-        "token reads (every matrix once, one embedding row, and the KV cache its attention read, on average\n"
-        "over the run: qmap_session_kv_bytes_read), and 'x limit' the fraction of it reached. With -d N each\n"
-        "run first evaluates N tokens (untimed), so that pp and tg run at that context depth (the test column\n"
-        "says '@ dN'), as llama-bench's -d does. Beside each pp run (before and after, the better reading)\n"
-        "the multiply-add peak is measured (int8 for a Q8_ROW model: AVX-512 VNNI, or AVX2's\n"
-        "vpmaddubsw+vpmaddwd without it; FMA otherwise or with --act f32): 'x limit' counts 2 operations per\n"
-        "multiply-add the session ran (qmap_session_get_counters: a product in two int8 terms runs each\n"
-        "multiply-add twice, and 'limit' says how many terms a weight took on average), the output head once\n"
-        "per prompt (only the last token's logits are computed), and no attention.\n"
-        "No run is printed above 1.05 x its limit: such a run is taken again with new readings (the host\n"
-        "changed during it; at most 3 times, counted as reruns), and one still above after that means the\n"
-        "baseline is wrong: the command stops with an error instead. A run whose limit read before and after\n"
-        "differs by more than 10% (the host changed state around it) is kept, but counted: after its row a\n"
-        "line on stderr says how many and gives the fraction over the runs whose limit held (readings that\n"
-        "agree do not prove that the host held between them; --json: steady_runs, fraction_steady; --csv:\n"
-        "steady_runs, fraction_steady_median). --json also gives each run in order, as llama-bench's\n"
-        "samples_ts: samples_ts, samples_fraction, samples_limit_before, samples_limit_after. Below the\n"
-        "table, how much of each model's mapping is in 2 MiB pages (weights in 4 KiB pages stream slower on\n"
-        "the VMs qmap was measured on).",
+        BENCH_MODEL_DESCRIPTION,
         opts, sizeof opts / sizeof opts[0],
         "'qmap bench kernels --help' measures the kernels alone.\nexit status: 0 done, 1 a model or a measurement failed, 2 usage error"
     };

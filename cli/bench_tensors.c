@@ -1,4 +1,4 @@
-/* bench_tensors.c — the test matrices of `qmap bench kernels` (bench_kernels.h): random weights laid out as
+/* bench_tensors.c — the test matrices of `qmap bench kernels` (bench_util.h): random weights laid out as
  * a container stores them, and the same bytes written to a temporary container and mapped. */
 #include <errno.h>
 #include <math.h>
@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "bench_kernels.h"
+#include "bench_util.h"
 #include "qm_half.h"
 #include "qm_writer.h"
 #include "qq_kernels.h"

@@ -17,10 +17,11 @@ int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* The --kv and --act choices of the commands that run a model (run, perplexity, bench MODEL), NULL-
  * terminated for CLI_CHOICE: the index of a choice is the qmap.h enum value (qmap_kv_type, qmap_act_mode;
- * qmap.c checks that they agree). */
+ * main.c checks that they agree). */
 extern const char *const cli_kv_choices[];
 extern const char *const cli_act_choices[];
 

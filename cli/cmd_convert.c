@@ -41,6 +41,59 @@ static void on_warning(void *user, const char *msg)
     fprintf(stderr, "qmap convert: warning: %s\n", msg);
 }
 
+/* The summary (or the error) as one JSON object on stdout. */
+static void print_summary_json(const char *output, qm_status st, const qm_error *err, const qc_convert_summary *s)
+{
+    json_out j = { .fp = stdout };
+    json_begin_object(&j, NULL);
+    json_bool(&j, "ok", st == QM_OK);
+    json_cstring(&j, "output", output);
+    if (st != QM_OK) {
+        json_cstring(&j, "error", qm_status_name(err->code));
+        json_cstring(&j, "message", err->message);
+    } else {
+        json_cstring(&j, "architecture", s->arch);
+        json_cstring(&j, "input_kind", s->kinds);
+        json_cstring(&j, "config", s->config);
+        json_cstring(&j, "tokenizer", s->tokenizer);
+        json_u64(&j, "input_files", s->n_inputs_files);
+        json_u64(&j, "input_bytes", s->in_bytes);
+        json_u64(&j, "tensors", s->n_tensors);
+        json_u64(&j, "parameters", s->n_params);
+        json_u64(&j, "skipped", s->n_skipped);
+        json_bool(&j, "tied_output", s->tied_output);
+        json_u64(&j, "nonfinite_values", s->n_nonfinite);
+        json_u64(&j, "compressed_bytes", s->inflated_from);
+        json_u64(&j, "inflated_bytes", s->inflated_to);
+        json_u64(&j, "output_bytes", s->out_bytes);
+        json_f64(&j, "seconds", s->seconds_total);
+        json_f64(&j, "write_seconds", s->seconds_write);
+    }
+    json_end_object(&j);
+    fputc('\n', stdout);
+}
+
+static void print_summary_text(const qc_convert_opts *o, const qc_convert_summary *s)
+{
+    char in_b[16], out_b[16];
+    printf("%s: %s, %llu tensors, %.2fM parameters, %s%s\n", o->output, s->arch, (unsigned long long)s->n_tensors,
+           s->n_params / 1e6, cli_human_bytes(s->out_bytes, out_b, sizeof out_b),
+           s->tied_output ? " (output head tied to the embedding)" : "");
+    printf("  from     %s, %llu file%s, %s\n", s->kinds, (unsigned long long)s->n_inputs_files,
+           s->n_inputs_files == 1 ? "" : "s", cli_human_bytes(s->in_bytes, in_b, sizeof in_b));
+    printf("  config   %s\n", s->config[0] ? s->config : "(none: hyperparameters from the tensor shapes)");
+    printf("  tokenizer %s\n", s->tokenizer[0] ? s->tokenizer : o->no_tokenizer ? "(not stored: --no-tokenizer)" : "(none found)");
+    if (s->inflated_from) {
+        char a[16], b[16];
+        printf("  inflated %s of compressed entries to %s (%.1fx)\n", cli_human_bytes(s->inflated_from, a, sizeof a),
+               cli_human_bytes(s->inflated_to, b, sizeof b), (double)s->inflated_to / (double)s->inflated_from);
+    }
+    if (s->n_skipped) printf("  skipped  %llu buffer(s) the model does not need\n", (unsigned long long)s->n_skipped);
+    if (s->n_nonfinite) printf("  warning  %llu NaN/Inf values copied (see above)\n", (unsigned long long)s->n_nonfinite);
+    printf("  time     %.2f s (write %.2f s, %.0f MB/s)\n", s->seconds_total, s->seconds_write,
+           s->seconds_write > 0 ? s->out_bytes / s->seconds_write / 1e6 : 0.0);
+}
+
 int cmd_convert(int argc, char **argv)
 {
     qc_convert_opts o = { 0 };
@@ -118,57 +171,11 @@ int cmd_convert(int argc, char **argv)
     qm_error err;
     qm_status st = qc_convert(&o, &s, &err);
     clear_progress(&u);
-    if (u.json) {
-        json_out j = { .fp = stdout };
-        json_begin_object(&j, NULL);
-        json_bool(&j, "ok", st == QM_OK);
-        json_cstring(&j, "output", o.output);
-        if (st != QM_OK) {
-            json_cstring(&j, "error", qm_status_name(err.code));
-            json_cstring(&j, "message", err.message);
-        } else {
-            json_cstring(&j, "architecture", s.arch);
-            json_cstring(&j, "input_kind", s.kinds);
-            json_cstring(&j, "config", s.config);
-            json_cstring(&j, "tokenizer", s.tokenizer);
-            json_u64(&j, "input_files", s.n_inputs_files);
-            json_u64(&j, "input_bytes", s.in_bytes);
-            json_u64(&j, "tensors", s.n_tensors);
-            json_u64(&j, "parameters", s.n_params);
-            json_u64(&j, "skipped", s.n_skipped);
-            json_bool(&j, "tied_output", s.tied_output);
-            json_u64(&j, "nonfinite_values", s.n_nonfinite);
-            json_u64(&j, "compressed_bytes", s.inflated_from);
-            json_u64(&j, "inflated_bytes", s.inflated_to);
-            json_u64(&j, "output_bytes", s.out_bytes);
-            json_f64(&j, "seconds", s.seconds_total);
-            json_f64(&j, "write_seconds", s.seconds_write);
-        }
-        json_end_object(&j);
-        fputc('\n', stdout);
-    }
+    if (u.json) print_summary_json(o.output, st, &err, &s);
     if (st != QM_OK) {
         fprintf(stderr, "qmap convert: %s\n", err.message);
         return 1;
     }
-    if (!u.quiet && !u.json) {
-        char in_b[16], out_b[16];
-        printf("%s: %s, %llu tensors, %.2fM parameters, %s%s\n", o.output, s.arch, (unsigned long long)s.n_tensors,
-               s.n_params / 1e6, cli_human_bytes(s.out_bytes, out_b, sizeof out_b),
-               s.tied_output ? " (output head tied to the embedding)" : "");
-        printf("  from     %s, %llu file%s, %s\n", s.kinds, (unsigned long long)s.n_inputs_files,
-               s.n_inputs_files == 1 ? "" : "s", cli_human_bytes(s.in_bytes, in_b, sizeof in_b));
-        printf("  config   %s\n", s.config[0] ? s.config : "(none: hyperparameters from the tensor shapes)");
-        printf("  tokenizer %s\n", s.tokenizer[0] ? s.tokenizer : o.no_tokenizer ? "(not stored: --no-tokenizer)" : "(none found)");
-        if (s.inflated_from) {
-            char a[16], b[16];
-            printf("  inflated %s of compressed entries to %s (%.1fx)\n", cli_human_bytes(s.inflated_from, a, sizeof a),
-                   cli_human_bytes(s.inflated_to, b, sizeof b), (double)s.inflated_to / (double)s.inflated_from);
-        }
-        if (s.n_skipped) printf("  skipped  %llu buffer(s) the model does not need\n", (unsigned long long)s.n_skipped);
-        if (s.n_nonfinite) printf("  warning  %llu NaN/Inf values copied (see above)\n", (unsigned long long)s.n_nonfinite);
-        printf("  time     %.2f s (write %.2f s, %.0f MB/s)\n", s.seconds_total, s.seconds_write,
-               s.seconds_write > 0 ? s.out_bytes / s.seconds_write / 1e6 : 0.0);
-    }
+    if (!u.quiet && !u.json) print_summary_text(&o, &s);
     return 0;
 }

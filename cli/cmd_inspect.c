@@ -6,25 +6,8 @@
 
 #include "cli.h"
 #include "json_out.h"
+#include "opts.h"
 #include "qm_reader.h"
-
-static void help(FILE *fp)
-{
-    fprintf(fp,
-            "usage: qmap inspect [--json] [--max-items N] FILE\n"
-            "\n"
-            "Print the container's header (versions, alignment, section sizes), its metadata, its tensor\n"
-            "table (name, dtype, shape, offset, bytes, checksum) and totals by dtype. Opening validates\n"
-            "everything but tensor data; use 'qmap verify' to check the data.\n"
-            "\n"
-            "  --json          print the same as one JSON object: {\"file\", \"header\", \"metadata\",\n"
-            "                  \"tensors\", \"totals\"}\n"
-            "  --max-items N   show at most N elements of each metadata array and characters of\n"
-            "                  long strings (default 8 elements / 120 characters; 0 = everything)\n"
-            "  -h, --help      this text\n"
-            "\n"
-            "exit status: 0 ok, 1 the file is not a valid container, 2 usage error\n");
-}
 
 static void shape_str(const qm_tensor *t, char *buf, size_t size)
 {
@@ -134,109 +117,120 @@ static void json_meta_value(json_out *j, const qm_meta *m, uint64_t max_items)
 
 typedef struct { uint64_t tensors, elements, bytes; } dtype_total;
 
-int cmd_inspect(int argc, char **argv)
+/* Tensor counts, elements and bytes per dtype, and over all of them. */
+typedef struct totals {
+    dtype_total by_dtype[QM_DTYPE_ID_LIMIT];
+    uint64_t elements, bytes;
+} totals;
+
+static void count_totals(const qm_file *f, totals *t)
 {
-    bool json = false;
-    long max_items = 8;
-    const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { help(stdout); return 0; }
-        else if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "--max-items") && i + 1 < argc) {
-            if ((max_items = cli_parse_count(argv[++i])) < 0) { fprintf(stderr, "qmap inspect: --max-items needs a number\n"); return 2; }
-        } else if (argv[i][0] == '-' && argv[i][1]) { fprintf(stderr, "qmap inspect: unknown option '%s'\n", argv[i]); help(stderr); return 2; }
-        else if (!path) path = argv[i];
-        else { fprintf(stderr, "qmap inspect: one FILE only\n"); return 2; }
+    memset(t, 0, sizeof *t);
+    for (uint64_t i = 0; i < qm_tensor_count(f); i++) {
+        const qm_tensor *x = qm_tensor_at(f, i);
+        t->by_dtype[x->dtype].tensors++;
+        t->by_dtype[x->dtype].elements += x->n_elements;
+        t->by_dtype[x->dtype].bytes += x->size;
+        t->elements += x->n_elements;
+        t->bytes += x->size;
     }
-    if (!path) { help(stderr); return 2; }
+}
 
-    qm_file *f;
-    qm_error err;
-    if (qm_open(path, &f, &err) != QM_OK) {
-        fprintf(stderr, "qmap inspect: %s\n", err.message);
-        return 1;
+/* ---- JSON ---------------------------------------------------------------------------------------- */
+
+static void json_header(json_out *j, const qm_header_info *h)
+{
+    json_begin_object(j, "header");
+    json_u64(j, "major_version", h->major_version);
+    json_u64(j, "minor_version", h->minor_version);
+    json_u64(j, "alignment", h->alignment);
+    json_u64(j, "file_size", h->file_size);
+    json_u64(j, "metadata_offset", h->metadata_offset);
+    json_u64(j, "metadata_size", h->metadata_size);
+    json_u64(j, "metadata_count", h->metadata_count);
+    json_u64(j, "table_offset", h->table_offset);
+    json_u64(j, "table_size", h->table_size);
+    json_u64(j, "tensor_count", h->tensor_count);
+    json_u64(j, "data_offset", h->data_offset);
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, h->header_checksum);
+    json_cstring(j, "header_checksum", hex);
+    json_end_object(j);
+}
+
+static void json_metadata(json_out *j, const qm_file *f, uint64_t max_items)
+{
+    json_begin_array(j, "metadata");
+    for (uint64_t i = 0; i < qm_meta_count(f); i++) {
+        const qm_meta *m = qm_meta_at(f, i);
+        char ts[32];
+        type_str(m, ts, sizeof ts);
+        json_begin_object(j, NULL);
+        json_cstring(j, "key", m->key);
+        json_cstring(j, "type", ts);
+        json_meta_value(j, m, max_items);
+        json_end_object(j);
     }
-    const qm_header_info *h = qm_file_header(f);
-    uint64_t nt = qm_tensor_count(f), nm = qm_meta_count(f);
-    dtype_total totals[QM_DTYPE_ID_LIMIT] = { { 0 } };
-    for (uint64_t i = 0; i < nt; i++) {
+    json_end_array(j);
+}
+
+static void json_tensors(json_out *j, const qm_file *f)
+{
+    json_begin_array(j, "tensors");
+    for (uint64_t i = 0; i < qm_tensor_count(f); i++) {
         const qm_tensor *t = qm_tensor_at(f, i);
-        totals[t->dtype].tensors++;
-        totals[t->dtype].elements += t->n_elements;
-        totals[t->dtype].bytes += t->size;
-    }
-    uint64_t all_elems = 0, all_bytes = 0;
-    for (int d = 0; d < QM_DTYPE_ID_LIMIT; d++) { all_elems += totals[d].elements; all_bytes += totals[d].bytes; }
-    char hb[32], hb2[32];
-
-    if (json) {
-        json_out j = { .fp = stdout };
-        json_begin_object(&j, NULL);
-        json_cstring(&j, "file", path);
-        json_begin_object(&j, "header");
-        json_u64(&j, "major_version", h->major_version);
-        json_u64(&j, "minor_version", h->minor_version);
-        json_u64(&j, "alignment", h->alignment);
-        json_u64(&j, "file_size", h->file_size);
-        json_u64(&j, "metadata_offset", h->metadata_offset);
-        json_u64(&j, "metadata_size", h->metadata_size);
-        json_u64(&j, "metadata_count", h->metadata_count);
-        json_u64(&j, "table_offset", h->table_offset);
-        json_u64(&j, "table_size", h->table_size);
-        json_u64(&j, "tensor_count", h->tensor_count);
-        json_u64(&j, "data_offset", h->data_offset);
+        json_begin_object(j, NULL);
+        json_cstring(j, "name", t->name);
+        json_cstring(j, "dtype", qm_dtype_info(t->dtype)->name);
+        json_begin_array(j, "shape");
+        for (uint32_t d = 0; d < t->rank; d++) json_u64(j, NULL, t->dims[d]);
+        json_end_array(j);
+        json_u64(j, "elements", t->n_elements);
+        json_u64(j, "offset", t->offset);
+        json_u64(j, "size", t->size);
         char hex[17];
-        snprintf(hex, sizeof hex, "%016" PRIx64, h->header_checksum);
-        json_cstring(&j, "header_checksum", hex);
-        json_end_object(&j);
-        json_begin_array(&j, "metadata");
-        for (uint64_t i = 0; i < nm; i++) {
-            const qm_meta *m = qm_meta_at(f, i);
-            char ts[32];
-            type_str(m, ts, sizeof ts);
-            json_begin_object(&j, NULL);
-            json_cstring(&j, "key", m->key);
-            json_cstring(&j, "type", ts);
-            json_meta_value(&j, m, (uint64_t)max_items);
-            json_end_object(&j);
-        }
-        json_end_array(&j);
-        json_begin_array(&j, "tensors");
-        for (uint64_t i = 0; i < nt; i++) {
-            const qm_tensor *t = qm_tensor_at(f, i);
-            json_begin_object(&j, NULL);
-            json_cstring(&j, "name", t->name);
-            json_cstring(&j, "dtype", qm_dtype_info(t->dtype)->name);
-            json_begin_array(&j, "shape");
-            for (uint32_t d = 0; d < t->rank; d++) json_u64(&j, NULL, t->dims[d]);
-            json_end_array(&j);
-            json_u64(&j, "elements", t->n_elements);
-            json_u64(&j, "offset", t->offset);
-            json_u64(&j, "size", t->size);
-            snprintf(hex, sizeof hex, "%016" PRIx64, t->checksum);
-            json_cstring(&j, "checksum", hex);
-            json_end_object(&j);
-        }
-        json_end_array(&j);
-        json_begin_object(&j, "totals");
-        for (uint32_t d = 1; d < QM_DTYPE_ID_LIMIT; d++) {
-            if (!totals[d].tensors) continue;
-            json_begin_object(&j, qm_dtype_info(d)->name);
-            json_u64(&j, "tensors", totals[d].tensors);
-            json_u64(&j, "elements", totals[d].elements);
-            json_u64(&j, "bytes", totals[d].bytes);
-            json_end_object(&j);
-        }
-        json_u64(&j, "elements", all_elems);
-        json_u64(&j, "tensor_bytes", all_bytes);
-        json_u64(&j, "file_size", h->file_size);
-        json_end_object(&j);
-        json_end_object(&j);
-        putchar('\n');
-        qm_close(f);
-        return 0;
+        snprintf(hex, sizeof hex, "%016" PRIx64, t->checksum);
+        json_cstring(j, "checksum", hex);
+        json_end_object(j);
     }
+    json_end_array(j);
+}
 
+static void json_totals(json_out *j, const totals *t, uint64_t file_size)
+{
+    json_begin_object(j, "totals");
+    for (uint32_t d = 1; d < QM_DTYPE_ID_LIMIT; d++) {
+        if (!t->by_dtype[d].tensors) continue;
+        json_begin_object(j, qm_dtype_info(d)->name);
+        json_u64(j, "tensors", t->by_dtype[d].tensors);
+        json_u64(j, "elements", t->by_dtype[d].elements);
+        json_u64(j, "bytes", t->by_dtype[d].bytes);
+        json_end_object(j);
+    }
+    json_u64(j, "elements", t->elements);
+    json_u64(j, "tensor_bytes", t->bytes);
+    json_u64(j, "file_size", file_size);
+    json_end_object(j);
+}
+
+static void print_json(const char *path, const qm_file *f, const totals *t, uint64_t max_items)
+{
+    json_out j = { .fp = stdout };
+    json_begin_object(&j, NULL);
+    json_cstring(&j, "file", path);
+    json_header(&j, qm_file_header(f));
+    json_metadata(&j, f, max_items);
+    json_tensors(&j, f);
+    json_totals(&j, t, qm_file_header(f)->file_size);
+    json_end_object(&j);
+    putchar('\n');
+}
+
+/* ---- text ---------------------------------------------------------------------------------------- */
+
+static void text_header(const char *path, const qm_header_info *h)
+{
+    char hb[32];
     printf("file       %s  (%s, %" PRIu64 " bytes)\n", path, cli_human_bytes(h->file_size, hb, sizeof hb), h->file_size);
     printf("format     %u.%u  (this reader: %d.%d)   alignment %" PRIu64 "\n", h->major_version, h->minor_version,
            QM_MAJOR_VERSION, QM_MINOR_VERSION, h->alignment);
@@ -245,7 +239,11 @@ int cmd_inspect(int argc, char **argv)
            h->metadata_offset, h->metadata_size, h->metadata_count, h->table_offset, h->table_size, h->tensor_count,
            h->data_offset, h->file_size - h->data_offset);
     printf("checksum   %016" PRIx64 " (header, metadata, table: valid)\n", h->header_checksum);
+}
 
+static void text_metadata(const qm_file *f, uint64_t max_items)
+{
+    uint64_t nm = qm_meta_count(f);
     printf("\nmetadata (%" PRIu64 ")\n", nm);
     size_t kw = 4;
     for (uint64_t i = 0; i < nm; i++) { size_t l = strlen(qm_meta_at(f, i)->key); if (l > kw) kw = l; }
@@ -255,10 +253,14 @@ int cmd_inspect(int argc, char **argv)
         char ts[32];
         type_str(m, ts, sizeof ts);
         printf("  %-*s  %-14s ", (int)kw, m->key, ts);
-        text_meta_value(m, (uint64_t)max_items);
+        text_meta_value(m, max_items);
         putchar('\n');
     }
+}
 
+static void text_tensors(const qm_file *f)
+{
+    uint64_t nt = qm_tensor_count(f);
     printf("\ntensors (%" PRIu64 ")\n", nt);
     size_t nw = 4;
     for (uint64_t i = 0; i < nt; i++) { size_t l = qm_tensor_at(f, i)->name_len; if (l > nw) nw = l; }
@@ -271,15 +273,73 @@ int cmd_inspect(int argc, char **argv)
         printf("  %5" PRIu64 "  %-*s  %-6s  %-22s  %12" PRIu64 "  %12" PRIu64 "  %016" PRIx64 "\n", i, (int)nw, t->name,
                qm_dtype_info(t->dtype)->name, shape, t->offset, t->size, t->checksum);
     }
+}
 
+static void text_totals(const totals *t, uint64_t n_tensors, uint64_t file_size)
+{
+    char hb[32], hb2[32];
     printf("\ntotals\n");
     for (uint32_t d = 1; d < QM_DTYPE_ID_LIMIT; d++) {
-        if (!totals[d].tensors) continue;
-        printf("  %-6s  %6" PRIu64 " tensors  %14" PRIu64 " elements  %s\n", qm_dtype_info(d)->name, totals[d].tensors,
-               totals[d].elements, cli_human_bytes(totals[d].bytes, hb, sizeof hb));
+        const dtype_total *x = &t->by_dtype[d];
+        if (!x->tensors) continue;
+        printf("  %-6s  %6" PRIu64 " tensors  %14" PRIu64 " elements  %s\n", qm_dtype_info(d)->name, x->tensors,
+               x->elements, cli_human_bytes(x->bytes, hb, sizeof hb));
     }
-    printf("  %-6s  %6" PRIu64 " tensors  %14" PRIu64 " elements  %s of tensor data, file %s\n", "all", nt, all_elems,
-           cli_human_bytes(all_bytes, hb, sizeof hb), cli_human_bytes(h->file_size, hb2, sizeof hb2));
+    printf("  %-6s  %6" PRIu64 " tensors  %14" PRIu64 " elements  %s of tensor data, file %s\n", "all", n_tensors,
+           t->elements, cli_human_bytes(t->bytes, hb, sizeof hb), cli_human_bytes(file_size, hb2, sizeof hb2));
+}
+
+/* ---- the command ----------------------------------------------------------------------------------- */
+
+/* Parse argv into the options and the one FILE; 0, 1 (help printed) or 2 (usage error, printed). */
+static int inspect_parse(int argc, char **argv, bool *json, long *max_items, const char **path)
+{
+    const cli_opt opts[] = {
+        { "json", 0, CLI_FLAG, json, NULL, 0, 0, NULL, "print the same as one JSON object: {\"file\", \"header\", "
+          "\"metadata\", \"tensors\", \"totals\"}", false },
+        { "max-items", 0, CLI_INT, max_items, "N", 0, 1L << 40, NULL, "show at most N elements of each metadata array "
+          "and cut long strings (120 characters, 40 in arrays); 0 = everything", false },
+    };
+    const cli_command cmd = {
+        "inspect", "qmap inspect [--json] [--max-items N] FILE",
+        "Print the container's header (versions, alignment, section sizes), its metadata, its tensor\n"
+        "table (name, dtype, shape, offset, bytes, checksum) and totals by dtype. Opening validates\n"
+        "everything but tensor data; use 'qmap verify' to check the data.\n",
+        opts, sizeof opts / sizeof opts[0], "exit status: 0 ok, 1 the file is not a valid container, 2 usage error\n"
+    };
+    int first;
+    int rc = cli_parse(&cmd, argc, argv, &first);
+    if (rc != 0) return rc;
+    if (first != argc - 1) {
+        fprintf(stderr, "qmap inspect: %s\nusage: %s\n", first >= argc ? "no FILE given" : "one FILE only", cmd.usage);
+        return 2;
+    }
+    *path = argv[first];
+    return 0;
+}
+
+int cmd_inspect(int argc, char **argv)
+{
+    bool json = false;
+    long max_items = 8;
+    const char *path = NULL;
+    int prc = inspect_parse(argc, argv, &json, &max_items, &path);
+    if (prc != 0) return prc == 1 ? 0 : 2;
+    qm_file *f;
+    qm_error err;
+    if (qm_open(path, &f, &err) != QM_OK) {
+        fprintf(stderr, "qmap inspect: %s\n", err.message);
+        return 1;
+    }
+    totals t;
+    count_totals(f, &t);
+    if (json) print_json(path, f, &t, (uint64_t)max_items);
+    else {
+        text_header(path, qm_file_header(f));
+        text_metadata(f, (uint64_t)max_items);
+        text_tensors(f);
+        text_totals(&t, qm_tensor_count(f), qm_file_header(f)->file_size);
+    }
     qm_close(f);
     return 0;
 }

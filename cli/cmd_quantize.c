@@ -6,46 +6,9 @@
 
 #include "cli.h"
 #include "json_out.h"
+#include "opts.h"
 #include "qm_format.h"
 #include "qq_quantize.h"
-
-static void help(FILE *fp)
-{
-    fprintf(fp,
-            "usage: qmap quantize (--q8 | --f16) IN.qmap -o OUT.qmap [options]\n"
-            "\n"
-            "Quantize the weight matrices of a container: every tensor of rank >= 2 whose name ends in\n"
-            "\".weight\" (linear, attention and FFN weights, token embeddings, output head), except\n"
-            "pos_embd.weight and --keep matches. 1-D tensors (norms, biases) and everything else are copied.\n"
-            "\n"
-            "  --q8                Q8_ROW: int8 with one f32 scale per row (scale = max|w|/127, round half\n"
-            "                      to even; spec/FORMAT.md 6.1). Takes F32 or F16 weights.\n"
-            "  --f16               IEEE half, round to nearest even; a value beyond ±65504 is an error.\n"
-            "  -o, --output FILE   the container to write (replaced atomically)\n"
-            "  --keep PATTERN      leave tensors matching this glob as they are (repeatable),\n"
-            "                      e.g. --keep 'output.weight' --keep 'blk.0.*'\n"
-            "  --report FILE       write the per-tensor report as JSON\n"
-            "  --threads N         threads (default: all cores); the output is the same for any N\n"
-            "  --panel-cols auto|N|0\n"
-            "                      decoder LMs: write each FFN down projection ([dim, ffn]) with rows\n"
-            "                      longer than N in column panels of N columns, as [ffn/N, dim, N] (N a\n"
-            "                      multiple of 64 dividing ffn; spec/ARCHITECTURES.md §6): a decode reads\n"
-            "                      all of X once per row, and long rows stream slower. Q8_ROW gets a\n"
-            "                      scale per row of each panel. auto (the default) cuts Q8_ROW rows past\n"
-            "                      4096 columns and F16 rows past 2048 (TinyLlama's 5632: 2 panels of\n"
-            "                      2816 / 4 of 1408; GPT-2's 3072: F16 2 of 1536; Llama 2 7B's 11008:\n"
-            "                      4 of 2752); 0: as stored\n"
-            "  -q, --quiet         no progress and no table\n"
-            "  --json              print the report as JSON instead of the table\n"
-            "  -h, --help          this text\n"
-            "\n"
-            "The report gives, per tensor, bytes before and after, the relative RMS error ||w - w'|| / ||w||,\n"
-            "the largest absolute error and, for Q8_ROW, the rows whose scale is set by one outlier\n"
-            "(max|w| > 8 x the row's RMS). In the JSON, a tensor's shape is as written and \"panels\" counts\n"
-            "its column panels (1 for none).\n"
-            "\n"
-            "exit status: 0 written, 1 the input is bad or cannot be quantized, 2 usage error\n");
-}
 
 typedef struct ui { bool tty, quiet; int last_len; } ui;
 
@@ -161,51 +124,105 @@ static void report_table(const char *out, qq_scheme scheme, const qq_report *r)
                (unsigned long long)(first->dims[0] * first->dims[2]));
 }
 
+/* What the option table writes, before it is checked (quantize_settle). */
+typedef struct quantize_args {
+    bool q8, f16, json, quiet;
+    long threads;
+    const char *output, *report, *panel_cols;
+    cli_strings keep;
+} quantize_args;
+
+static const char QUANTIZE_DESCRIPTION[] =
+    "Quantize the weight matrices of a container: every tensor of rank >= 2 whose name ends in\n"
+    "\".weight\" (linear, attention and FFN weights, token embeddings, output head), except\n"
+    "pos_embd.weight and --keep matches. 1-D tensors (norms, biases) and everything else are copied.\n"
+    "Q8_ROW (--q8) is int8 with one f32 scale per row (scale = max|w|/127, round half to even;\n"
+    "spec/FORMAT.md 6.1) and takes F32 or F16 weights; F16 (--f16) rounds to nearest even, and a value\n"
+    "beyond +-65504 is an error. In decoder LMs, --panel-cols writes each FFN down projection ([dim, ffn])\n"
+    "with rows longer than N as column panels of N columns, [ffn/N, dim, N] (N a multiple of 64 dividing\n"
+    "ffn; spec/ARCHITECTURES.md 6): a decode reads all of X once per row, and long rows stream slower.\n"
+    "Q8_ROW gets a scale per row of each panel. auto cuts Q8_ROW rows past 4096 columns and F16 rows\n"
+    "past 2048 (TinyLlama's 5632: 2 panels of 2816 / 4 of 1408; GPT-2's 3072: F16 2 of 1536; Llama 2\n"
+    "7B's 11008: 4 of 2752); 0 keeps them as stored.\n";
+
+static const char QUANTIZE_EPILOG[] =
+    "The report gives, per tensor, bytes before and after, the relative RMS error ||w - w'|| / ||w||,\n"
+    "the largest absolute error and, for Q8_ROW, the rows whose scale is set by one outlier\n"
+    "(max|w| > 8 x the row's RMS). In the JSON, a tensor's shape is as written and \"panels\" counts\n"
+    "its column panels (1 for none).\n"
+    "\n"
+    "exit status: 0 written, 1 the input is bad or cannot be quantized, 2 usage error\n";
+
+/* Parse argv into *a and *o (o->input set from the one positional); 0, 1 (help printed) or 2 (usage). */
+static int quantize_parse(int argc, char **argv, quantize_args *a, qq_opts *o)
+{
+    const cli_opt opts[] = {
+        { "q8", 0, CLI_FLAG, &a->q8, NULL, 0, 0, NULL, "Q8_ROW: int8 with one f32 scale per row", false },
+        { "f16", 0, CLI_FLAG, &a->f16, NULL, 0, 0, NULL, "IEEE half", false },
+        { "output", 'o', CLI_STRING, &a->output, "FILE", 0, 0, NULL, "the container to write (replaced atomically)", true },
+        { "keep", 0, CLI_STRINGS, &a->keep, "PATTERN", 0, 0, NULL,
+          "leave tensors matching this glob as they are (repeatable), e.g. --keep 'output.weight' --keep 'blk.0.*'", false },
+        { "report", 0, CLI_STRING, &a->report, "FILE", 0, 0, NULL, "write the per-tensor report as JSON", true },
+        { "threads", 0, CLI_INT, &a->threads, "N", 1, 1024, NULL,
+          "threads (default: all cores); the output is the same for any N", true },
+        { "panel-cols", 0, CLI_STRING, &a->panel_cols, "auto|N|0", 0, 0, NULL,
+          "decoder LMs: FFN down projections in column panels of N columns (see above)", false },
+        { "quiet", 'q', CLI_FLAG, &a->quiet, NULL, 0, 0, NULL, "no progress and no table", false },
+        { "json", 0, CLI_FLAG, &a->json, NULL, 0, 0, NULL, "print the report as JSON instead of the table", false },
+    };
+    const cli_command cmd = { "quantize", "qmap quantize (--q8 | --f16) IN.qmap -o OUT.qmap [options]", QUANTIZE_DESCRIPTION,
+                              opts, sizeof opts / sizeof opts[0], QUANTIZE_EPILOG };
+    int first;
+    int rc = cli_parse(&cmd, argc, argv, &first);
+    if (rc != 0) return rc;
+    long n = cli_parse_count(a->panel_cols);
+    const char *bad = NULL;
+    if (a->q8 == a->f16) bad = a->q8 ? "give --q8 or --f16, not both" : "give --q8 or --f16";
+    else if (first >= argc) bad = "no input given";
+    else if (first + 1 < argc) bad = "one input only";
+    else if (!a->output) bad = "no output given (-o OUT.qmap)";
+    else if (strcmp(a->panel_cols, "auto") && !(n == 0 || (n >= 64 && n <= (1L << 30) && n % 64 == 0)))
+        bad = "--panel-cols takes auto, 0 or a multiple of 64 (e.g. 2048)";
+    if (bad) {
+        fprintf(stderr, "qmap quantize: %s\nusage: %s\n", bad, cmd.usage);
+        return 2;
+    }
+    o->scheme = a->q8 ? QQ_Q8_ROW : QQ_F16;
+    o->input = argv[first];
+    o->output = a->output;
+    o->threads = (int)a->threads;
+    o->panel_cols = strcmp(a->panel_cols, "auto") ? (uint64_t)n : QQ_PANEL_AUTO;
+    o->keep = a->keep.items;
+    o->n_keep = a->keep.n;
+    return 0;
+}
+
+static void print_failure(bool json, const qm_error *err)
+{
+    fprintf(stderr, "qmap quantize: %s\n", err->message);
+    if (!json) return;
+    json_out j = { .fp = stdout };
+    json_begin_object(&j, NULL);
+    json_bool(&j, "ok", false);
+    json_cstring(&j, "error", qm_status_name(err->code));
+    json_cstring(&j, "message", err->message);
+    json_end_object(&j);
+    fputc('\n', stdout);
+}
+
 int cmd_quantize(int argc, char **argv)
 {
-    qq_opts o = { .panel_cols = QQ_PANEL_AUTO };
-    ui u = { .tty = isatty(2) != 0 };
-    bool json = false;
-    const char *report_path = NULL, *input = NULL;
-    const char **keep = calloc((size_t)argc, sizeof *keep);
-    if (!keep) return 1;
-    int rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { help(stdout); free(keep); return 0; }
-        else if (!strcmp(a, "--q8") || !strcmp(a, "--f16")) {
-            qq_scheme s = !strcmp(a, "--q8") ? QQ_Q8_ROW : QQ_F16;
-            if (o.scheme && o.scheme != s) { fprintf(stderr, "qmap quantize: give --q8 or --f16, not both\n"); goto usage; }
-            o.scheme = s;
-        } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has_val) o.output = argv[++i];
-        else if (!strcmp(a, "--keep") && has_val) keep[o.n_keep++] = argv[++i];
-        else if (!strcmp(a, "--report") && has_val) report_path = argv[++i];
-        else if (!strcmp(a, "--panel-cols") && has_val) {
-            const char *v = argv[++i];
-            long n = cli_parse_count(v);
-            if (!strcmp(v, "auto")) o.panel_cols = QQ_PANEL_AUTO;
-            else if (n == 0 || (n >= 64 && n <= (1L << 30) && n % 64 == 0)) o.panel_cols = (uint64_t)n;
-            else {
-                fprintf(stderr, "qmap quantize: --panel-cols takes auto, 0 or a multiple of 64 (e.g. 2048)\n");
-                goto usage;
-            }
-        } else if (!strcmp(a, "--threads") && has_val) {
-            long n = cli_parse_count(argv[++i]);
-            if (n < 1 || n > 1024) { fprintf(stderr, "qmap quantize: --threads needs a number in 1..1024\n"); goto usage; }
-            o.threads = (int)n;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) u.quiet = true;
-        else if (!strcmp(a, "--json")) json = true;
-        else if (a[0] == '-' && a[1]) { fprintf(stderr, "qmap quantize: unknown option or missing value: '%s'\n", a); goto usage; }
-        else if (!input) input = a;
-        else { fprintf(stderr, "qmap quantize: one input only\n"); goto usage; }
+    quantize_args a = { .panel_cols = "auto" };
+    a.keep.items = calloc((size_t)argc, sizeof *a.keep.items);
+    a.keep.cap = (size_t)argc;
+    if (!a.keep.items) return 1;
+    qq_opts o = { 0 };
+    int rc = quantize_parse(argc, argv, &a, &o);
+    if (rc != 0) {
+        free(a.keep.items);
+        return rc == 1 ? 0 : 2;
     }
-    if (!o.scheme || !input || !o.output) {
-        fprintf(stderr, "qmap quantize: %s\n", !o.scheme ? "give --q8 or --f16" : !input ? "no input given" : "no output given (-o OUT.qmap)");
-        goto usage;
-    }
-    o.input = input;
-    o.keep = keep;
+    ui u = { .tty = isatty(2) != 0, .quiet = a.quiet };
     o.on_progress = on_progress;
     o.user = &u;
     qq_report r;
@@ -213,36 +230,21 @@ int cmd_quantize(int argc, char **argv)
     qm_status st = qq_quantize(&o, &r, &err);
     if (u.tty && !u.quiet && u.last_len) fprintf(stderr, "\r%*s\r", u.last_len, "");
     if (st != QM_OK) {
-        fprintf(stderr, "qmap quantize: %s\n", err.message);
-        if (json) {
-            json_out j = { .fp = stdout };
-            json_begin_object(&j, NULL);
-            json_bool(&j, "ok", false);
-            json_cstring(&j, "error", qm_status_name(err.code));
-            json_cstring(&j, "message", err.message);
-            json_end_object(&j);
-            fputc('\n', stdout);
-        }
+        print_failure(a.json, &err);
         qq_report_free(&r);
-        free(keep);
+        free(a.keep.items);
         return 1;
     }
-    rc = 0;
-    if (report_path) {
-        FILE *fp = fopen(report_path, "w");
-        if (!fp || (report_json(fp, input, o.output, o.scheme, &r), fclose(fp) != 0)) {
-            fprintf(stderr, "qmap quantize: %s written, but the report '%s' could not be\n", o.output, report_path);
+    if (a.report) {
+        FILE *fp = fopen(a.report, "w");
+        if (!fp || (report_json(fp, o.input, o.output, o.scheme, &r), fclose(fp) != 0)) {
+            fprintf(stderr, "qmap quantize: %s written, but the report '%s' could not be\n", o.output, a.report);
             rc = 1;
         }
     }
-    if (json) report_json(stdout, input, o.output, o.scheme, &r);
-    else if (!u.quiet) report_table(o.output, o.scheme, &r);
+    if (a.json) report_json(stdout, o.input, o.output, o.scheme, &r);
+    else if (!a.quiet) report_table(o.output, o.scheme, &r);
     qq_report_free(&r);
-    free(keep);
-    return rc;
-usage:
-    fprintf(stderr, "\n");
-    help(stderr);
-    free(keep);
+    free(a.keep.items);
     return rc;
 }

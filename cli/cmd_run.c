@@ -1,4 +1,5 @@
 /* qmap run — generate text with a decoder language model, through the public API (include/qmap.h) only. */
+#define QMAP_EXPERIMENTAL /* the resident and large-page gauges in the summary */
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -249,6 +250,7 @@ int cmd_run(int argc, char **argv)
     qmap_model_params_default(&mp);
     mp.verify = a.verify;
     mp.no_mmap = a.no_mmap;
+    mp.large_pages = true; /* a decode streams every weight per token */
     double t0 = now_s();
     if (qmap_model_open(path, &mp, &m, &err) != QMAP_OK) {
         fprintf(stderr, "qmap run: %s\n", err.message);

@@ -7,24 +7,57 @@
 
 #include "cli.h"
 #include "json_out.h"
+#include "opts.h"
 #include "qm_reader.h"
 
-static void help(FILE *fp)
+static const char VERIFY_DESCRIPTION[] =
+    "Open the container (which checks the header checksum and every structural rule), then hash\n"
+    "every tensor's data and compare it with the checksum in the tensor table. Prints OK, or each\n"
+    "damaged tensor by name, and the throughput.\n";
+
+/* Parse argv into the options and the one FILE; 0, 1 (help printed) or 2 (usage error, printed). */
+static int verify_parse(int argc, char **argv, qm_verify_opts *vo, bool *json, bool *quiet, const char **path)
 {
-    fprintf(fp,
-            "usage: qmap verify [--full] [--threads N] [--json] [--quiet] FILE\n"
-            "\n"
-            "Open the container (which checks the header checksum and every structural rule), then hash\n"
-            "every tensor's data and compare it with the checksum in the tensor table. Prints OK, or each\n"
-            "damaged tensor by name, and the throughput.\n"
-            "\n"
-            "  --full          also check padding bytes and Q8_ROW internals (row sums, scales, -128)\n"
-            "  --threads N     threads to hash with (default: all cores, or OMP_NUM_THREADS)\n"
-            "  --json          print the result as JSON: {\"file\", \"ok\", \"tensors\", \"bad\": [...], ...}\n"
-            "  -q, --quiet     print nothing; only the exit status tells\n"
-            "  -h, --help      this text\n"
-            "\n"
-            "exit status: 0 every check passed, 1 the file is damaged or invalid, 2 usage error\n");
+    long threads = 0;
+    const cli_opt opts[] = {
+        { "full", 0, CLI_FLAG, &vo->full, NULL, 0, 0, NULL, "also check padding bytes and Q8_ROW internals (row sums, "
+          "scales, -128): spec R-DATA-2", false },
+        { "threads", 0, CLI_INT, &threads, "N", 1, 1024, NULL, "threads to hash with (default: all cores, or "
+          "OMP_NUM_THREADS)", true },
+        { "json", 0, CLI_FLAG, json, NULL, 0, 0, NULL, "print the result as JSON: {\"file\", \"ok\", \"tensors\", "
+          "\"bad\": [...], ...}", false },
+        { "quiet", 'q', CLI_FLAG, quiet, NULL, 0, 0, NULL, "print nothing; only the exit status tells", false },
+    };
+    const cli_command cmd = { "verify", "qmap verify [--full] [--threads N] [--json] [--quiet] FILE", VERIFY_DESCRIPTION,
+                              opts, sizeof opts / sizeof opts[0],
+                              "exit status: 0 every check passed, 1 the file is damaged or invalid, 2 usage error\n" };
+    int first;
+    int rc = cli_parse(&cmd, argc, argv, &first);
+    if (rc != 0) return rc;
+    if (first != argc - 1) {
+        fprintf(stderr, "qmap verify: %s\nusage: %s\n", first >= argc ? "no FILE given" : "one FILE only", cmd.usage);
+        return 2;
+    }
+    vo->threads = (int)threads;
+    *path = argv[first];
+    return 0;
+}
+
+static void print_open_failure(const char *path, const qm_error *err, bool json, bool quiet)
+{
+    if (quiet) return;
+    if (!json) {
+        fprintf(stderr, "qmap verify: %s\n", err->message);
+        return;
+    }
+    json_out j = { .fp = stdout };
+    json_begin_object(&j, NULL);
+    json_cstring(&j, "file", path);
+    json_bool(&j, "ok", false);
+    json_cstring(&j, "error", qm_status_name(err->code));
+    json_cstring(&j, "message", err->message);
+    json_end_object(&j);
+    putchar('\n');
 }
 
 int cmd_verify(int argc, char **argv)
@@ -32,34 +65,13 @@ int cmd_verify(int argc, char **argv)
     bool json = false, quiet = false;
     qm_verify_opts opts = { 0 };
     const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { help(stdout); return 0; }
-        else if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "--full")) opts.full = true;
-        else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) quiet = true;
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-            long n = cli_parse_count(argv[++i]);
-            if (n < 1 || n > 1024) { fprintf(stderr, "qmap verify: --threads needs a number in 1..1024\n"); return 2; }
-            opts.threads = (int)n;
-        } else if (argv[i][0] == '-' && argv[i][1]) { fprintf(stderr, "qmap verify: unknown option '%s'\n", argv[i]); help(stderr); return 2; }
-        else if (!path) path = argv[i];
-        else { fprintf(stderr, "qmap verify: one FILE only\n"); return 2; }
-    }
-    if (!path) { help(stderr); return 2; }
+    int prc = verify_parse(argc, argv, &opts, &json, &quiet, &path);
+    if (prc != 0) return prc == 1 ? 0 : 2;
 
     qm_file *f;
     qm_error err;
     if (qm_open(path, &f, &err) != QM_OK) {
-        if (json && !quiet) {
-            json_out j = { .fp = stdout };
-            json_begin_object(&j, NULL);
-            json_cstring(&j, "file", path);
-            json_bool(&j, "ok", false);
-            json_cstring(&j, "error", qm_status_name(err.code));
-            json_cstring(&j, "message", err.message);
-            json_end_object(&j);
-            putchar('\n');
-        } else if (!quiet) fprintf(stderr, "qmap verify: %s\n", err.message);
+        print_open_failure(path, &err, json, quiet);
         return 1;
     }
     uint64_t n = qm_tensor_count(f);

@@ -7,19 +7,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void print_default(const cli_opt *o, FILE *fp)
+/* " (default: …)" from the target's initial value into buf ("" when none is shown). */
+static void format_default(const cli_opt *o, char *buf, size_t size)
 {
+    buf[0] = 0;
     if (o->no_default) return;
     switch (o->kind) {
-    case CLI_INT: fprintf(fp, " (default: %ld)", *(const long *)o->target); break;
-    case CLI_UINT64: fprintf(fp, " (default: %llu)", (unsigned long long)*(const uint64_t *)o->target); break;
-    case CLI_FLOAT: fprintf(fp, " (default: %g)", (double)*(const float *)o->target); break;
+    case CLI_INT: snprintf(buf, size, " (default: %ld)", *(const long *)o->target); break;
+    case CLI_UINT64: snprintf(buf, size, " (default: %llu)", (unsigned long long)*(const uint64_t *)o->target); break;
+    case CLI_FLOAT: snprintf(buf, size, " (default: %g)", (double)*(const float *)o->target); break;
     case CLI_STRING:
-        if (*(const char *const *)o->target) fprintf(fp, " (default: %s)", *(const char *const *)o->target);
+        if (*(const char *const *)o->target) snprintf(buf, size, " (default: %s)", *(const char *const *)o->target);
         break;
-    case CLI_CHOICE: fprintf(fp, " (default: %s)", o->choices[*(const int *)o->target]); break;
-    case CLI_FLAG: break;
+    case CLI_CHOICE: snprintf(buf, size, " (default: %s)", o->choices[*(const int *)o->target]); break;
+    case CLI_FLAG:
+    case CLI_STRINGS: break;
     }
+}
+
+/* An option's help column: its help, its choices and its default. */
+static void format_help(const cli_opt *o, char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "%s", o->help);
+    if (o->kind == CLI_CHOICE)
+        for (size_t c = 0; o->choices[c] && n < size; c++)
+            n += (size_t)snprintf(buf + n, size - n, "%s%s%s", c ? "|" : " (", o->choices[c], o->choices[c + 1] ? "" : ")");
+    if (n < size) format_default(o, buf + n, size - n);
+}
+
+enum { HELP_INDENT = 29, HELP_WIDTH = 110 };
+
+/* text from column HELP_INDENT on, wrapped at spaces so that no line passes HELP_WIDTH (a word longer than
+ * the column stays whole), continuation lines indented to HELP_INDENT. */
+static void print_wrapped(const char *text, FILE *fp)
+{
+    const size_t room = HELP_WIDTH - HELP_INDENT;
+    while (strlen(text) > room) {
+        size_t cut = room;
+        while (cut > 0 && text[cut] != ' ') cut--;
+        if (cut == 0) cut = strcspn(text, " ");
+        fprintf(fp, "%.*s\n%*s", (int)cut, text, HELP_INDENT, "");
+        text += cut;
+        while (*text == ' ') text++;
+    }
+    fprintf(fp, "%s\n", text);
 }
 
 void cli_print_help(const cli_command *cmd, FILE *fp)
@@ -33,14 +64,10 @@ void cli_print_help(const cli_command *cmd, FILE *fp)
         int n = o->short_name ? snprintf(left, sizeof left, "-%c, --%s", o->short_name, o->long_name)
                               : snprintf(left, sizeof left, "    --%s", o->long_name);
         if (o->arg_name && n > 0 && (size_t)n < sizeof left) snprintf(left + n, sizeof left - (size_t)n, " %s", o->arg_name);
-        fprintf(fp, "  %-26s %s", left, o->help);
-        if (o->kind == CLI_CHOICE) {
-            fprintf(fp, " (");
-            for (size_t c = 0; o->choices[c]; c++) fprintf(fp, "%s%s", c ? "|" : "", o->choices[c]);
-            fprintf(fp, ")");
-        }
-        print_default(o, fp);
-        fprintf(fp, "\n");
+        char help[1024];
+        format_help(o, help, sizeof help);
+        fprintf(fp, "  %-26s ", left);
+        print_wrapped(help, fp);
     }
     fprintf(fp, "  %-26s this text\n", "-h, --help");
     if (cmd->epilog) fprintf(fp, "\n%s", cmd->epilog);
@@ -60,6 +87,12 @@ static int store(const cli_command *cmd, const cli_opt *o, const char *arg)
     switch (o->kind) {
     case CLI_FLAG: *(bool *)o->target = true; return 0;
     case CLI_STRING: *(const char **)o->target = arg; return 0;
+    case CLI_STRINGS: {
+        cli_strings *l = o->target;
+        if (l->n >= l->cap) return bad_value(cmd, o, arg, "given too many times");
+        l->items[l->n++] = arg;
+        return 0;
+    }
     case CLI_INT:
     case CLI_UINT64: {
         char *end;

@@ -4,7 +4,7 @@
  * A command fills its targets with their defaults, then calls cli_parse(). Values are checked against
  * the stated kind and range before anything is stored; an error prints one line naming the flag and what
  * it needs, then the usage line. Memory: cli_parse allocates the getopt tables and frees them before it
- * returns.
+ * returns. Help lines longer than the terminal's usual width are wrapped.
  */
 #ifndef QM_CLI_OPTS_H
 #define QM_CLI_OPTS_H
@@ -21,7 +21,15 @@ typedef enum cli_opt_kind {
     CLI_FLOAT,     /* float *target, in [min, max], finite */
     CLI_STRING,    /* const char **target (points into argv) */
     CLI_CHOICE,    /* int *target = index of the argument in `choices` (NULL-terminated) */
+    CLI_STRINGS,   /* cli_strings *target: repeatable, each use appends its argument (pointing into argv) */
 } cli_opt_kind;
+
+/* The arguments of a repeatable option, in order. The caller provides `items` with room for `cap` (argc
+ * always suffices); a use past cap is a usage error. */
+typedef struct cli_strings {
+    const char **items;
+    size_t n, cap;
+} cli_strings;
 
 typedef struct cli_opt {
     const char *long_name;        /* "top-k" for --top-k */

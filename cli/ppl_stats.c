@@ -63,7 +63,8 @@ void ppl_stats_add(ppl_stats *s, const float *logits, const float *base_logits, 
     s->n++;
 }
 
-/* Mean and standard error of the mean (sample variance over n − 1). */
+/* Mean and standard error of the mean: sqrt(population variance / (n − 1)), as llama.cpp's
+ * mean_and_uncertainty (two passes here, which rounds less than its running sums). */
 static void mean_err(const double *x, size_t n, double *mean, double *err)
 {
     double m = 0;
@@ -72,7 +73,16 @@ static void mean_err(const double *x, size_t n, double *mean, double *err)
     double v = 0;
     for (size_t i = 0; i < n; i++) v += (x[i] - m) * (x[i] - m);
     *mean = m;
-    *err = n > 1 ? sqrt(v / (double)(n - 1) / (double)n) : 0;
+    *err = n > 1 ? sqrt(v / (double)n / (double)(n - 1)) : 0;
+}
+
+/* Population covariance of x and y over n − 1 (the covariance of their means), as llama.cpp's covariance. */
+static double mean_covariance(const double *x, const double *y, size_t n, double mx, double my)
+{
+    if (n < 2) return 0;
+    double c = 0;
+    for (size_t i = 0; i < n; i++) c += (x[i] - mx) * (y[i] - my);
+    return c / (double)n / (double)(n - 1);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -81,14 +91,66 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The q-quantile of sorted x by linear interpolation between the closest ranks. */
-static double quantile(const double *x, size_t n, double q)
+double ppl_percentile(const double *sorted, size_t n, double f)
 {
     if (!n) return 0;
-    double at = q * (double)(n - 1);
+    if (f <= 0) return sorted[0];
+    if (f >= 1) return sorted[n - 1];
+    double at = f * (double)(n - 1);
     size_t lo = (size_t)at;
-    if (lo + 1 >= n) return x[n - 1];
-    return x[lo] + (at - (double)lo) * (x[lo + 1] - x[lo]);
+    if (lo + 1 >= n) return sorted[n - 1];
+    double w = at - (double)lo;
+    return (1 - w) * sorted[lo] + w * sorted[lo + 1];
+}
+
+/* Sort x in place and fill every reported percentile. */
+static void percentiles(double *x, size_t n, ppl_percentiles *p)
+{
+    qsort(x, n, sizeof *x, cmp_double);
+    p->min = ppl_percentile(x, n, 0);
+    p->p0_1 = ppl_percentile(x, n, 0.001);
+    p->p1 = ppl_percentile(x, n, 0.01);
+    p->p5 = ppl_percentile(x, n, 0.05);
+    p->p10 = ppl_percentile(x, n, 0.10);
+    p->p25 = ppl_percentile(x, n, 0.25);
+    p->median = ppl_percentile(x, n, 0.5);
+    p->p75 = ppl_percentile(x, n, 0.75);
+    p->p90 = ppl_percentile(x, n, 0.90);
+    p->p95 = ppl_percentile(x, n, 0.95);
+    p->p99 = ppl_percentile(x, n, 0.99);
+    p->p99_9 = ppl_percentile(x, n, 0.999);
+    p->max = ppl_percentile(x, n, 1);
+}
+
+/* ln(PPL/PPL_base), PPL/PPL_base and PPL − PPL_base with their errors, and the nll correlation. */
+static void ratio_stats(const ppl_stats *s, ppl_summary *o, double e_nll, double m_base, double e_base)
+{
+    double cov = mean_covariance(s->nll, s->nll_base, s->n, o->nll_mean, m_base);
+    o->ln_ratio = o->nll_mean - m_base;
+    double v = e_nll * e_nll + e_base * e_base - 2 * cov;
+    o->ln_ratio_err = v > 0 ? sqrt(v) : 0;
+    o->ratio = exp(o->ln_ratio);
+    o->ratio_err = o->ratio * o->ln_ratio_err;
+    o->diff = o->ppl - o->ppl_base;
+    v = o->ppl_err * o->ppl_err + o->ppl_base_err * o->ppl_base_err - 2 * o->ppl * o->ppl_base * cov;
+    o->diff_err = v > 0 ? sqrt(v) : 0;
+    o->nll_cor = e_nll > 0 && e_base > 0 ? cov / (e_nll * e_base) : 0;
+}
+
+/* Δp = p(target) − p_base(target) per token into d: its mean, RMS and percentiles (sorts d). */
+static void delta_p_stats(const ppl_stats *s, double *d, double *d2, ppl_summary *o)
+{
+    size_t n = s->n;
+    for (size_t i = 0; i < n; i++) {
+        d[i] = exp(-s->nll[i]) - exp(-s->nll_base[i]);
+        d2[i] = d[i] * d[i];
+    }
+    mean_err(d, n, &o->dp_mean, &o->dp_err);
+    double mse, mse_err;
+    mean_err(d2, n, &mse, &mse_err);
+    o->dp_rms = sqrt(mse);
+    o->dp_rms_err = o->dp_rms > 0 ? 0.5 / o->dp_rms * mse_err : 0;
+    percentiles(d, n, &o->dp);
 }
 
 bool ppl_stats_summary(const ppl_stats *s, ppl_summary *out)
@@ -96,31 +158,26 @@ bool ppl_stats_summary(const ppl_stats *s, ppl_summary *out)
     memset(out, 0, sizeof *out);
     size_t n = s->n;
     out->n = n;
-    double m, e;
-    mean_err(s->nll, n, &m, &e);
+    double m, e_nll, e_base;
+    mean_err(s->nll, n, &m, &e_nll);
     out->nll_mean = m;
     out->ppl = exp(m);
-    out->ppl_err = out->ppl * e;
+    out->ppl_err = out->ppl * e_nll;
     if (!s->with_base || !n) return true;
-    mean_err(s->nll_base, n, &m, &e);
+    mean_err(s->nll_base, n, &m, &e_base);
     out->ppl_base = exp(m);
-    out->ppl_base_err = out->ppl_base * e;
-    double *d = malloc(n * sizeof *d);
+    out->ppl_base_err = out->ppl_base * e_base;
+    ratio_stats(s, out, e_nll, m, e_base);
+    double *d = malloc(2 * n * sizeof *d);
     if (!d) return false;
-    for (size_t i = 0; i < n; i++) d[i] = s->nll[i] - s->nll_base[i];
-    mean_err(d, n, &out->ln_ratio, &out->ln_ratio_err);
     mean_err(s->kl, n, &out->kl_mean, &out->kl_err);
     memcpy(d, s->kl, n * sizeof *d);
-    qsort(d, n, sizeof *d, cmp_double);
-    out->kl_median = quantile(d, n, 0.5);
-    out->kl_p90 = quantile(d, n, 0.90);
-    out->kl_p99 = quantile(d, n, 0.99);
-    out->kl_p999 = quantile(d, n, 0.999);
-    out->kl_max = d[n - 1];
+    percentiles(d, n, &out->kl);
+    delta_p_stats(s, d, d + n, out);
     free(d);
     size_t same = 0;
     for (size_t i = 0; i < n; i++) same += s->same_top[i];
     out->top1 = (double)same / (double)n;
-    out->top1_err = sqrt(out->top1 * (1 - out->top1) / (double)n);
+    out->top1_err = n > 1 ? sqrt(out->top1 * (1 - out->top1) / (double)(n - 1)) : 0;
     return true;
 }

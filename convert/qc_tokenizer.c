@@ -69,6 +69,7 @@ struct qc_tokenizer {
     tri add_bos, add_eos;
 
     char *pre_split; size_t pre_split_len;
+    char *chat_template; size_t chat_template_len;   /* tokenizer_config.json's, or NULL (2.4) */
     char *normalizer;                /* "nfkc,lowercase", or NULL */
     const char *prepend_scheme;      /* static, NULL if not stated */
     tri add_prefix_space, byte_fallback, ignore_merges;
@@ -779,6 +780,32 @@ static qm_status side_claims(const json_t *root, const char *path, sp_claim *cla
     return QM_OK;
 }
 
+/* chat_template of tokenizer_config.json (kept for servers, which recognise it): a string, or a list of
+ * {"name", "template"} of which the one named "default" is kept. Other shapes are a bad source. */
+static qm_status config_chat_template(qc_tokenizer *t, const side_files *sf, qm_error *err)
+{
+    const json_t *v = sf->config ? json_object_get(sf->config, "chat_template") : NULL;
+    if (!v || json_is_null(v)) return QM_OK;
+    if (json_is_array(v)) {
+        const json_t *found = NULL, *e;
+        size_t i;
+        json_array_foreach((json_t *)v, i, e) {
+            const json_t *name = json_object_get(e, "name");
+            if (json_is_string(name) && !strcmp(json_string_value(name), "default")) found = json_object_get(e, "template");
+        }
+        if (!found) return QM_OK;   /* only named variants (tool use, RAG): none is the plain chat */
+        v = found;
+    }
+    if (!json_is_string(v))
+        return qm_fail(err, QM_ERR_BAD_SOURCE, sf->config_path, "chat_template", QM_NO_OFFSET,
+                       "is neither a string nor a list of {\"name\", \"template\"}");
+    t->chat_template_len = json_string_length(v);
+    t->chat_template = malloc(t->chat_template_len + 1);
+    if (!t->chat_template) return nomem(err, sf->config_path);
+    memcpy(t->chat_template, json_string_value(v), t->chat_template_len + 1);
+    return QM_OK;
+}
+
 /* added_tokens_decoder of tokenizer_config.json ({"50256": {"content": …, "special": …}}): the added tokens
  * of a slow tokenizer, which has no tokenizer.json to list them. */
 static qm_status config_added_tokens(qc_tokenizer *t, const side_files *sf, qm_error *err)
@@ -1410,6 +1437,7 @@ void qc_tokenizer_free(qc_tokenizer *t)
     free(t->special_ids);
     free(t->added_ids);
     free(t->pre_split);
+    free(t->chat_template);
     free(t->normalizer);
     free(t->source);
     free(t);
@@ -1449,6 +1477,7 @@ qm_status qc_tokenizer_load(const char *path, uint64_t json_limit, qc_tokenizer 
     } else if (s == QM_OK) {
         s = load_text_list(t, path, &sf, err);
     }
+    if (s == QM_OK) s = config_chat_template(t, &sf, err);
     json_decref(root);
     side_free(&sf);
     if (s != QM_OK) { qc_tokenizer_free(t); return s; }
@@ -1552,6 +1581,7 @@ qm_status qc_tokenizer_write_meta(const qc_tokenizer *t, qm_writer *w, const cha
     if (t->prepend_scheme) TRY(meta_str(&m, "prepend_scheme", t->prepend_scheme, strlen(t->prepend_scheme)));
     TRY(meta_bool(&m, "byte_fallback", t->byte_fallback));
     TRY(meta_bool(&m, "ignore_merges", t->ignore_merges));
+    if (t->chat_template) TRY(meta_str(&m, "chat_template", t->chat_template, t->chat_template_len));
 #undef TRY
     return QM_OK;
 }

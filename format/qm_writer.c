@@ -144,10 +144,9 @@ static qm_status flush(qm_writer *w, qm_error *err)
  * starts and ends at a multiple of WBUF_SIZE in the file: the page cache then keeps the file in folios of
  * 2 MiB, which the kernel maps into a reader with one page-table entry each (FilePmdMapped in smaps)
  * instead of 512, where the file system caches large folios (ext4 on recent kernels; elsewhere this
- * changes nothing). Measured on a 1.1B Q8_ROW decode over the mapping: 0.76 of its speed over an
- * anonymous copy with 4 KiB pages, 0.88 with 2 MiB folios (README, Benchmarks). 1 MiB writes left every
- * page 4 KiB, and so did copy_file_range, which the writer therefore no longer uses (it was no faster:
- * converting a 438 MB safetensors took 1.07-1.17 s with it, 1.02-1.10 s without). */
+ * changes nothing). Decode over a mapping of 4 KiB pages is slower (docs/perf/2026-11-25-zen5.md, the last
+ * paragraph). Smaller writes, and copy_file_range, leave every page 4 KiB, so the writer does not use
+ * copy_file_range (docs/BENCHMARKS.md, Container, convert and quantize). */
 static qm_status emit(qm_writer *w, qm_error *err, const void *p, uint64_t n)
 {
     const uint8_t *b = p;

@@ -76,22 +76,28 @@ typedef struct qmap_model_params {
     bool no_mmap;              /* read the file into anonymous memory instead of mapping it: for comparison
                                 * only (as llama.cpp's --no-mmap); costs RAM as large as the file, not shared
                                 * between processes, and reading all of it at open */
-    bool no_prefetch;          /* leave the mapping to fill as it is used (see qmap_model_open) */
+    bool large_pages;          /* map every page at open, in 2 MiB pages where the kernel can, re-reading the
+                                * file's cached pages if need be (see qmap_model_open). Off by default */
 } qmap_model_params;
 
-/* Fill *p with the defaults (verify false, threads 0, no_mmap false, no_prefetch false). */
+/* Fill *p with the defaults (verify false, threads 0, no_mmap false, large_pages false). */
 QMAP_API void qmap_model_params_default(qmap_model_params *p);
 
 /* Open `path`, validate the container (spec/FORMAT.md section 7) and the architecture's metadata keys and
- * every tensor's dtype and shape (spec/ARCHITECTURES.md), and view the weights in the mapping. Unless
- * params->no_prefetch, every page of the mapping is mapped now (reading the file where it is not cached,
- * as llama.cpp's MAP_POPULATE does), in 2 MiB pages where the kernel can: a file of 64 MiB or more of which
- * the page cache holds over a sixteenth (and over 16 MiB) in small pages (written by another program, or
- * read back piecemeal) has its unmapped cached pages dropped and read back in large ones, since streaming
- * weights through 4 KiB pages ran decode at a fraction of the speed on the VMs qmap was measured on
- * (README, Benchmarks; qmap_model_large_page_bytes tells how much is in 2 MiB pages). `params` may
- * be NULL (defaults). On success *out owns the mapping; on failure *out is NULL and err names the file and
- * the key or tensor at fault (QMAP_ERR_UNKNOWN_ARCH for an architecture this library cannot run). */
+ * every tensor's dtype and shape (spec/ARCHITECTURES.md), and view the weights in the mapping. `params`
+ * may be NULL (defaults). On success *out owns the mapping; on failure *out is NULL and err names the file
+ * and the key or tensor at fault (QMAP_ERR_UNKNOWN_ARCH for an architecture this library cannot run).
+ *
+ * Page cache. By default opening reads no tensor byte and changes nothing outside the process: the mapping
+ * fills as the weights are read. With params->large_pages, every page of the mapping is mapped before
+ * this returns (reading the file where it is not cached, as MAP_POPULATE does), in 2 MiB page-table
+ * entries where the kernel can; if the page cache holds a file of 64 MiB or more with over a sixteenth of
+ * it (and over 16 MiB) in 4 KiB pages, those cached pages that no process maps are dropped and read back
+ * through the mapping. That costs a read of the whole file at open, and a file another process has cached
+ * may be dropped and re-read: a library call does not do that unasked, so it is off by default. A program
+ * that streams every weight per token should turn it on (qmap run, perplexity and bench do): decode
+ * through 4 KiB entries can run far slower (docs/perf/2026-11-25-zen5.md). With params->no_mmap,
+ * large_pages has no effect. */
 QMAP_API qmap_status qmap_model_open(const char *path, const qmap_model_params *params, qmap_model **out,
                                      qmap_error *err);
 /* Release the model and its mapping; NULL is allowed. Sessions made from it must be freed first. */
@@ -130,15 +136,6 @@ QMAP_API void qmap_model_get_info(const qmap_model *m, qmap_model_info *out);
  * i is out of range or m is not a classifier. */
 QMAP_API const char *qmap_model_class_name(const qmap_model *m, uint32_t i, size_t *len);
 
-/* Bytes of the model's mapping resident in memory right now (mincore), for reports; 0 if unknown. */
-QMAP_API uint64_t qmap_model_resident_bytes(const qmap_model *m);
-
-/* Bytes of the model's mapping mapped by 2 MiB page-table entries right now (Linux: the mapping's
- * FilePmdMapped in /proc/self/smaps), for reports: weights streamed through small pages decode slower
- * (qmap_model_open). The page cache can split a file's large pages while it runs, so this may fall below
- * what opening gave. UINT64_MAX if unknown (not Linux, no such field, or no mapping: params->no_mmap). */
-QMAP_API uint64_t qmap_model_large_page_bytes(const qmap_model *m);
-
 /* ---- tokenizer (the one stored in the container, spec/TOKENIZER.md) ----------------------------------- */
 
 /* Encode `len` bytes of UTF-8 `text` into ids. With add_special, bos/eos are added as the tokenizer's
@@ -175,6 +172,11 @@ QMAP_API int32_t qmap_token_eos(const qmap_model *m);
  * the source vocabulary; detokenizing, pieces, bos and eos the target vocabulary.) */
 QMAP_API int32_t qmap_token_unk(const qmap_model *m);
 
+/* The chat template the model was published with (tokenizer_config.json's chat_template, a Jinja text,
+ * stored by qmap convert as tokenizer.chat_template; spec/TOKENIZER.md), *len bytes, not NUL-terminated
+ * (it points into the mapping); NULL when the container has none. */
+QMAP_API const char *qmap_model_chat_template(const qmap_model *m, size_t *len);
+
 /* ---- sessions: evaluate tokens into logits ------------------------------------------------------------ */
 
 typedef struct qmap_session qmap_session;
@@ -188,14 +190,14 @@ typedef enum qmap_act_mode {
                                   * several tokens) products whose input comes out of a norm or out of
                                   * attention run in one int8 term (Q/K/V, attention output, the FFN's
                                   * gate/up or first matrix); the FFN's down projection and the head keep
-                                  * float accuracy (README, Accuracy: 1.6x the KL divergence of PRECISE,
-                                  * a sixth of INT8's). Classifiers and translators: QMAP_ACT_PRECISE */
+                                  * float accuracy (docs/BENCHMARKS.md, Accuracy: 1.6x the KL divergence
+                                  * of PRECISE, a sixth of INT8's). Classifiers and translators: QMAP_ACT_PRECISE */
     QMAP_ACT_INT8 = 1,           /* one int8 term per row: fastest, adds activation rounding error */
     QMAP_ACT_F32 = 2,            /* weights widened to float */
     QMAP_ACT_INT8X2 = 3,         /* two int8 terms per row for every product, one row or many (float accuracy) */
     QMAP_ACT_PRECISE = 4,        /* float accuracy, the faster way: two int8 terms for batches; for one row
                                   * float X, or two int8 terms on CPUs where widening cannot keep up with
-                                  * memory (AVX2 only, Zen 4) */
+                                  * memory (the library tells them apart) */
 } qmap_act_mode;
 
 typedef struct qmap_session_params {
@@ -232,20 +234,6 @@ QMAP_API const float *qmap_logits(const qmap_session *s, size_t i);
 QMAP_API uint32_t qmap_session_pos(const qmap_session *s);
 /* Forget every position (the next eval starts at 0). Allocates nothing. */
 QMAP_API void qmap_session_reset(qmap_session *s);
-
-/* The work a session's weight products have done since it was made (qmap_session_reset keeps it), as
- * benchmarks count it: multiply-adds of weight by activation. Attention over the cache is not counted. */
-typedef struct qmap_session_counters {
-    uint64_t int8_madds;       /* run on int8 (Q8_ROW with int8 activations; two terms count twice) */
-    uint64_t float_madds;      /* run on float (F32/F16 weights, Q8_ROW widened) */
-} qmap_session_counters;
-/* Fill *out (zeros for s = NULL). */
-QMAP_API void qmap_session_get_counters(const qmap_session *s, qmap_session_counters *out);
-/* Bytes of the KV cache the session's attention has read since it was made (qmap_session_reset keeps the
- * count): for each qmap_eval chunk, every cached position one of its tokens attends to (within a sliding
- * window where the model has one), K and V, once per layer and KV head. A decode step's cache traffic
- * beside its weights' (qmap_model_info.bytes_per_token), as benchmarks count it; 0 for NULL. */
-QMAP_API uint64_t qmap_session_kv_bytes_read(const qmap_session *s);
 
 /* ---- classifiers (mlp): rows of features -> class scores --------------------------------------------- */
 
@@ -586,6 +574,37 @@ typedef struct qmap_quantize_result {
 QMAP_API qmap_status qmap_quantize(const char *src, const char *dst, const qmap_quantize_params *params,
                                    qmap_progress_fn progress, void *progress_user, qmap_quantize_result *result,
                                    qmap_error *err);
+
+/* ---- experimental: benchmark gauges ------------------------------------------------------------------
+ * What `qmap bench` and `qmap run` report beside their figures. Declared only where QMAP_EXPERIMENTAL is
+ * defined before this header is included (as zstd's ZSTD_STATIC_LINKING_ONLY): these may change or go in
+ * any release, and a program that uses them says so. libqmap always exports them. */
+#ifdef QMAP_EXPERIMENTAL
+
+/* Bytes of the model's mapping resident in memory right now (mincore), for reports; 0 if unknown. */
+QMAP_API uint64_t qmap_model_resident_bytes(const qmap_model *m);
+
+/* Bytes of the model's mapping mapped by 2 MiB page-table entries right now (Linux: the mapping's
+ * FilePmdMapped in /proc/self/smaps), for reports (see qmap_model_open, large_pages). The page cache can
+ * split a file's large pages while it runs, so this may fall below what opening gave. UINT64_MAX if unknown
+ * (not Linux, no such field, or no mapping: params->no_mmap). */
+QMAP_API uint64_t qmap_model_large_page_bytes(const qmap_model *m);
+
+/* The work a session's weight products have done since it was made (qmap_session_reset keeps it), as
+ * benchmarks count it: multiply-adds of weight by activation. Attention over the cache is not counted. */
+typedef struct qmap_session_counters {
+    uint64_t int8_madds;       /* run on int8 (Q8_ROW with int8 activations; two terms count twice) */
+    uint64_t float_madds;      /* run on float (F32/F16 weights, Q8_ROW widened) */
+} qmap_session_counters;
+/* Fill *out (zeros for s = NULL). */
+QMAP_API void qmap_session_get_counters(const qmap_session *s, qmap_session_counters *out);
+/* Bytes of the KV cache the session's attention has read since it was made (qmap_session_reset keeps the
+ * count): for each qmap_eval chunk, every cached position one of its tokens attends to (within a sliding
+ * window where the model has one), K and V, once per layer and KV head. A decode step's cache traffic
+ * beside its weights' (qmap_model_info.bytes_per_token), as benchmarks count it; 0 for NULL. */
+QMAP_API uint64_t qmap_session_kv_bytes_read(const qmap_session *s);
+
+#endif /* QMAP_EXPERIMENTAL */
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,7 @@ BENCH_SHAPES ?= llama-110m tinyllama-1.1b gpt2-124m
 BENCH_MODEL_FLAGS ?= -p 512 -n 128 -r 5 -t 1,2
 # These shapes' Q8_ROW and F16 once more with their FFN down projections as stored ([d, F], quantize
 # --panel-cols 0), benched beside the default files (column panels where --panel-cols auto cuts them;
-# README, Benchmarks: "Why long rows stream slower"). Every file is kept between runs: delete
+# docs/perf/2026-11-26-zen4.md: "Why long rows stream slower"). Every file is kept between runs: delete
 # $(BUILD)/bench/models/*-q8.qmap *-f16.qmap after a change to how quantize writes them.
 BENCH_AS_STORED ?= tinyllama-1.1b
 bench-models: $(BUILD)/qmap

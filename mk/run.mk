@@ -47,6 +47,9 @@ perplexity-test: $(BUILD)/qmap $(BUILD)/asan/qmap
 .PHONY: perplexity-test
 EXTRA_TESTS += perplexity-test
 
+# tests/unit/test_ppl_stats.c compiles cli/ppl_stats.c into itself (the CLI is not a library)
+$(BUILD)/tests/test_ppl_stats $(BUILD)/asan/test_ppl_stats: cli/ppl_stats.c
+
 $(BUILD)/tests/s2s_logits: tests/run/s2s_logits.c $(LIBS) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIBS) $(LDLIBS)

@@ -123,8 +123,8 @@ INLINE __m256 load8_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si
 /* wsum: NR rows × CP = 8/NR chunks of 8 dims per pass: again eight independent accumulators. Each (row, dim)
  * is o + Σ_t p·v in key order, whatever NR and CP are. */
 /* A pass is instantiated for its chunk count NC as well as NR (QR_ATTN_BY_CHUNKS), so that its accumulators
- * live in registers (with NC a run-time bound gcc kept them on the stack: qr_attn_avx512.c). Same harness,
- * QMAP_CPU=avx2: Llama 110M's shape 12.3 -> 6.9-10.3 ns per key and head, TinyLlama's 6.9 -> 6.2-6.9. */
+ * live in registers (with NC a run-time bound gcc kept them on the stack: qr_attn_avx512.c;
+ * docs/perf/2026-11-26-zen4.md). */
 #define DEFINE_WSUM(NAME, T, LOAD, ELEM)                                                                     \
     INLINE void NAME##_pass(const float *p, size_t ldp, const int NR, const int NC, const T *v, size_t ld,    \
                             size_t nk, size_t d0, float *const *o)                                           \

@@ -74,10 +74,10 @@ INLINE __m256 hsum8x16(const __m512 *a)
  * no lane sums. NR rows of one group per step, two chains (even and odd dims) each, 2·NR <= 16
  * accumulators. One group at a time (G = 1) reads the keys in address order, one stream: 2 or 4 groups a
  * step (more chains for a one-row block) interleave streams 2 KB apart and read a cache from memory
- * slower (one row, depth 1536: 16.0 -> 10.6 ns per key and head with G = 1 against the key-row loop above,
- * 21 with G = 4 when the old loop read 17), and in cache the conversions bind a one-row block anyway (64 of
- * ~2 cycles per group against 64 FMAs). A group the run covers only in part (a window's first key, the
- * newest key's group) goes the same way, its lanes copied out one by one (QR_ATTN_KT_WALK). */
+ * slower, and in cache the conversions bind a one-row block anyway (64 of ~2 cycles per group against 64
+ * FMAs; docs/perf/2026-11-26-zen4.md, "Decode at a context depth"). A group the run covers only in part (a
+ * window's first key, the newest key's group) goes the same way, its lanes copied out one by one
+ * (QR_ATTN_KT_WALK). */
 INLINE __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
 INLINE __m512 load16_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 #define DEFINE_SCORES_KT(NAME, T, LOAD16)                                                                    \
@@ -118,10 +118,8 @@ INLINE __m512 load16_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_load
  * o + Σ_t p·v in key order, whatever NR and CP are; the last chunk of a row is masked. A pass is
  * instantiated for its chunk count NC as well as NR (QR_ATTN_BY_CHUNKS), so that its accumulators live in
  * registers: with NC a run-time bound, gcc kept them on the stack, and every multiply-add of a one-row
- * block (decode without GQA) went through a store and a reload. One query against 1024 cached F16 keys,
- * the cache in L3 (a throwaway harness calling qr_attn_causal, 1 thread): Llama 110M's 12 heads 12.8-15.1
- * -> 6.8-7.1 ns per key and head, TinyLlama's 32 heads over 4 KV heads 7.6-8.4 -> 4.4-4.8; the same bits.
- * From memory (16384 keys) both read the cache at about 20 GB/s, where the loop's speed no longer shows. */
+ * block (decode without GQA) went through a store and a reload; instantiated, the cached case runs about
+ * twice as fast, with the same bits (docs/perf/2026-11-26-zen4.md, "Decode at a context depth"). */
 #define DEFINE_WSUM(NAME, T, LOAD)                                                                           \
     INLINE void NAME##_pass(const float *p, size_t ldp, const int NR, const int NC, const T *v, size_t ld,    \
                             size_t nk, size_t hd, size_t c0, float *const *o)                                \

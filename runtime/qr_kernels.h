@@ -74,10 +74,9 @@ typedef void qr_block_fn(const qr_block *b);
 
 /* Decode (qr_block.decode) walks a block's W rows as four streams, the quarters of the block side by side
  * (row i of each quarter together, ROW4(i)), then the 0-3 rows left over one by one (ROW1(r)); blocks whose
- * quarters are shorter than QR_STREAM_MIN_BYTES go row by row. The SIMD variants share this walk. Measured
- * on the 1.1B Q8_ROW decode (AVX-512) against one stream, 1 thread, one run of 6 interleaved pairs:
- * thresholds of 16 / 64 / 256 / 1024 KiB gave +27% / +27% / +17% / -4% (larger thresholds leave more of
- * the model's blocks to one stream); the 110M ran about equal. */
+ * quarters are shorter than QR_STREAM_MIN_BYTES go row by row. The SIMD variants share this walk. A
+ * threshold above 256 KiB leaves too many of a model's blocks to one stream
+ * (docs/perf/2026-11-28-source-comments.md). */
 #ifndef QR_STREAM_MIN_BYTES
 #define QR_STREAM_MIN_BYTES (16u << 10)
 #endif

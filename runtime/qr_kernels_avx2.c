@@ -358,10 +358,9 @@ INLINE void block_float(const qr_block *b, load_w_fn *load_w, load_w_tail_fn *lo
 #undef CALL_FLOAT
 }
 
-/* The F16 decode goes without software prefetch: on the Zen 4 host with this table (QMAP_CPU=avx2), 1.1B
- * F16, 1 thread, qmap bench -p 0 -n 16 -r 3, builds interleaved, six rounds: 0.70-0.75 of the speed of
- * light with it, 0.77-0.91 without (as the AVX-512 table for that core found); F32 and the Q8_ROW loops
- * were alike either way (F32 0.80-0.84 / 0.81-0.86) and keep theirs. */
+/* The F16 decode goes without software prefetch: on a Zen 4 core with this table it read faster without,
+ * as the AVX-512 table for that core found; F32 and the Q8_ROW loops were alike either way and keep
+ * theirs (docs/perf/2026-11-28-source-comments.md). */
 static void block_f32(const qr_block *b) { block_float(b, w_f32, w_f32_tail, 0, 4, 1); }
 static void block_f16(const qr_block *b) { block_float(b, w_f16, w_f16_tail, 0, 2, 0); }
 static void block_q8_f32(const qr_block *b) { block_float(b, w_q8, w_q8_tail, 1, 1, 1); }
@@ -395,14 +394,9 @@ static float quantize_x_residual_signed(const float *x, const uint8_t *q1, float
 }
 
 /* QR_ACT_AUTO decodes in two int8 terms here: the four-stream maddubs loop reads W faster than widening
- * it to float (8 lanes: a sign-extend, a convert and a multiply-add per 8 weights). Measured with this
- * table on a Zen 4 host (QMAP_CPU=avx2; 256-bit operations at full width there, as on AVX2-only cores),
- * 1.1B Q8_ROW, 1 thread, qmap bench -p 0 -n 32 -r 3, three interleaved rounds: two terms 0.67-0.69 of the
- * speed of light, widening 0.47-0.59 (one stream row by row before: 0.50-0.60 and 0.55-0.61).
- * Decode regions (qr_kernels.decode_regions) are off here: with them, the same host, 2 threads, builds
- * alternated (qmap bench tinyllama-1.1b-q8.qmap -p 0 -n 32 -r 3 -t 2, 12 rounds) read 0.63-0.72 of the
- * speed of light at 48-53 GB/s against 0.66-0.73 without (faster in 1 of 7 rounds there), 0.84-0.89
- * against 0.86-0.90 at 32-34 GB/s. */
+ * it to float (8 lanes: a sign-extend, a convert and a multiply-add per 8 weights). Decode regions
+ * (qr_kernels.decode_regions) are off here: this table gained nothing from them on the Zen 4 host.
+ * Measurements: docs/perf/2026-11-28-source-comments.md. */
 const qr_kernels qr_kernels_avx2 = {
     .name = "avx2",
     .level = QM_CPU_AVX2,

@@ -20,9 +20,8 @@
 #include "qr_kernels.h"
 #include "qr_quantize_x.h"
 
-/* The register tile. 4 × 4 measured best for int8 GEMM (4096², n = 512, one thread, medians of 3:
- * 599 GOP/s; 6 × 4 524, 4 × 6 485, 8 × 3 429, 2 × 8 269): wider tiles leave too few registers for gcc to
- * keep the operands in. Overridable with -DRM= -DRN= to measure again. */
+/* The register tile. 4 × 4 is the fastest int8 GEMM tile gcc compiles here: wider tiles leave too few
+ * registers for the operands (docs/perf/2026-11-28-source-comments.md). Overridable with -DRM= -DRN=. */
 #ifndef RM
 #define RM 4 /* X rows per register tile */
 #endif
@@ -32,8 +31,8 @@
 #define INLINE static inline __attribute__((always_inline))
 
 /* acc += Σ₄ a(u8)·b(s8) per 32-bit lane, in place. gcc 12 compiles _mm512_dpbusd_epi32 in a register tile
- * with a register copy of the accumulator around most instructions (measured: 4 × 4 tile, 16 vpdpbusd and
- * about 20 vmovdqa per step); the asm ties the accumulator to its register. */
+ * with a register copy of the accumulator around most instructions; the asm ties the accumulator to its
+ * register. */
 INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i b)
 {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "vm"(b));
@@ -215,30 +214,16 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
 /* ---- one X row (decode): four streams per thread, each W row read start to end -----------------
  * With a single X row nothing is reused across W rows: the product is a read of W, and what matters is
  * how fast a thread's share streams in. Four streams far apart (the quarters of the block, one row of
- * each at a time, every row summed as it would be alone) beat one: TinyLlama 1.1B decode, 1 thread,
- * `qmap run -n 128` interleaved A/B, medians of 5: Q8_ROW 16.4 -> 21.4 tok/s, F32 5.97 -> 7.03, F16
- * 12.1 -> 12.7, GPT-2 124M Q8_ROW 162 -> 191 (a plain read of 1 GiB: 27 GB/s with one stream, 31.5 with
- * four). Neighbouring rows as the streams (a 1 × RN tile) did worse than one stream (0.64-0.88 of
- * bandwidth), as each such stream ends after one row. Each W row has four accumulators to cover the
- * instruction latency and a software prefetch ahead of the loads: QR_PREFETCH_BYTES for a lone row
- * (F16 24.7 -> 32.7 GB/s against the hardware prefetcher alone), QR_PREFETCH4_BYTES per stream with four
- * (2 KiB: +37% on the 1.1B Q8_ROW against 4 KiB's +16%, and 1 KiB +24%, 8 KiB +15%). */
-/* The prefetches go to L2 (T1), not L1 (T0). On a Zen 4 host T0 lost about 10% of decode speed against no
- * software prefetch at all, while T1 matched or beat none (1.1B, qmap bench -n 32/64 -r 3, interleaved
- * A/B: Q8_ROW 1 thread 0.68-0.70 -> 0.76 of the speed of light, 2 threads 0.83-0.88 -> 0.91-0.94; F16
- * 0.66-0.69 -> 0.74 and 0.73-0.83 -> 0.88-0.91); the distances above were chosen with T0 on Zen 5, where T1
- * was not measured. With T1 on Zen 4 the distance hardly matters (1.1B Q8_ROW, 1 thread, two interleaved
- * rounds: 1 / 2 / 4 / 8 KiB 21.1-20.8 / 21.0-21.0 / 20.7-20.3 / 21.1-20.4 tok/s). For a while it was
- * 4 KiB, from 2-thread runs that alternated 2 and 4 KiB in one process (throwaway build), but on Zen 4 the
- * two loops they timed, Q8_ROW in two terms and F16 (qr_kernels_avx512_halves), take no software prefetch:
- * both variants ran the same code, and their "gains" (paired 1.012, 27 of 39 rounds; 1.016 over 16) were
- * the noise of such a comparison. Of the loops that do prefetch there, F32 then read 2 KiB ahead of 4
- * (1.1B, the distance a variable, 64-token decodes alternated: 2 threads at 50-60 GB/s 1.06 and 1.08 in
- * two runs of 16 rounds, 13 of 16 faster in each; 1 thread 1.08, 12 of 12; one earlier 8-round run at
- * 32-54 GB/s had 4 KiB ahead, 1.06 [0.88-1.44]). On the Intel Xeon host (avx512-vnni-i8x2) 1, 2 and 4 KiB
- * per stream could not be told apart (1.1B F16 and Q8_ROW, qmap bench -n 32 -r 3 -t 1,2, three builds in
- * rotation, three rounds: medians 0.83-0.92 of the speed of light each, spreads wider than the
- * differences), while dropping the F16 prefetch lost a tenth (0.84-0.90 -> 0.72-0.77, four rounds).
+ * each at a time, every row summed as it would be alone) beat one; neighbouring rows as the streams (a
+ * 1 × RN tile) do worse than one stream, as each such stream ends after one row. Each W row has four
+ * accumulators to cover the instruction latency and a software prefetch ahead of the loads:
+ * QR_PREFETCH_BYTES for a lone row, QR_PREFETCH4_BYTES per stream with four
+ * (docs/perf/2026-11-28-source-comments.md has the measurements behind each choice). */
+/* The prefetches go to L2 (T1), not L1 (T0): on a Zen 4 host T0 lost decode speed against no software
+ * prefetch at all, while T1 matched or beat none. Per stream 2 KiB ahead: on Zen 4 the distance hardly
+ * matters for the loops that prefetch there, F32 reads 2 KiB ahead better than 4, and on the Intel Xeon
+ * host 1, 2 and 4 KiB could not be told apart, while dropping the F16 prefetch there cost a tenth
+ * (docs/perf/2026-11-28-source-comments.md, docs/perf/2026-11-26-zen4.md).
  * -DQR_PREFETCH_HINT=, -DQR_PREFETCH_BYTES=, -DQR_PREFETCH4_BYTES= to measure again. */
 
 INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_w, load_w_tail_fn *load_w_tail,
@@ -269,11 +254,8 @@ INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_
  * result does not depend on which of the two it went through. F32 takes each 64-column step in two passes
  * over the four rows, two lines of each at a time (accumulators 0-1, then 2-3: the same sums in the same
  * order), as the baseline reader interleaves its streams 128 bytes at a time; four lines of one row and
- * then the next read slower. One process alternating the two orders per 16-token decode of the 1.1B F32,
- * 2 threads, Zen 4 (a throwaway build): median of the paired ratios 1.028 (27 of 34 rounds faster) with
- * the host at 45+ GB/s and 1.037 (18 of 22) below; logits identical. The same split for F16 (one line of
- * each row a pass) measured 1.008 (16 of 30) and 1.021 (12 of 14): F16 keeps one pass, as does Q8_ROW
- * widened (not measured). */
+ * then the next read slower (docs/perf/2026-11-27-zen4.md, "Where F32 decode goes"). F16 gains too little
+ * from the split to take it, and keeps one pass, as does Q8_ROW widened. */
 INLINE void rows4_float(const float *x, const void *const w[4], size_t k, load_w_fn *load_w,
                         load_w_tail_fn *load_w_tail, const int w_size, const int pf, float out[4])
 {
@@ -326,10 +308,8 @@ INLINE float q8_int8_out(const qr_block *b, size_t r, uint32_t u1, uint32_t u2)
 
 /* q8_int8_out of four rows r[0..3] at once: the same operations in the same order, one lane a row, so
  * each output has the bits the one-row form gives it. The four-stream loop's function ends with it, on
- * its reduced sums in registers: done after the call, four at a time in scalar from sums stored to the
- * stack, it took ~4% of the 1.1B decode (perf, 1 thread). Zen 4, qmap bench -p 0 -n 64 -r 3, 1 thread,
- * builds alternated: 1.1B Q8_ROW 24.8-25.3 -> 26.1-26.4 tok/s, Llama 110M 201-206 -> 214-217, GPT-2 124M
- * 175-176 -> 184-195. */
+ * its reduced sums in registers, which is faster than four at a time in scalar from sums stored to the
+ * stack after the call (docs/perf/2026-11-26-zen4.md). */
 INLINE void q8_int8_out4(const qr_block *b, const size_t r[4], __m128i u1, __m128i u2, const int two)
 {
     const int32_t *ws = b->w_sums;
@@ -351,13 +331,11 @@ INLINE void q8_int8_out4(const qr_block *b, const size_t r[4], __m128i u1, __m12
  * (x2 not NULL), and their four outputs (q8_int8_out4); integer sums, so any order. Instantiated out of
  * line (rows4_int8, rows4_int8_no_prefetch): inlined in the block's loop, gcc 12 kept the four row
  * pointers on the stack and reloaded them at every step; on its own the loop holds everything in
- * registers (no speed change measured).
+ * registers.
  * `prefetch` = 0 drops the software prefetch of the two-term loop. On a Zen 4 core the prefetches cost
- * that loop more than they gave (a 1 GiB read in this pattern, 1 thread, medians of 9: 20.8 GB/s with
- * them, 23.8-25.8 without, one term with them 25-26; the 1.1B decode in two terms, 4 interleaved rounds:
- * 0.62-0.69 -> 0.66-0.74 of the speed of light): two vpdpbusd per W vector waiting on its load appear to
- * fill the scheduler sooner (one term issued twice per vector was as slow). The one-term loop keeps its
- * prefetch everywhere (without it: 0.85 -> 0.81 on the same core). */
+ * that loop more than they gave: two vpdpbusd per W vector waiting on its load appear to fill the
+ * scheduler sooner (one term issued twice per vector was as slow). The one-term loop keeps its prefetch
+ * everywhere (docs/perf/2026-11-28-source-comments.md). */
 INLINE void rows4_int8_body(const qr_block *b, const uint8_t *x2, size_t i, size_t q, const int prefetch)
 {
     const uint8_t *x = b->x, *w = (const uint8_t *)b->w + i * b->w_stride;
@@ -487,9 +465,8 @@ static void block_f16(const qr_block *b)
     else gemm_float(b, w_f16, w_f16_tail, 0);
 }
 /* F16 decode without software prefetch, for cores that run 512-bit operations in halves (Zen 4): there
- * the prefetches slowed it (1.1B F16, qmap bench -p 0 -n 64 -r 3, interleaved: 1 thread 9.7-10.3 ->
- * 11.4-12.6 tok/s, 2 threads 0.88-0.90 -> 0.95 of the speed of light), while F32 and the Q8_ROW loops
- * with one term or widening kept theirs (without: 0.87 -> 0.82, 0.85 -> 0.81, 0.69 -> 0.62-0.68). */
+ * the prefetches slowed it, while F32 and the Q8_ROW loops with one term or widening gain from theirs and
+ * keep them (docs/perf/2026-11-25-zen4.md, the last paragraph). */
 static void block_f16_no_prefetch(const qr_block *b)
 {
     if (b->decode) decode_float(b, w_f16, w_f16_tail, 0, 2, 0);
@@ -551,12 +528,9 @@ INLINE void gemm_q8_int8(const qr_block *b)
  * One vector of X holds the next 4 columns of 16 rows, and a W row's 4 bytes broadcast to every lane meet
  * them in one vpdpbusd: the lanes of an accumulator are 16 outputs (16 X rows, one W row), so a tile ends
  * without summing across lanes, where the row tiles above spend about 9% of a 2048-column product
- * reducing theirs (from the time of 2048² against 4096² products, n = 512: the lane sums are per output,
- * the multiply-adds per output and column), and W is still read as it lies. A tile is GM groups × GN W
- * rows (24 accumulators, 3 X vectors and a broadcast W in registers); GM × GN of 3 × 8, 4 × 6, 2 × 14 and
- * 3 × 9 ran alike in a standalone loop (Zen 4, 2048 columns, 480 × 256, 1 thread: 430-445 GOP/s at
- * best against 372-409 for a row-tile loop beside it). In qr_matmul, the 1.1B's shapes with n = 512
- * against the row tiles, calls alternated in one process: 1.05-1.09 times as fast (runtime/README.md).
+ * reducing theirs, and W is still read as it lies. A tile is GM groups × GN W rows (24 accumulators, 3 X
+ * vectors and a broadcast W in registers); the tile shapes that fit ran alike, all ahead of the row tiles
+ * (docs/perf/2026-11-28-source-comments.md, docs/perf/2026-11-27-zen4.md).
  * Groups reach past the block's X rows; those outputs are not written. */
 #define GM 3
 #define GN 8
@@ -781,11 +755,9 @@ static void block_q8_int8(const qr_block *b)
 }
 /* The two-term decode without software prefetch (rows4_int8_body, and the lone rows of row_int8x2), for
  * cores that run 512-bit operations in halves, where with several threads (decode_regions) each thread
- * reads its run of W's rows as one stream of lone rows (two terms, the default there). Measured on the
- * Zen 4 host, 1.1B Q8_ROW, 2 threads, one process alternating 32-token decodes (medians of the paired
- * ratios, rounds faster) against four-stream chunks claimed in turn: 1.083 (21 of 27) while 2 threads read
- * 42+ GB/s, 1.039 (24 of 32) below; with the lone rows' software prefetch, 0.865 and 0.960. F16 read as
- * one stream so was 0.84-0.90 as fast and keeps its quarters inside the regions (1.00 there). */
+ * reads its run of W's rows as one stream of lone rows (two terms, the default there): faster there than
+ * four-stream chunks claimed in turn, and slower with the lone rows' prefetch. F16 read as one stream was
+ * slower and keeps its quarters inside the regions (docs/perf/2026-11-27-zen4.md, "Decode regions"). */
 static void block_q8_int8_no_prefetch(const qr_block *b)
 {
     if (!b->decode) gemm_int8(b);
@@ -870,12 +842,10 @@ const qr_kernels qr_kernels_avx512 = {
 };
 
 /* The same kernels for a core with full-width 512-bit units where widening does not keep up with memory
- * in a decode (the Intel Xeon host with AVX-512 FP16, 2026-11-28; runtime/README.md): QR_ACT_AUTO decodes
- * in two int8 terms, and the rest is the plain table's (software prefetch and chunks claimed in turn: the
- * halves table's way, without prefetch and in regions, measured slower there). `qmap bench kernels` read
- * 1 GiB of Q8_ROW weights at 0.73 of the bandwidth beside it by widening against 0.91-0.94 in two terms,
- * and `qmap bench tinyllama-1.1b-q8.qmap -p 0 -n 32 -r 3`, builds in rotation, 12 runs each, gave 0.73
- * -> 0.82 of the speed of light with 2 threads and 0.73 -> 0.81 with 1 (the halves table 0.58 and 0.71). */
+ * in a decode (Intel Xeon with AVX-512 FP16; runtime/README.md): QR_ACT_AUTO decodes in two int8 terms,
+ * and the rest is the plain table's (software prefetch and chunks claimed in turn: the halves table's way,
+ * without prefetch and in regions, is slower there). docs/perf/2026-11-28-intel-xeon.md has the
+ * measurements. */
 const qr_kernels qr_kernels_avx512_i8x2 = {
     AVX512_SHARED,
     .name = "avx512-vnni-i8x2",
@@ -885,13 +855,12 @@ const qr_kernels qr_kernels_avx512_i8x2 = {
 };
 
 /* The same kernels tuned for a core that runs 512-bit operations as two 256-bit halves (AMD Zen 4).
- * There, widening Q8_ROW weights to float ran at 26.7 GB/s from L1 against two int8 terms' 81 GB/s,
- * below the ~30 GB/s one core reads from memory, and QR_ACT_AUTO's decode in two terms was 8-16% faster
- * (runtime/README.md); on Zen 5 (full-width 512-bit units) widening ran at ~50 GB/s from cache and
- * decoded 12% faster than two terms, so the plain table keeps it. And the two-term and F16 decodes go
- * without software prefetch (block_q8_int8_no_prefetch, block_f16_no_prefetch), and with several threads
- * a decode gives each thread its own run of W's rows (decode_regions), which the two-term loop reads as
- * one stream. The other tables keep the chunks claimed in turn that they were measured with. */
+ * There, widening Q8_ROW weights to float runs below the speed one core reads from memory, even from L1,
+ * and QR_ACT_AUTO's decode in two terms is faster; on Zen 5 (full-width 512-bit units) widening is the
+ * faster one, so the plain table keeps it (docs/perf/2026-11-25-zen4.md). And the two-term and F16 decodes
+ * go without software prefetch (block_q8_int8_no_prefetch, block_f16_no_prefetch), and with several
+ * threads a decode gives each thread its own run of W's rows (decode_regions), which the two-term loop
+ * reads as one stream. The other tables keep the chunks claimed in turn that they were tuned with. */
 const qr_kernels qr_kernels_avx512_halves = {
     AVX512_SHARED,
     .name = "avx512-vnni-2x256",

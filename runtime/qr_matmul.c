@@ -12,11 +12,11 @@
 
 #if defined(__x86_64__) && defined(__GNUC__)
 /* Which AVX-512 table suits this core: where QR_ACT_AUTO's decode widens W to float only if the core
- * widens faster than memory delivers (runtime/README.md has the measurements). AMD family 19h with
- * AVX-512 is Zen 4 (Zen 3 has none): 512-bit operations in two halves. Other AMD cores with AVX-512 are
- * Zen 5 or later, full width, where widening was measured faster. The Intel cores measured (a Xeon with
- * AVX-512 FP16) widen at 0.73 of the bandwidth and read two int8 terms at 0.9 or more; a core of another
- * vendor gets that table too, which holds the float-X accuracy either way. */
+ * widens faster than memory delivers (runtime/README.md). AMD family 19h with AVX-512 is Zen 4 (Zen 3 has
+ * none): 512-bit operations in two halves. Other AMD cores with AVX-512 are Zen 5 or later, full width,
+ * where widening is faster. Intel cores (a Xeon with AVX-512 FP16) widen slower than they read two int8
+ * terms (docs/perf/2026-11-28-intel-xeon.md); a core of another vendor gets that table too, which holds
+ * the float-X accuracy either way. */
 static const qr_kernels *avx512_table(void)
 {
     if (__builtin_cpu_is("amd")) return __builtin_cpu_is("amdfam19h") ? &qr_kernels_avx512_halves : &qr_kernels_avx512;
@@ -107,12 +107,11 @@ static size_t pad64(size_t cols)
     return (cols + 63) & ~(size_t)63;
 }
 
-/* QR_ACT_AUTO keeps float-X accuracy and picks the faster way to get it (measured by qmap bench kernels
- * and qmap bench MODEL, runtime/README.md). With many rows of X each weight is reused from cache and
- * arithmetic sets the pace: VNNI does 4x the multiply-adds of an FMA per instruction, so two int8 terms
- * beat widening the weights to float by 1.3-2.2x. With one row (decode) every weight is read once and
- * memory should set the pace; whether widening keeps up with it depends on the core, so the variant says
- * (qr_kernels.auto_decode_terms). */
+/* QR_ACT_AUTO keeps float-X accuracy and picks the faster way to get it (runtime/README.md). With many
+ * rows of X each weight is reused from cache and arithmetic sets the pace: VNNI does 4x the multiply-adds
+ * of an FMA per instruction, so two int8 terms beat widening the weights to float by 1.3-2.2x. With one
+ * row (decode) every weight is read once and memory should set the pace; whether widening keeps up with it
+ * depends on the core, so the variant says (qr_kernels.auto_decode_terms). */
 /* How many int8 terms X is split into: 0 (float X), 1 (QR_ACT_INT8) or 2 (QR_ACT_INT8X2). With k = NULL,
  * the most any variant uses (what a work buffer must hold). */
 static int int8_terms(const qr_kernels *k, const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
@@ -135,18 +134,16 @@ static int thread_count(const qr_matmul_opts *opts)
 
 /* A thread's share of W is walked in blocks of W rows that stay in L2 while every X row passes over
  * them: about QR_L2_BLOCK_BYTES, a multiple of QR_ROW_GRAIN rows. 512 KB (half of a Zen 5 core's L2)
- * against 256 KB: long rows gain most, as a block then holds more rows per pass of X (4096 × 11008,
- * n = 512, 1 thread, medians of 3: float X 106 → 151 GOP/s; 4096² int8 within noise). Two int8 terms
- * also keep an n × block_rows float scratch block in L2, and do better with 256 KB (4096², 1 thread,
- * medians of 5: 277 against 241 GOP/s). */
+ * suits float X on long rows, as a block then holds more rows per pass of X; two int8 terms also keep an
+ * n × block_rows float scratch block in L2 and do better with 256 KB
+ * (docs/perf/2026-11-28-source-comments.md). */
 #define QR_L2_BLOCK_BYTES (512u * 1024u)
 #define QR_L2_BLOCK_BYTES_TWO_TERMS (256u * 1024u)
 #define QR_ROW_GRAIN 16 /* W rows per unit of work between threads (a multiple of every tile width) */
 
 /* An int8 product in K slices (qr_kernels.k_slice_bytes; 0: none) keeps one slice of the block hot at a
  * time, so a block of long rows may hold as many rows as one of slice-long rows: fewer blocks, fewer
- * passes of X (AVX-512, 4096 x 11008, n = 512, 1 thread, medians of 5: two terms 0.27 -> 0.32 of the VNNI
- * peak, one term 0.67 -> 0.72; before K slices 0.23 and 0.48). */
+ * passes of X; long rows then run about as fast as square ones (docs/BENCHMARKS.md, Matmul kernels). */
 static size_t block_rows_of(const qr_matrix *w, int terms, size_t k_slice)
 {
     const size_t bytes = terms > 0 && k_slice && w->row_stride > k_slice ? k_slice : w->row_stride;
@@ -344,10 +341,9 @@ static void run_share(const job *jb, const job_part *pt, size_t thread, size_t i
 /* Chunks per thread. A decode product is short (tens of microseconds) and bound by memory: eight chunks
  * a thread leave little to wait for when one thread starts late or is preempted. Alone, a thread has no
  * one to wait for, and one chunk keeps its four streams (qr_kernels.h, QR_DECODE_QUARTERS) as long as the
- * product. Zen 4, qmap bench -p 0 -n 64 -r 3 -t 1, builds alternated: Llama 110M Q8_ROW 208-223 -> 220-235
- * tok/s, GPT-2 124M Q8_ROW 206 -> 217-228, 110M F16 115-116 -> 117-120; the 1.1B unchanged (its products
- * are long either way). A GEMM chunk walks all of X over its W rows, so fewer, larger chunks keep X's
- * passes few. A table with decode_regions hands a decode on several threads out in regions instead. */
+ * product, which speeds the small models' 1-thread decode (docs/perf/2026-11-26-zen4.md). A GEMM chunk
+ * walks all of X over its W rows, so fewer, larger chunks keep X's passes few. A table with
+ * decode_regions hands a decode on several threads out in regions instead. */
 #define QR_CHUNKS_DECODE 8
 #define QR_CHUNKS_DECODE_ALONE 1
 #define QR_CHUNKS_GEMM 4

@@ -92,11 +92,10 @@ typedef struct qr_lm_hparams {
 } qr_lm_hparams;
 
 /* What a product's input rows tolerate in a prompt (n > 1) when the session lets prompts use one int8 term
- * (qr_lm_state_params.one_term_prompts: QMAP_ACT_AUTO). Measured on the King James Llama (README,
- * Accuracy), one group of products at a time in one int8 term instead of two, the mean KL divergence of
- * the logits against F32 rose from 1.57e-5 by 0.1-0.5e-5 for Q/K/V, the attention output and gate/up
- * (rows out of a norm or out of attention), by 11e-5 for the FFN's down projection (its gated hidden rows
- * are heavy-tailed) and by 0.9e-5 for the head (its rounding lands in the logits). */
+ * (qr_lm_state_params.one_term_prompts: QMAP_ACT_AUTO). One int8 term costs little on rows out of a norm
+ * or out of attention (Q/K/V, the attention output, gate/up), about ten times as much on the FFN's down
+ * projection (its gated hidden rows are heavy-tailed) and measurably on the head (its rounding lands in the
+ * logits): docs/BENCHMARKS.md, Accuracy, has the per-group KL divergences. */
 typedef enum qr_x_kind {
     QR_X_NORMED,  /* a norm's or attention's output rows: one int8 term in a prompt */
     QR_X_FLOAT,   /* the session's act as given (float-X accuracy unless the caller chose otherwise) */

@@ -256,10 +256,8 @@ size_t qr_pool_chunks(const qr_pool *p, size_t units, size_t per_thread)
  * QR_POOL_WINDOW_NS of wall time, and when they exceed 1/QR_POOL_WAIT_SHARE of a window it runs jobs alone
  * for QR_POOL_SOLO_MIN_NS, doubling while it keeps happening (up to QR_POOL_SOLO_MAX_NS): one thread that
  * keeps its core beats two that wait for each other. A window after QR_POOL_CALM_NS of calm resets it.
- * Measured (runtime/README.md): 110M Q8_ROW decode on 2 threads with a busy process beside went from
- * 46-79 tok/s under OpenMP to 114-117 (1 thread alone: 119-132). An earlier rule (two waits of 4 chunks'
- * time within 50 ms) also fired on the ordinary hiccups of a shared host and kept a 2-thread 1.1B decode
- * at 35 tok/s where two threads gave 45. */
+ * A rule that fires on fewer waits also fires on a shared host's ordinary hiccups and costs a 2-thread
+ * decode its second thread (docs/perf/2026-11-28-source-comments.md). */
 #define QR_POOL_WINDOW_NS 50000000u
 #define QR_POOL_WAIT_SHARE 4
 #define QR_POOL_SOLO_MIN_NS 20000000u
@@ -330,12 +328,11 @@ void qr_pool_run(qr_pool *p, size_t n_chunks, qr_pool_fn *fn, void *ctx)
 }
 
 /* ---- region jobs (qr_pool_run_regions) ------------------------------------------------------------
- * Why regions: on the 2-vCPU Zen 4 host, a read of 1 GiB by 2 threads in 8 MiB "matrices" ran 0.998 times
- * as fast as the plain read of two halves when each thread read its own half of each matrix, and 0.92 when
- * each matrix went out in 16 chunks that the threads took in turn (256 KiB chunks taken in turn: 0.91;
- * 32 KiB: 0.63) — medians of 1181 alternated rounds while 2 threads read 42 GB/s or more; at 30-40 GB/s
- * all of them read alike. A chunk taken in turn starts a new stream for the thread that takes it, and
- * the hardware prefetcher has to find it again; a region's pieces follow one another.
+ * Why regions: two threads reading each its own contiguous half of every matrix read as fast as a plain
+ * read, while chunks taken in turn read slower at a host's high-bandwidth moments, the more so the
+ * smaller they are (docs/perf/2026-11-27-zen4.md, "Decode regions"). A chunk taken in turn starts a new
+ * stream for the thread that takes it, and the hardware prefetcher has to find it again; a region's
+ * pieces follow one another.
  *
  * Each region is one 64-bit word, the next unit to hand out (low half) and the end (high half), on a cache
  * line of its own: the owner's front takes touch only its own line until somebody steals. A front take and

@@ -7,11 +7,11 @@
  * never for a worker that has not woken up. That is the point of this module: OpenMP's fork-join ends
  * every parallel region in a barrier that waits for every thread of the team, so when another process
  * holds a core, a 2-thread decode waits for a descheduled thread at each of its ~100 products per token
- * (measured on 2 cores with one busy process beside: 110M Q8_ROW decode at 2 threads 46-79 tok/s, below 1
- * thread's 119-132).
+ * and runs slower than one thread alone.
  * Where a worker is preempted while it holds a chunk, the caller must wait for it; when that keeps
- * happening, the caller runs jobs alone for a while (the back-off in qr_pool.c). With both, the same run
- * gives 114-117 tok/s, and an idle machine the same speed as OpenMP.
+ * happening, the caller runs jobs alone for a while (the back-off in qr_pool.c). With both, a busy
+ * neighbour costs about what losing the second thread costs, and an idle machine runs as fast as OpenMP
+ * (docs/perf/2026-11-28-source-comments.md).
  *
  * Workers wait for a job by spinning for QR_POOL_SPIN_NS (the gaps between the products of one token are
  * shorter than that), then sleep on a condition variable; posting wakes sleepers only if there are any.
@@ -19,11 +19,9 @@
  *
  * When a pool takes every CPU the process may run on, worker i is pinned to the i-th of them (the caller
  * stays free, and the scheduler keeps it on the one left). With all CPUs in use no idle one is lost as an
- * escape, and the workers stop moving between CPUs mid-decode: on a 2-vCPU Zen 4 VM, TinyLlama 1.1B
- * Q8_ROW decode on 2 threads at moments when 2 threads read 55-67 GB/s reached 0.54-0.86 of the speed of
- * light pinned (14 runs, mean 0.76) against 0.55-0.82 unpinned (14 runs, mean 0.67; 8 of them at
- * 0.55-0.63); at ~35 GB/s both 0.94-0.95. A pool of fewer threads than CPUs is not
- * pinned, and QMAP_PIN=0 turns pinning off.
+ * escape, and the workers stop moving between CPUs mid-decode, which kept a 2-vCPU VM's decode from its
+ * slow runs at high-bandwidth moments (docs/perf/2026-11-26-zen4.md, "On the same Zen 4 host, 2026-11-26,
+ * later"). A pool of fewer threads than CPUs is not pinned, and QMAP_PIN=0 turns pinning off.
  *
  * Ownership and threads: qr_pool_new allocates the pool and starts threads - 1 workers; qr_pool_free
  * stops and joins them. One thread at a time may call qr_pool_run on a pool (a session's thread); fn must

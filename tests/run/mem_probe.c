@@ -2,7 +2,8 @@
  *
  *   mem_probe MODEL [--no-mmap] [--no-prefetch] [-n TOKENS] [-c N_CTX]
  *
- * Opens MODEL, makes a session of N_CTX positions (F16 KV cache, 1 thread) and decodes TOKENS tokens one
+ * Opens MODEL as qmap run does (large_pages on; --no-prefetch opens it with the library's defaults,
+ * large_pages off, which leave the mapping as the page cache has it: the control), makes a session of N_CTX positions (F16 KV cache, 1 thread) and decodes TOKENS tokens one
  * at a time, which reads every weight. Then it prints one line of figures and waits for a line on stdin
  * (so the test can hold two of them alive at once), prints the figures again and exits:
  *
@@ -14,6 +15,7 @@
  * entries (FilePmdMapped), api_pmd the same as qmap_model_large_page_bytes gives it (-1: unknown), kv
  * the bytes of the KV cache the session holds. All in bytes.
  */
+#define QMAP_EXPERIMENTAL /* qmap_model_large_page_bytes */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,10 +87,11 @@ int main(int argc, char **argv)
     const char *path = argv[1];
     qmap_model_params mp;
     qmap_model_params_default(&mp);
+    mp.large_pages = true; /* as qmap run opens a model; --no-prefetch is the control */
     long n = 8, ctx = 256;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--no-mmap")) mp.no_mmap = true;
-        else if (!strcmp(argv[i], "--no-prefetch")) mp.no_prefetch = true;
+        else if (!strcmp(argv[i], "--no-prefetch")) mp.large_pages = false;
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atol(argv[++i]);
         else if (!strcmp(argv[i], "-c") && i + 1 < argc) ctx = atol(argv[++i]);
         else {

@@ -14,8 +14,9 @@
    folios was seen at the full file while the other read half, in about one run of three.
 3. The mapping is in 2 MiB page-table entries (FilePmdMapped) even for a copy of the container written in
    64 KiB pieces, which the page cache holds in small pages, and for one whose last 3/8 alone is cached in
-   small pages (qmap_model_open re-reads both; api/qa_pages.h says why it matters); --no-prefetch, which
-   leaves them so, is the control. Skipped, saying so, on a
+   small pages (qmap_model_open with large_pages, as qmap run opens a model, re-reads both; api/qa_pages.h
+   says why it matters); --no-prefetch, the library's default (large_pages off), which leaves them so, is
+   the control. Skipped, saying so, on a
    kernel or file system that maps no file in 2 MiB entries.
 
 The model is a random-init Llama of stories110M's shape (tests/tools/make_lm.py), converted and quantized
@@ -82,7 +83,8 @@ def meminfo_mapped():
 
 
 def cached_and_opened(probe, path):
-    """A probe's figures with the mapping as the page cache has it (--no-prefetch), then as opened by default."""
+    """A probe's figures with the mapping as the page cache has it (--no-prefetch: the library's default,
+    large_pages off), then as qmap run opens it (large_pages on)."""
     figures = []
     for opts in (("--no-prefetch",), ()):
         a = Probe(probe, path, *opts)

@@ -17,6 +17,8 @@ static uint64_t u_val;
 static const char *s_val;
 static int c_val;
 static bool flag_val;
+static const char *keep_items[4];
+static cli_strings keep_val = { keep_items, 0, 4 };
 static const char *const choices[] = { "f16", "f32", NULL };
 static const cli_opt k_opts[] = {
     { "count", 'n', CLI_INT, &n_val, "N", 0, 100, NULL, "a count", false },
@@ -25,12 +27,14 @@ static const cli_opt k_opts[] = {
     { "prompt", 'p', CLI_STRING, &s_val, "TEXT", 0, 0, NULL, "a string", true },
     { "kv", 0, CLI_CHOICE, &c_val, "TYPE", 0, 0, choices, "a choice", false },
     { "json", 0, CLI_FLAG, &flag_val, NULL, 0, 0, NULL, "a flag", true },
+    { "keep", 0, CLI_STRINGS, &keep_val, "PATTERN", 0, 0, NULL, "a repeatable string (repeatable); its help is long "
+      "enough to be wrapped at the help text's width, with every continuation line indented to the help column", false },
 };
 static const cli_command k_cmd = { "t", "qmap t [options] FILE", "desc\n", k_opts, sizeof k_opts / sizeof k_opts[0], NULL };
 
 static void reset(void)
 {
-    n_val = 7; f_val = 0.5f; u_val = 3; s_val = NULL; c_val = 0; flag_val = false;
+    n_val = 7; f_val = 0.5f; u_val = 3; s_val = NULL; c_val = 0; flag_val = false; keep_val.n = 0;
 }
 
 static int parse(int *first, ...)
@@ -63,6 +67,13 @@ static void test_values(void **state)
     assert_int_equal(parse(&first, "t", "a.qmap", "-n", "5", NULL), 0);
     assert_int_equal(n_val, 5);
     assert_int_equal(first, 3);
+    reset();   /* a repeatable option keeps every use, in order, up to its room */
+    assert_int_equal(parse(&first, "t", "--keep", "a*", "x.qmap", "--keep", "b", NULL), 0);
+    assert_int_equal(keep_val.n, 2);
+    assert_string_equal(keep_items[0], "a*");
+    assert_string_equal(keep_items[1], "b");
+    reset();
+    assert_int_equal(parse(&first, "t", "--keep", "1", "--keep", "2", "--keep", "3", "--keep", "4", "--keep", "5", NULL), 2);
 }
 
 static void test_errors(void **state)
@@ -99,6 +110,15 @@ static void test_help_text(void **state)
     assert_non_null(strstr(buf, "(f16|f32) (default: f16)"));
     assert_non_null(strstr(buf, "--json"));
     assert_null(strstr(buf, "(default: (null))"));
+    assert_non_null(strstr(buf, "--keep PATTERN"));
+    /* every line within the width; the long help continues on an indented line */
+    for (char *line = buf, *end; *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (!end) end = line + strlen(line);
+        assert_true(end - line <= 110);
+        if (!*end) break;
+    }
+    assert_non_null(strstr(buf, "\n                             "));
 }
 
 int main(void)

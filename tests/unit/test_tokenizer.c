@@ -483,6 +483,39 @@ static void test_vocab_txt(void **state)
     qc_tokenizer_free(t);
 }
 
+/* tokenizer_config.json's chat_template: a string is stored as is, a list keeps the entry named "default"
+ * (none without one), any other value is refused naming the key. */
+static void test_chat_template(void **state)
+{
+    (void)state;
+    char dir[TU_PATH_MAX];
+    tu_mkdir(dir, "chat");
+    write_text(dir, "vocab.txt", "<unk>\nhello\n");
+    const char *P = "tokenizer.";
+    write_text(dir, "tokenizer_config.json", "{\"chat_template\":\"{{ '<|im_start|>' }}\\n\"}");
+    qc_tokenizer *t = load_ok(dir, "vocab.txt");
+    qm_file *f = roundtrip(t, P, "chat1.qmap");
+    expect_str(f, P, "chat_template", "{{ '<|im_start|>' }}\n");
+    qm_close(f);
+    qc_tokenizer_free(t);
+    write_text(dir, "tokenizer_config.json",
+               "{\"chat_template\":[{\"name\":\"tool_use\",\"template\":\"T\"},{\"name\":\"default\",\"template\":\"D\"}]}");
+    t = load_ok(dir, "vocab.txt");
+    f = roundtrip(t, P, "chat2.qmap");
+    expect_str(f, P, "chat_template", "D");
+    qm_close(f);
+    qc_tokenizer_free(t);
+    write_text(dir, "tokenizer_config.json", "{\"chat_template\":[{\"name\":\"rag\",\"template\":\"R\"}]}");
+    t = load_ok(dir, "vocab.txt");
+    f = roundtrip(t, P, "chat3.qmap");
+    expect_absent(f, P, "chat_template");
+    qm_close(f);
+    qc_tokenizer_free(t);
+    write_text(dir, "tokenizer_config.json", "{\"chat_template\":7}");
+    qm_error e = load_fails(dir, "vocab.txt", QM_ERR_BAD_SOURCE, "neither a string");
+    assert_string_equal(e.field, "chat_template");
+}
+
 /* WordLevel tokenizer.json with a Whitespace pre-tokenizer and a Unicode normalizer. */
 static void test_wordlevel_json(void **state)
 {
@@ -697,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_sentencepiece_metaspace),
         cmocka_unit_test(test_vocab_json_merges),
         cmocka_unit_test(test_vocab_txt),
+        cmocka_unit_test(test_chat_template),
         cmocka_unit_test(test_wordlevel_json),
         cmocka_unit_test(test_find),
         cmocka_unit_test(test_refuse_ids),

@@ -1,4 +1,4 @@
-/* qmap — command-line entry point: dispatches to the subcommands. */
+/* main.c — the qmap command-line entry point: dispatches to the subcommands. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,7 @@ static const struct {
     { "perplexity", cmd_perplexity, "perplexity of an LM over a text, and KL divergence from a base model" },
     { "quantize", cmd_quantize, "weight matrices to Q8_ROW (int8, per-row scales) or F16" },
     { "run", cmd_run, "run a model read in place: generate text (LMs), classify rows (mlp), translate (seq2seq)" },
+    { "serve", cmd_serve, "an OpenAI-compatible HTTP server over an LM: completions, chat, streaming, batching" },
     { "tokenize", cmd_tokenize, "text -> token ids with the container's tokenizer (--json for scripts)" },
     { "verify", cmd_verify, "check every tensor checksum; exit 1 if any tensor is damaged" },
 };
