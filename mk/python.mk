@@ -13,12 +13,15 @@ python-test: $(BUILD)/qmap lib-qmap
 .PHONY: python-test
 EXTRA_TESTS += python-test
 
-# make demo: the shipped KJV Llama, quantized to Q8_ROW, continued from Python (examples/generate.py).
+# make demo: the shipped KJV Llama, quantized to Q8_ROW, continued from Python (examples/generate.py); then
+# converted, quantized and looked into through the library (examples/container.py).
 demo-python: $(BUILD)/qmap lib-qmap
 	@mkdir -p $(BUILD)/demo
 	$(BUILD)/qmap convert tests/data/kjv_llama -o $(BUILD)/demo/kjv-py.qmap --quiet
 	$(BUILD)/qmap quantize --q8 $(BUILD)/demo/kjv-py.qmap -o $(BUILD)/demo/kjv-py-q8.qmap --quiet
 	QMAP_LIBRARY=$(abspath $(BUILD))/libqmap.so PYTHONPATH=python $(PYTHON) examples/generate.py \
 	  $(BUILD)/demo/kjv-py-q8.qmap "In the beginning" 32
+	QMAP_LIBRARY=$(abspath $(BUILD))/libqmap.so PYTHONPATH=python $(PYTHON) examples/container.py \
+	  tests/data/kjv_llama $(BUILD)/demo
 .PHONY: demo-python
 EXTRA_DEMO += demo-python

@@ -3,13 +3,15 @@
 import filecmp
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
 import qmap
-from conftest import DATA, run_qmap
+from conftest import DATA, ROOT, run_qmap
 
 
 def _same_bytes(a, b):
@@ -136,3 +138,13 @@ def test_nan_is_a_warning_or_with_strict_an_error(tmp_path):
     assert r["nonfinite_values"] == 1
     with pytest.raises(qmap.WeightsError):
         qmap.convert(pt, str(tmp_path / "strict.qmap"), arch="none", strict=True)
+
+
+def test_example_container_runs(tmp_path):
+    """examples/container.py (make demo) runs as its docstring says, and its figures are the library's."""
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "container.py"), os.path.join(DATA, "kjv_llama"),
+                        str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with qmap.open(str(tmp_path / "container-q8.qmap")) as c:
+        assert repr(c) in r.stdout
+    assert r.stdout.endswith("verify: every checksum matches\n")
