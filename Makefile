@@ -58,7 +58,8 @@ all: $(BUILD)/qmap
 
 help:
 	@echo "make            build $(BUILD)/qmap"
-	@echo "make demo       install deps, build; convert, quantize and run the shipped KJV Llama, classifiers and translators"
+	@echo "make demo       install deps, build; convert, quantize and run the shipped KJV Llama (also from Python),"
+	@echo "                classifiers and translators"
 	@echo "make test       install deps, then every test: unit (once per CPU level), sanitizers, spec reader, fuzz (bounded), crash,"
 	@echo "                convert against PyTorch (also under ASan), quantize against numpy, importer fuzzing (bounded)"
 	@echo "make fuzz       run the reader fuzzer for FUZZ_SECONDS (default $(FUZZ_SECONDS))"
@@ -70,7 +71,9 @@ help:
 	@echo "make run-test   decoder LMs against PyTorch (gpt2, gpt_neo, llama/mistral/qwen2; F32, F16, Q8_ROW)"
 	@echo "make tokenizer-test  real GPT-2 / Llama-2 tokenizers against the npm reference encoders (+ tokenizer-fuzz)"
 	@echo "make lib-test   install into a temporary prefix, build examples/simple.c through pkg-config, run it"
-	@echo "make install    PREFIX=/usr/local DESTDIR= : qmap, libqmap.a/.so, qmap.h, qmap.pc (make uninstall removes them)"
+	@echo "make python-test  the Python package (python/qmap) against qmap run, qmap tokenize and torch (pytest)"
+	@echo "make install    PREFIX=/usr/local DESTDIR= : qmap, libqmap.a/.so, qmap.h, qmap.pc, the Python package"
+	@echo "                (make uninstall removes them)"
 	@echo "make deps       apt-get install whatever build packages are missing (needs root); deps-test: test ones too"
 
 # ---- dependencies ----------------------------------------------------------------------------

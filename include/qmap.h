@@ -346,6 +346,250 @@ QMAP_API int32_t qmap_sample(qmap_sampler *smp, const float *logits);
 /* Record an id (e.g. a prompt token) in the penalty history without sampling. */
 QMAP_API void qmap_sampler_accept(qmap_sampler *smp, int32_t id);
 
+/* ---- containers: metadata and tensors without a model -------------------------------------------------- */
+
+/* A .qmap file opened to look at, not to run: its metadata and tensors as the file stores them
+ * (spec/FORMAT.md). Any container opens, whatever its architecture (or none). Opening validates everything
+ * outside tensor data (spec section 7) and reads no tensor byte; qmap_container_verify hashes them. A
+ * container is immutable after qmap_container_open: any number of threads may read it at once. Every
+ * pointer it hands out (keys, names, strings, tensor data) points into its read-only mapping, is owned by
+ * it and stays valid until qmap_container_close. */
+typedef struct qmap_container qmap_container;
+
+/* Dtype ids of spec/FORMAT.md section 6 (frozen, never reused). */
+typedef enum qmap_dtype {
+    QMAP_DTYPE_F32 = 1,
+    QMAP_DTYPE_F16 = 2,
+    QMAP_DTYPE_BF16 = 3,
+    QMAP_DTYPE_I32 = 4,
+    QMAP_DTYPE_Q8_ROW = 5,       /* int8 rows, one f32 scale per row (spec 6.1; qmap_tensor_info says where) */
+} qmap_dtype;
+
+/* Metadata value types of spec/FORMAT.md section 4 (frozen). */
+typedef enum qmap_meta_type {
+    QMAP_META_U32 = 1,
+    QMAP_META_I32 = 2,
+    QMAP_META_U64 = 3,
+    QMAP_META_I64 = 4,
+    QMAP_META_F32 = 5,
+    QMAP_META_F64 = 6,
+    QMAP_META_BOOL = 7,
+    QMAP_META_STRING = 8,
+    QMAP_META_ARRAY = 9,
+} qmap_meta_type;
+
+/* Open and validate `path` (a regular file; FIFOs and devices are refused) and map it read-only. On
+ * success *out owns the mapping; on failure *out is NULL and err names the file and the rule it breaks
+ * (the codes 1..39 of qmap_errors.h). QMAP_ERR_INVALID_ARGUMENT for a NULL path or out. */
+QMAP_API qmap_status qmap_container_open(const char *path, qmap_container **out, qmap_error *err);
+/* Release the container and its mapping; NULL is allowed. Every pointer obtained from it becomes invalid. */
+QMAP_API void qmap_container_close(qmap_container *c);
+
+typedef struct qmap_container_info {
+    const char *path;            /* as given to qmap_container_open */
+    uint16_t major_version, minor_version;
+    uint64_t alignment;          /* every tensor's data starts on a multiple of it */
+    uint64_t file_size;
+    uint64_t metadata_count, tensor_count;
+} qmap_container_info;
+
+/* Fill *out (zeros and NULLs for c = NULL); its path is owned by the container. */
+QMAP_API void qmap_container_get_info(const qmap_container *c, qmap_container_info *out);
+
+typedef struct qmap_meta_entry {
+    const char *key;             /* NUL-terminated */
+    qmap_meta_type type;
+    qmap_meta_type elem_type;    /* ARRAY: the type of its elements; 0 otherwise */
+    uint64_t count;              /* ARRAY: its number of elements; 1 otherwise */
+    union {                      /* the value of a scalar (U32 .. BOOL) */
+        uint32_t u32; int32_t i32; uint64_t u64; int64_t i64; float f32; double f64; bool b;
+    } v;
+    const char *str;             /* STRING: its bytes (valid UTF-8, NOT NUL-terminated, may hold NUL) */
+    uint64_t str_len;
+    /* ARRAY of U32 .. BOOL: the `count` elements as the file encodes them, back to back, little-endian and
+     * not aligned (spec section 4: 4 bytes each for U32/I32/F32, 8 for U64/I64/F64, 1 for BOOL); read
+     * them with byte copies, or element by element with qmap_meta_array_get. NULL for other types. */
+    const void *elems;
+    uint64_t elems_size;         /* bytes at elems */
+} qmap_meta_entry;
+
+/* Metadata entry i (0 <= i < metadata_count, in file order) into *out. QMAP_ERR_INVALID_ARGUMENT for i
+ * out of range or a NULL argument (*out unchanged). */
+QMAP_API qmap_status qmap_container_meta(const qmap_container *c, uint64_t i, qmap_meta_entry *out,
+                                         qmap_error *err);
+/* The entry whose key is `key` (O(log n)); QMAP_ERR_NOT_FOUND naming the key if there is none. */
+QMAP_API qmap_status qmap_container_find_meta(const qmap_container *c, const char *key, qmap_meta_entry *out,
+                                              qmap_error *err);
+/* Element i of a numeric or BOOL array, copied into *out as the element type's C type (uint32_t,
+ * int32_t, uint64_t, int64_t, float, double, bool). QMAP_ERR_TYPE_MISMATCH if `e` is not such an array,
+ * QMAP_ERR_INVALID_ARGUMENT for i >= count or a NULL argument. */
+QMAP_API qmap_status qmap_meta_array_get(const qmap_meta_entry *e, uint64_t i, void *out, qmap_error *err);
+/* Element i of a string array of container c (its bytes in *s, not NUL-terminated, *len of them), O(1).
+ * `e` must come from c. QMAP_ERR_TYPE_MISMATCH if `e` is not a string array, QMAP_ERR_INVALID_ARGUMENT for
+ * i >= count or a NULL argument. */
+QMAP_API qmap_status qmap_meta_array_string(const qmap_container *c, const qmap_meta_entry *e, uint64_t i,
+                                            const char **s, size_t *len, qmap_error *err);
+
+typedef struct qmap_tensor_info {
+    const char *name;            /* NUL-terminated */
+    qmap_dtype dtype;
+    uint32_t rank;               /* 1..4 */
+    uint64_t dims[4];            /* dims[0..rank), outermost first as PyTorch's shape; dims[rank..4) are 0 */
+    uint64_t n_elements;
+    const void *data;            /* the tensor's bytes in the mapping, aligned to the container's alignment */
+    uint64_t size;               /* bytes at data */
+    uint64_t offset;             /* file offset of data */
+    uint64_t checksum;           /* XXH3-64 of the bytes, as stored (qmap_container_verify compares) */
+    /* Q8_ROW only (0 for other dtypes), spec 6.1: cols = dims[rank-1], rows = the product of the other
+     * dims. Row r's cols int8 values are the bytes [r * row_stride, r * row_stride + cols) of data
+     * (row_stride >= cols, a multiple of 64); its f32 scale is element r of the array at data +
+     * scales_offset, its i32 sum element r of the array at data + sums_offset. Element (r, j) is
+     * q[r][j] * scale[r], in f32. */
+    uint64_t rows, cols, row_stride, scales_offset, sums_offset;
+} qmap_tensor_info;
+
+/* Tensor i (0 <= i < tensor_count, in table order, which is data order) into *out.
+ * QMAP_ERR_INVALID_ARGUMENT for i out of range or a NULL argument (*out unchanged). */
+QMAP_API qmap_status qmap_container_tensor(const qmap_container *c, uint64_t i, qmap_tensor_info *out,
+                                           qmap_error *err);
+/* The tensor named `name` (O(log n)); QMAP_ERR_NOT_FOUND naming it if there is none. */
+QMAP_API qmap_status qmap_container_find_tensor(const qmap_container *c, const char *name, qmap_tensor_info *out,
+                                                qmap_error *err);
+
+/* Hash every tensor's data and compare it with the checksum in the table (spec R-DATA-1), in parallel,
+ * as `qmap verify` does; with `full`, also the R-DATA-2 rules (padding bytes, Q8_ROW sums and scales, as
+ * `qmap verify --full`). `threads` 0: one per CPU. `status` may be NULL, or receives one code per tensor
+ * in table order (caller-owned, tensor_count elements: QMAP_OK, QMAP_ERR_TENSOR_CHECKSUM, with `full`
+ * QMAP_ERR_BAD_TENSOR_DATA or QMAP_ERR_PADDING_NONZERO). Returns QMAP_OK if every tensor passed, else the
+ * code of the first failing tensor in table order, with err naming it. */
+QMAP_API qmap_status qmap_container_verify(const qmap_container *c, int threads, bool full, qmap_status *status,
+                                           qmap_error *err);
+
+
+/* ---- convert and quantize: write containers ------------------------------------------------------------ */
+
+/* Both write the output atomically: a temporary file beside it, renamed over it once complete; on any
+ * failure no output is left and err names the input file, tensor or key at fault. Neither prints. Memory is
+ * O(the largest tensor). Their callbacks run on the calling thread, during the call. */
+
+typedef struct qmap_progress {
+    uint64_t tensor, n_tensors;          /* the tensor being written (0-based) and how many there are */
+    uint64_t bytes_done, bytes_total;    /* tensor data bytes of the output written so far / in all */
+    double seconds;                      /* since writing began */
+} qmap_progress;
+
+/* Called as the output is written (after each tensor, or more often); may be NULL. */
+typedef void (*qmap_progress_fn)(void *user, const qmap_progress *p);
+
+typedef struct qmap_convert_params {
+    const char *config_path;             /* NULL: config.json beside the first source (or the dump's manifest) */
+    const char *arch;                    /* NULL: from the config or the tensor names; "none": every tensor
+                                          * as it is, no architecture (spec/ARCHITECTURES.md §1b) */
+    const char *tokenizer_path;          /* NULL: look beside the first source */
+    const char *src_tokenizer_path;      /* seq2seq: the source vocabulary (tokenizer.src.*), or NULL */
+    const char *tgt_tokenizer_path;      /* seq2seq: the target vocabulary (tokenizer.tgt.*), or NULL */
+    bool no_tokenizer;                   /* store no tokenizer */
+    qmap_dtype dtype;                    /* of the matrices: QMAP_DTYPE_F32 (default) or QMAP_DTYPE_F16 (1-D
+                                          * tensors stay F32); anything else is QMAP_ERR_INVALID_ARGUMENT */
+    bool strict;                         /* NaN/Inf in a weight is QMAP_ERR_NONFINITE, not a warning */
+    bool allow_large;                    /* accept compressed zip entries that inflate past 64 MiB at more
+                                          * than 32x their size */
+    uint64_t json_limit;                 /* size cap in bytes of every JSON file read; 0: the defaults (64 MiB
+                                          * tokenizer files, 4 config, 16 shard index and manifest) */
+    void (*warning)(void *user, const char *message);   /* one line per warning (NaN/Inf copied, ...); may be NULL */
+    void *warning_user;
+} qmap_convert_params;
+
+/* Fill *p with the defaults above (every pointer NULL, every flag false, dtype F32, json_limit 0). */
+QMAP_API void qmap_convert_params_default(qmap_convert_params *p);
+
+typedef struct qmap_convert_result {
+    const char *arch;                    /* the architecture written (static string) */
+    char input_kind[160];                /* e.g. "safetensors (2 shards)" */
+    char config[512];                    /* where the config came from ("" if none) */
+    char tokenizer[160];                 /* what tokenizer was stored, and from where ("" if none) */
+    uint64_t input_files, input_bytes;
+    uint64_t n_tensors, n_params, n_skipped, output_bytes;
+    uint64_t nonfinite_values;           /* NaN/Inf values copied (each warned about) */
+    uint64_t compressed_bytes;           /* compressed zip entries read: their bytes */
+    uint64_t inflated_bytes;             /* ... and what they inflated to */
+    bool tied_output;                    /* the output head is the token embedding */
+    double seconds, write_seconds;
+} qmap_convert_result;
+
+/* Convert a PyTorch export into the container `dst`, as `qmap convert` does: `src` holds n_src >= 1 paths:
+ * one torch.save file, safetensors file, .npy/.npz, shard index JSON, model directory or raw dump
+ * directory, or several shard files. Pickles are read by a restricted unpickler that runs no code.
+ * `params` may be NULL (defaults), `progress` may be NULL, `result` may be NULL (else filled on success). */
+QMAP_API qmap_status qmap_convert(const char *const *src, size_t n_src, const char *dst,
+                                  const qmap_convert_params *params, qmap_progress_fn progress, void *progress_user,
+                                  qmap_convert_result *result, qmap_error *err);
+
+typedef enum qmap_quant_scheme {
+    QMAP_QUANT_Q8_ROW = 1,               /* int8 with one f32 scale per row (spec/FORMAT.md 6.1) */
+    QMAP_QUANT_F16 = 2,                  /* IEEE half, round to nearest even; a value beyond ±65504 is an error */
+} qmap_quant_scheme;
+
+/* qmap_quantize_params.panel_cols: the width each FFN down projection's panels get by default (`qmap
+ * quantize --panel-cols auto`). */
+#define QMAP_PANEL_COLS_AUTO UINT64_MAX
+
+typedef enum qmap_quant_action {
+    QMAP_QUANT_QUANTIZED = 1,            /* written in the scheme */
+    QMAP_QUANT_KEPT = 2,                 /* a weight matrix a `keep` glob left as it was */
+    QMAP_QUANT_COPIED = 3,               /* not a weight matrix: copied byte for byte */
+} qmap_quant_action;
+
+/* What quantizing did to one tensor (qmap_quantize_params.on_tensor). */
+typedef struct qmap_quantize_tensor {
+    const char *name;                    /* valid during the callback only */
+    qmap_quant_action action;
+    qmap_dtype dtype_in, dtype_out;
+    uint32_t rank;
+    uint64_t dims[4];                    /* as written: [panels, dim, cols] for a matrix in column panels */
+    uint64_t panels;                     /* 1, or the column panels a [dim, ffn] matrix was written in */
+    uint64_t bytes_in, bytes_out;
+    /* QMAP_QUANT_QUANTIZED only (0 otherwise): */
+    uint64_t rows;
+    double rel_rms_error;                /* ||w - w'|| / ||w|| (0 when w = 0) */
+    double max_abs_error;
+    uint64_t outlier_rows;               /* Q8_ROW: rows whose max|w| > 8 x the row's RMS */
+} qmap_quantize_tensor;
+
+typedef struct qmap_quantize_params {
+    qmap_quant_scheme scheme;            /* default QMAP_QUANT_Q8_ROW */
+    const char *const *keep;             /* fnmatch globs on whole tensor names: those tensors are copied */
+    size_t n_keep;
+    int threads;                         /* 0: one per CPU; the output is the same for any number */
+    uint64_t panel_cols;                 /* decoder LMs: write FFN down projections with rows longer than this
+                                          * in column panels of this many columns (a multiple of 64 dividing
+                                          * ffn; spec/ARCHITECTURES.md §6), 0: as stored, QMAP_PANEL_COLS_AUTO
+                                          * (default): as `qmap quantize --help` says */
+    /* Called once per tensor, in table order, after the output is complete (the report `qmap quantize`
+     * prints); may be NULL. */
+    void (*on_tensor)(void *user, const qmap_quantize_tensor *t);
+    void *tensor_user;
+} qmap_quantize_params;
+
+/* Fill *p with the defaults above. */
+QMAP_API void qmap_quantize_params_default(qmap_quantize_params *p);
+
+typedef struct qmap_quantize_result {
+    uint64_t n_quantized, n_copied;      /* tensors quantized / copied (kept ones included) */
+    uint64_t bytes_in, bytes_out;        /* tensor bytes of the input and of the output */
+    double rel_rms_error;                /* ||w - w'|| / ||w|| over every quantized tensor together */
+    int threads;
+    const char *kernels;                 /* the kernel variant that ran ("avx512", ...; static string) */
+    double seconds;
+} qmap_quantize_result;
+
+/* Quantize the container `src` into `dst`, as `qmap quantize` does: every tensor of rank >= 2 whose name
+ * ends in ".weight" except pos_embd.weight and the `keep` matches becomes Q8_ROW or F16; the rest is copied
+ * byte for byte. `params` may be NULL (Q8_ROW, defaults), `progress` and `result` may be NULL. */
+QMAP_API qmap_status qmap_quantize(const char *src, const char *dst, const qmap_quantize_params *params,
+                                   qmap_progress_fn progress, void *progress_user, qmap_quantize_result *result,
+                                   qmap_error *err);
+
 /* ---- experimental: benchmark gauges ------------------------------------------------------------------
  * What `qmap bench` and `qmap run` report beside their figures. Declared only where QMAP_EXPERIMENTAL is
  * defined before this header is included (as zstd's ZSTD_STATIC_LINKING_ONLY): these may change or go in

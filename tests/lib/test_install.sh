@@ -2,7 +2,9 @@
 # test_install.sh BUILD PYTHON — libqmap as a user gets it: `make install` into a temporary prefix, then
 # examples/simple.c built through pkg-config (shared, and static with --static), run on a small converted
 # Llama, and its greedy ids compared with `qmap run --temp 0`; the shared library exports exactly the
-# functions qmap.h declares; `make uninstall` leaves nothing behind.
+# functions qmap.h declares; the Python package installed beside them imports from the prefix (finding the
+# prefix's libqmap.so.0 by itself) and generates what `qmap run` generates, and `make install PREFIX=/usr/local`
+# puts it in a directory Debian's python3 searches; `make uninstall` leaves nothing behind.
 set -eu
 BUILD=$1
 PYTHON=$2
@@ -67,6 +69,26 @@ ok "simple (static library) generates the same"
 out=$(LD_LIBRARY_PATH="$P/lib" "$T/simple" "$T/m.qmap" "hello" 4 2>&1) && fail "text prompt on a container without a tokenizer succeeded"
 echo "$out" | grep -q "no tokenizer" || fail "unexpected error text: $out"
 ok "a text prompt without a tokenizer is an error naming the cause"
+
+# the Python package, from the prefix only: no checkout on its path, no QMAP_LIBRARY, no LD_LIBRARY_PATH
+site=$(find "$P/lib" -path '*/dist-packages/qmap/__init__.py' | head -1)
+[ -n "$site" ] || fail "make install did not install the Python package under $P/lib"
+site=${site%/qmap/__init__.py}
+"$P/bin/qmap" convert tests/data/kjv_llama -o "$T/kjv.qmap" --quiet
+"$P/bin/qmap" run "$T/kjv.qmap" -p "In the beginning" -n 24 --temp 0 -c 64 -t 1 --json > "$T/kjv.json"
+want=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['text'])" "$T/kjv.json")
+got=$(cd "$T" && env -u QMAP_LIBRARY -u LD_LIBRARY_PATH PYTHONPATH="$site" "$PYTHON" -c '
+import sys, qmap
+assert qmap.__file__.startswith(sys.argv[1]) and qmap.library_path().startswith(sys.argv[2]), (qmap.__file__, qmap.library_path())
+with qmap.Model(sys.argv[3], threads=1, n_ctx=64) as m:
+    print(m.generate("In the beginning", max_tokens=24, temperature=0))' "$site" "$P/lib/" "$T/kjv.qmap") \
+  || fail "the installed Python package failed"
+[ -n "$got" ] && [ "$got" = "$want" ] || fail "qmap.Model.generate gave '$got', qmap run '$want'"
+ok "the installed Python package (${site#$P/}) uses the prefix's libqmap.so.0 and generates what qmap run does"
+make --no-print-directory -s install BUILD="$BUILD" DESTDIR="$T/local" PREFIX=/usr/local >/dev/null
+found=$("$PYTHON" -c "import os, site, sys; print(' '.join(d for d in site.getsitepackages() if os.path.isfile(sys.argv[1] + d + '/qmap/model.py')))" "$T/local")
+[ -n "$found" ] || fail "make install PREFIX=/usr/local put the package where $PYTHON does not look"
+ok "make install PREFIX=/usr/local puts the package in $found, on $PYTHON's path"
 
 make --no-print-directory -s uninstall BUILD="$BUILD" DESTDIR="$T/dest" PREFIX=/opt/qmap >/dev/null
 left=$(find "$P" -type f -o -type l | wc -l)
