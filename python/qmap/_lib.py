@@ -51,7 +51,7 @@ class qmap_error(ctypes.Structure):
 
 class qmap_model_params(ctypes.Structure):
     _fields_ = [("verify", ctypes.c_bool), ("threads", ctypes.c_int), ("no_mmap", ctypes.c_bool),
-                ("no_prefetch", ctypes.c_bool)]
+                ("large_pages", ctypes.c_bool)]
 
 
 class qmap_model_info(ctypes.Structure):
