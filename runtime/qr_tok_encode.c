@@ -186,11 +186,11 @@ static int match_bounded(enc *e, const uint8_t *s, size_t n, size_t at)
         pcre2_get_error_message(rc, msg, sizeof msg);
         e->failed = true;
         qm_fail(e->err, QM_ERR_BAD_CONFIG, NULL, t->re_key, QM_NO_OFFSET,
-                "pattern \"%.*s%s\" stopped at byte %zu of a %zu-byte segment: it needs more than the budget of "
-                "%u matching steps per byte of text (PCRE2: %s); the text is not tokenized rather than split "
-                "otherwise than the pattern says",
+                "pattern \"%.*s%s\" stopped at byte %zu of a %zu-byte segment: it needs more matching steps than "
+                "allowed (%u per match, %u per byte of text; PCRE2: %s); the text is not tokenized rather than "
+                "split otherwise than the pattern says",
                 (int)(t->re_len > 48 ? 48 : t->re_len), t->re_src, t->re_len > 48 ? "..." : "", at, n,
-                RE_STEPS_PER_BYTE, (const char *)msg);
+                RE_STEPS_CALL_MAX, RE_STEPS_PER_BYTE, (const char *)msg);
         return rc;
     }
 }

@@ -14,7 +14,7 @@ files themselves, python3-sentencepiece, numpy.
   regex     a pre_split of `(x+x+)+y|.` on x-runs fails fast with an error naming the pattern, never a
             silently different tokenization
   spm       a SentencePiece text long enough to span many encoder segments gives sentencepiece's ids, and a
-            100 MB one tokenizes within a bounded peak RSS
+            100 MB one runs through perplexity within a bounded peak RSS
 
 Every container is made here, from the shipped models in tests/data and tiny torch models (tests/models),
 and rewritten with tests/spec_writer.py (which computes the checksums, so only the runtime's checks stand
@@ -23,7 +23,6 @@ between the lie and the model).
 import argparse
 import math
 import os
-import resource
 import struct
 import subprocess
 import sys
@@ -50,13 +49,24 @@ def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
 
-def run_rss_alone(cmd, stdout=subprocess.DEVNULL):
-    """(returncode, stderr, peak RSS in bytes) of cmd alone: it is started and reaped with wait4."""
-    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
-    err = p.stderr.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, err.decode("utf-8", "replace"), ru.ru_maxrss * 1024
+# Run argv[1:] with stdout to /dev/null and print its exit code, peak RSS and stderr. Linux keeps a process's
+# peak RSS across exec, and a child forked from this (large, torch-holding) interpreter starts with the
+# interpreter's RSS: so the command is forked from this small fresh interpreter instead.
+RSS_PROBE = """
+import json, os, subprocess, sys
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+err = p.stderr.read()
+_, status, ru = os.wait4(p.pid, 0)
+print(json.dumps([os.waitstatus_to_exitcode(status), ru.ru_maxrss * 1024, err.decode("utf-8", "replace")]))
+"""
+
+
+def run_rss_alone(cmd):
+    """(returncode, stderr, peak RSS in bytes) of cmd, measured by RSS_PROBE."""
+    import json
+    r = subprocess.run([sys.executable, "-c", RSS_PROBE, *cmd], capture_output=True, text=True)
+    rc, rss, err = json.loads(r.stdout)
+    return rc, err, rss
 
 
 def rewrite(src, dst, meta=None, tensors=None):
@@ -100,8 +110,13 @@ class Env:
                    "--tgt-tokenizer", os.path.join(G2P, "tgt", "tokenizer.json")]
         elif name == "digits":
             cmd = [os.path.join(DIGITS, "model.pt")]
+        elif name == "gpt2-tok":   # a tiny gpt2 with a byte-level BPE tokenizer (tests/convert/savers.py)
+            from savers import build_model, save_safetensors, write_tokenizer
+            model, cfg = build_model("gpt2", seed=3)
+            d = fresh_dir(os.path.join(self.work, name + "-src"))
+            cmd = save_safetensors(model, cfg, d)[0]
+            write_tokenizer("gpt2", d)
         else:
-            import torch  # noqa: F401  (only the tiny LMs need it)
             from models import gpt2, gpt_neo
             from savers import save_safetensors
             mod = {"gpt2": gpt2, "gpt_neo": gpt_neo}[name]
@@ -205,7 +220,129 @@ def case_tokenize(env):
             "%s vs %s: %s" % (got, want_pieces, r.stderr[-200:]))
 
 
-CASES = [("null", case_null), ("ctx", case_ctx), ("hparams", case_hparams), ("tokenize", case_tokenize)]
+def first_nonfinite(path, name):
+    """numpy's answer: the first element of tensor `name` that is NaN or infinite, or None."""
+    t = spec_reader.read(path).tensors[name]
+    bad = np.flatnonzero(~np.isfinite(np.asarray(t.to_float32(), dtype=np.float32).ravel()))
+    return int(bad[0]) if bad.size else None
+
+
+def case_verify(env):
+    c = env.c
+    d = fresh_dir(os.path.join(env.work, "verify"))
+    kjv = env.model("kjv")
+    f16 = os.path.join(d, "kjv-f16.qmap")
+    q8 = os.path.join(d, "kjv-q8.qmap")
+    for how, out in (("--f16", f16), ("--q8", q8)):
+        r = run([env.qmap, "quantize", how, kjv, "-o", out, "--quiet"])
+        c.check("verify", "quantize %s the KJV model" % how, r.returncode == 0, r.stderr[-300:])
+    name = "blk.1.attn_q.weight"
+    cases = []
+    qf = spec_reader.read(kjv)
+    raw = bytearray(qf.tensors[name].raw)
+    struct.pack_into("<f", raw, 4 * 12345, float("nan"))
+    cases.append(("F32 NaN", rewrite(kjv, os.path.join(d, "f32-nan.qmap"), tensors={name: bytes(raw)}), 12345))
+    raw = bytearray(spec_reader.read(f16).tensors[name].raw)
+    struct.pack_into("<H", raw, 2 * 777, 0x7C00)   # +inf
+    struct.pack_into("<H", raw, 2 * 9000, 0xFE00)  # a NaN further on: the first one is named
+    cases.append(("F16 inf", rewrite(f16, os.path.join(d, "f16-inf.qmap"), tensors={name: bytes(raw)}), 777))
+    for what, path, index in cases:
+        c.check("verify", "%s: numpy finds the first non-finite element at %d" % (what, index),
+                first_nonfinite(path, name) == index)
+        r = run([env.qmap, "verify", path])
+        c.check("verify", "%s: plain verify passes (the checksums were repaired)" % what, r.returncode == 0,
+                r.stdout[-300:])
+        r = run([env.qmap, "verify", "--full", path])
+        c.check("verify", "%s: verify --full fails naming %s and element %d" % (what, name, index),
+                r.returncode == 1 and name in r.stdout and "element %d " % index in r.stdout, r.stdout[-400:])
+    qt = spec_reader.read(q8).tensors[name]
+    rows, _, _, scales_off, _, _ = spec_writer.q8row_layout(qt.shape, qf.header["alignment"])
+    raw = bytearray(qt.raw)
+    struct.pack_into("<f", raw, scales_off + 4 * 5, float("nan"))
+    path = rewrite(q8, os.path.join(d, "q8-scale-nan.qmap"), tensors={name: bytes(raw)})
+    r = run([env.qmap, "verify", "--full", path])
+    c.check("verify", "Q8_ROW NaN scale of row 5: verify --full fails naming the tensor and the row",
+            r.returncode == 1 and name in r.stdout and "row 5" in r.stdout, r.stdout[-400:])
+    r = run([env.qmap, "verify", "--full", kjv])
+    c.check("verify", "the untouched model still passes verify --full", r.returncode == 0, r.stdout[-300:])
+
+
+HOSTILE_PATTERN = "(x+x+)+y|."
+
+
+def case_regex(env):
+    c = env.c
+    from savers import gpt2_byte_alphabet, gpt2_tokenizer
+    d = fresh_dir(os.path.join(env.work, "regex"))
+    path = rewrite(env.model("gpt2-tok"), os.path.join(d, "gpt2-hostile.qmap"),
+                   meta={"tokenizer.pre_split": ("STRING", HOSTILE_PATTERN)})
+    vocab, _ = gpt2_tokenizer()
+    alphabet = gpt2_byte_alphabet()
+    # short x-runs: the pattern is cheap there, and python's re (the reference) splits every character
+    # apart (no y follows), so the ids are the characters' byte tokens
+    text = "xxxx xx xxxxx x " * 256
+    import re
+    pieces = [m.group(0) for m in re.finditer(HOSTILE_PATTERN, text)]
+    want = [vocab[alphabet[b]] for p in pieces for b in p.encode()]
+    f = os.path.join(d, "short-runs.txt")
+    with open(f, "w") as fp:
+        fp.write(text)
+    r = run([env.qmap, "tokenize", path, "-f", f, "--ids", "--no-bos"], timeout=600)
+    got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else None
+    c.check("regex", "short x-runs: the ids of python re's split (%d pieces)" % len(pieces), got == want,
+            r.stderr[-300:])
+    # long x-runs: every call backtracks exponentially; the text must be refused, naming the pattern
+    f = os.path.join(d, "long-runs.txt")
+    with open(f, "w") as fp:
+        fp.write(("x" * 40 + " ") * (1 << 14))
+    for tag, exe in (("", env.qmap), (" (ASan)", env.asan_qmap)):
+        r = run([exe, "tokenize", path, "-f", f, "--ids", "--no-bos"], timeout=600)
+        c.check("regex", "640 KB of 40-x runs: refused with an error naming the key and the pattern%s" % tag,
+                r.returncode == 1 and "tokenizer.pre_split" in r.stderr and HOSTILE_PATTERN in r.stderr,
+                "rc %d: %s" % (r.returncode, (r.stderr or r.stdout)[-300:]))
+
+
+def kjv_text():
+    sys.path.insert(0, os.path.join(TESTS, "tools"))
+    import kjv_data
+    return "".join(kjv_data.book_text(verses) for _, verses in kjv_data.read_books())
+
+
+def case_spm(env):
+    c = env.c
+    import sentencepiece as spm
+    d = fresh_dir(os.path.join(env.work, "spm"))
+    kjv = env.model("kjv")
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(KJV, "tokenizer.model"))
+    text = kjv_text()
+    # spaces in runs and in odd places, so that chunk boundaries fall next to them
+    text = text.replace("LORD", "  LORD").replace("\n", " \n")
+    small = os.path.join(d, "kjv.txt")
+    with open(small, "w", encoding="utf-8") as f:
+        f.write(text)
+    r = run([env.qmap, "tokenize", kjv, "-f", small, "--ids", "--no-bos"])
+    got = [int(x) for x in r.stdout.split()] if r.returncode == 0 else []
+    want = sp.encode(text)
+    c.check("spm", "the whole KJV (%.1f MB, hundreds of encoder chunks): sentencepiece's %d ids"
+            % (len(text) / 1e6, len(want)), got == want,
+            "rc %d, %d ids vs %d: %s" % (r.returncode, len(got), len(want), r.stderr[-200:]))
+    big = os.path.join(d, "kjv-100mb.txt")
+    reps = (100 << 20) // len(text) + 1
+    with open(big, "w", encoding="utf-8") as f:
+        for _ in range(reps):
+            f.write(text)
+    size = os.path.getsize(big)
+    # perplexity tokenizes the whole text before its first window: the text and its ids (4 bytes per id,
+    # about a quarter of the bytes), the 20 MB model, and the encoder's bounded scratch
+    rc, err, rss = run_rss_alone([env.qmap, "perplexity", kjv, "-f", big, "-c", "64", "--chunks", "2"])
+    bound = 2 * size + (64 << 20)
+    c.check("spm", "perplexity on a %.0f MB text runs within 2x its size + 64 MB of peak RSS" % (size / 1e6),
+            rc == 0 and rss < bound, "rc %d, peak RSS %.0f MB (bound %.0f): %s" % (rc, rss / 2**20, bound / 2**20, err[-300:]))
+    os.unlink(big)
+
+
+CASES = [("null", case_null), ("ctx", case_ctx), ("hparams", case_hparams), ("tokenize", case_tokenize),
+         ("verify", case_verify), ("regex", case_regex), ("spm", case_spm)]
 
 
 def main():
