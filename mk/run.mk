@@ -103,6 +103,7 @@ EXTRA_TESTS += memory-test
 # every API function (tests/run/api_null.c), the default KV cache, float hyperparameters out of range, a
 # seq2seq tokenize, verify --full on non-finite weights, a catastrophic pre_split regex, a long
 # SentencePiece text; the C programs and the qmap command under ASan+UBSan.
+DEB_TEST_PACKAGES += python3-sentencepiece bible-kjv
 HOSTILE_DIR := $(BUILD)/tests/hostile
 $(BUILD)/asan/api_null: tests/run/api_null.c $(ASAN_FORMAT_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)

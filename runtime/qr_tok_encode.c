@@ -288,7 +288,10 @@ static void sentencepiece_chunk(enc *e, const uint8_t *s, size_t n, bool prefix)
 /* Input bytes one SentencePiece pass rewrites and merges at most when words merge apart, so that its
  * scratch (3 bytes of rewritten text and 4 merge slots of 36 bytes per input byte) stays bounded however
  * long the text: a 100 MB text once asked for 36 GiB. */
-#define SP_CHUNK_BYTES (16u << 10)
+#ifndef QR_TOK_SP_CHUNK_BYTES   /* the fuzz build lowers it, so that its short inputs cross chunk boundaries */
+#define QR_TOK_SP_CHUNK_BYTES (16u << 10)
+#endif
+#define SP_CHUNK_BYTES QR_TOK_SP_CHUNK_BYTES
 
 /* True if a word starts at s[j]: a space (a ▁ once rewritten) after a character that is neither a space
  * nor a literal ▁, i.e. where sentencepiece_chunk would cut the rewritten text into words anyway. */
