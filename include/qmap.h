@@ -28,8 +28,9 @@
  *   No function crashes on a NULL pointer argument. One that returns a qmap_status returns
  *   QMAP_ERR_INVALID_ARGUMENT, unless its comment gives NULL a meaning (params = the defaults, err = no
  *   message, an out-length = not wanted, a buffer of capacity 0). Every other function does nothing and
- *   returns its neutral value: NULL for a pointer, 0 for a count or size, -1 for a token id, nothing for
- *   void (tests/run/api_null.c calls each one with NULL in each pointer).
+ *   returns its neutral value: NULL for a pointer, 0 for a count or size (or the "unknown" value its
+ *   comment gives), -1 for a token id, nothing for void (tests/run/api_null.c calls each one with NULL in
+ *   each pointer).
  */
 #ifndef QMAP_H
 #define QMAP_H

@@ -286,8 +286,8 @@ static void sentencepiece_chunk(enc *e, const uint8_t *s, size_t n, bool prefix)
 }
 
 /* Input bytes one SentencePiece pass rewrites and merges at most when words merge apart, so that its
- * scratch (3 bytes of rewritten text and 4 merge slots of 36 bytes per input byte) stays bounded however
- * long the text: a 100 MB text once asked for 36 GiB. */
+ * scratch (3 bytes of rewritten text and 4 merge slots of 36 bytes per input byte, rounded up to a power
+ * of two) stays bounded however long the text: for a whole 100 MB segment it would be 36 GiB. */
 #ifndef QR_TOK_SP_CHUNK_BYTES   /* the fuzz build lowers it, so that its short inputs cross chunk boundaries */
 #define QR_TOK_SP_CHUNK_BYTES (16u << 10)
 #endif
