@@ -186,7 +186,7 @@ $(BUILD)/fuzz/replay_reader: tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $
 	$(CC) $(SAN_CFLAGS) -o $@ tests/fuzz/fuzz_reader.c tests/fuzz/replay_main.c $(ASAN_FORMAT_OBJ) $(LDLIBS)
 
 # Importer fuzz targets (convert/): tests/fuzz/fuzz_<name>.c, seeds in tests/fuzz/seeds/<name>/.
-IMPORT_FUZZERS := $(filter-out reader,$(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c)))
+IMPORT_FUZZERS := $(filter-out reader model,$(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c)))
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_FORMAT_OBJ) $(HEADERS) $(FUZZ_HEADERS)
 	@mkdir -p $(dir $@)

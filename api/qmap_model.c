@@ -11,6 +11,7 @@
 
 void qmap_model_params_default(qmap_model_params *p)
 {
+    if (!p) return;
     memset(p, 0, sizeof *p);
 }
 

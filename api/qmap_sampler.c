@@ -25,6 +25,7 @@ static qmap_status export_error(qmap_error *err, const qm_error *e)
 
 QMAP_API void qmap_sampler_params_default(qmap_sampler_params *p)
 {
+    if (!p) return;
     qr_sampler_params q;
     qr_sampler_params_default(&q);
     p->temp = q.temp;
@@ -84,10 +85,12 @@ QMAP_API void qmap_sampler_free(qmap_sampler *smp)
 
 QMAP_API int32_t qmap_sample(qmap_sampler *smp, const float *logits)
 {
+    if (!smp || !logits) return -1;
     return qr_sampler_sample(smp->impl, logits);
 }
 
 QMAP_API void qmap_sampler_accept(qmap_sampler *smp, int32_t id)
 {
+    if (!smp) return;
     qr_sampler_accept(smp->impl, id);
 }

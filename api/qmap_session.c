@@ -17,6 +17,7 @@ struct qmap_session {
 
 void qmap_session_params_default(qmap_session_params *p)
 {
+    if (!p) return;
     memset(p, 0, sizeof *p);
     p->n_batch = 512;
     p->kv_type = QMAP_KV_F16;
@@ -40,7 +41,7 @@ qmap_status qmap_session_new(const qmap_model *m, const qmap_session_params *par
                        "%s: a %s container is not a language model; a session runs gpt2, gpt_neo and llama models",
                        path, m->arch_name);
     const qr_lm_hparams *hp = &m->hp;
-    uint32_t n_ctx = params->n_ctx ? params->n_ctx : hp->ctx;
+    uint32_t n_ctx = params->n_ctx ? params->n_ctx : hp->ctx < QMAP_DEFAULT_N_CTX ? hp->ctx : QMAP_DEFAULT_N_CTX;
     if (hp->learned_positions && n_ctx > hp->ctx)
         return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT,
                        "%s: %s has learned positions for %u tokens; a context of %u is more than it can run", path,
@@ -137,6 +138,7 @@ uint32_t qmap_session_pos(const qmap_session *s) { return s ? s->pos : 0; }
 
 void qmap_session_get_counters(const qmap_session *s, qmap_session_counters *out)
 {
+    if (!out) return;
     *out = (qmap_session_counters){ s ? s->st->int8_madds : 0, s ? s->st->float_madds : 0 };
 }
 

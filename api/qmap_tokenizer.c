@@ -41,7 +41,10 @@ qmap_status qmap_tokenize(const qmap_model *m, const char *text, size_t len, boo
     return QMAP_OK;
 }
 
-void qmap_detok_init(qmap_detok *st) { memset(st, 0, sizeof *st); }
+void qmap_detok_init(qmap_detok *st)
+{
+    if (st) memset(st, 0, sizeof *st);
+}
 
 qmap_status qmap_detokenize(const qmap_model *m, qmap_detok *st, int32_t id, char *out, size_t cap, size_t *n_out,
                             qmap_error *err)
@@ -67,6 +70,11 @@ size_t qmap_detok_flush(qmap_detok *st, char *out, size_t cap)
 const char *qmap_token_piece(const qmap_model *m, int32_t id, size_t *len)
 {
     return qr_tok_piece(qa_model_tokenizer(m), id, len);
+}
+
+const char *qmap_token_source_piece(const qmap_model *m, int32_t id, size_t *len)
+{
+    return qr_tok_piece(m && m->s2s ? m->tok_src : qa_model_tokenizer(m), id, len);
 }
 
 static int32_t special_id(const qmap_model *m, const char *key)

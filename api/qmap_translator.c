@@ -20,6 +20,7 @@ struct qmap_translator {
 
 void qmap_translate_params_default(qmap_translate_params *p)
 {
+    if (!p) return;
     memset(p, 0, sizeof *p);
     p->beam_size = 1;
     p->n_best = 1;

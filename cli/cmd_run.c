@@ -171,7 +171,7 @@ int cmd_run(int argc, char **argv)
         { "repeat-penalty", 0, CLI_FLOAT, &a.repeat_penalty, "R", 0.01, 100, NULL, "penalise the last --repeat-last-n tokens; 1 = off", false },
         { "repeat-last-n", 0, CLI_INT, &a.repeat_last_n, "N", 0, 1 << 20, NULL, "tokens the repeat penalty looks back on", false },
         { "seed", 's', CLI_UINT64, &a.seed, "SEED", 0, 9007199254740992.0, NULL, "random seed: the same seed prints the same text", false },
-        { "ctx-size", 'c', CLI_INT, &a.ctx, "N", 0, 1 << 24, NULL, "context length in tokens; 0 = the model's (llama: more is allowed, with a warning)", false },
+        { "ctx-size", 'c', CLI_INT, &a.ctx, "N", 0, 1 << 24, NULL, "context length in tokens; 0 = the model's, at most 4096 (llama: more is allowed, with a warning)", false },
         { "threads", 't', CLI_INT, &a.threads, "N", 0, 1024, NULL, "threads; 0 = all cores (or OMP_NUM_THREADS)", false },
         { "batch-size", 'b', CLI_INT, &a.batch, "N", 0, 1 << 20, NULL,
           "prompt tokens evaluated per batch (the GEMM path; 0 = 512), classifier rows per batch (0 = 256), or "
@@ -290,7 +290,8 @@ int cmd_run(int argc, char **argv)
                 in.kind == QMAP_KIND_NONE ? ")" : " container");
         goto done;
     }
-    uint32_t n_ctx = a.ctx ? (uint32_t)a.ctx : in.context_length;
+    uint32_t n_ctx = a.ctx ? (uint32_t)a.ctx
+                           : in.context_length < QMAP_DEFAULT_N_CTX ? in.context_length : QMAP_DEFAULT_N_CTX;
     if (n_ctx > in.context_length && !a.quiet && !strcmp(in.arch, "llama"))
         fprintf(stderr, "qmap run: warning: context %u is above the %u the model was trained with; quality may drop\n",
                 n_ctx, in.context_length);

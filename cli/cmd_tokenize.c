@@ -27,7 +27,8 @@ int cmd_tokenize(int argc, char **argv)
             "Encode text with the tokenizer stored in the container (spec/TOKENIZER.md: byte-level BPE as GPT-2,\n"
             "Llama-3 and Qwen use, SentencePiece-style BPE with byte fallback, word level). Added and special\n"
             "tokens are split out first; BOS/EOS are added as the tokenizer says unless --no-bos. Prints one\n"
-            "line per token: the id, the stored piece and its text; a file's token count and MB/s go to stderr.\n",
+            "line per token: the id, the stored piece and its text; a file's token count and MB/s go to stderr.\n"
+            "A seq2seq model encodes with its source vocabulary, and the pieces shown are that vocabulary's.\n",
         .opts = opts,
         .n_opts = sizeof opts / sizeof opts[0],
         .epilog = "exit status: 0 done, 1 bad model or text (invalid UTF-8 names its byte offset), 2 usage error\n",
@@ -53,6 +54,9 @@ int cmd_tokenize(int argc, char **argv)
         qmap_model_close(m);
         return 1;
     }
+    qmap_model_info info;
+    qmap_model_get_info(m, &info);
+    const bool seq2seq = info.kind == QMAP_KIND_SEQ2SEQ;
     const char *src = file ? text : prompt;
     size_t cap = len + 16;   /* a first guess; the call says how many it needs */
     int32_t *ids = malloc(cap * sizeof *ids);
@@ -83,11 +87,18 @@ int cmd_tokenize(int argc, char **argv)
         char buf[8192];
         for (size_t i = 0; i < n; i++) {
             size_t plen = 0, dlen = 0;
-            const char *piece = qmap_token_piece(m, ids[i], &plen);
-            qmap_detok dt;
-            qmap_detok_init(&dt);
-            if (qmap_detokenize(m, &dt, ids[i], buf, sizeof buf, &dlen, NULL) != QMAP_OK) dlen = 0;
-            dlen += qmap_detok_flush(&dt, buf + dlen, sizeof buf - dlen);
+            /* the ids are the source vocabulary's (a seq2seq model's differs from the target one that
+             * qmap_token_piece and qmap_detokenize read), so its stored piece stands for the text */
+            const char *piece = qmap_token_source_piece(m, ids[i], &plen);
+            if (seq2seq) {
+                dlen = !piece ? 0 : plen < sizeof buf ? plen : sizeof buf;
+                if (dlen) memcpy(buf, piece, dlen);
+            } else {
+                qmap_detok dt;
+                qmap_detok_init(&dt);
+                if (qmap_detokenize(m, &dt, ids[i], buf, sizeof buf, &dlen, NULL) != QMAP_OK) dlen = 0;
+                dlen += qmap_detok_flush(&dt, buf + dlen, sizeof buf - dlen);
+            }
             printf("%8d  %-20.*s  '", ids[i], (int)plen, piece ? piece : "");
             for (size_t k = 0; k < dlen; k++) {   /* control characters shown escaped */
                 unsigned char c = (unsigned char)buf[k];

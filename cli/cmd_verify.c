@@ -20,8 +20,8 @@ static int verify_parse(int argc, char **argv, qm_verify_opts *vo, bool *json, b
 {
     long threads = 0;
     const cli_opt opts[] = {
-        { "full", 0, CLI_FLAG, &vo->full, NULL, 0, 0, NULL, "also check padding bytes and Q8_ROW internals (row sums, "
-          "scales, -128): spec R-DATA-2", false },
+        { "full", 0, CLI_FLAG, &vo->full, NULL, 0, 0, NULL, "also check padding bytes, Q8_ROW internals (row sums, "
+          "scales, -128): spec R-DATA-2, and that no F32/F16/BF16 element is NaN or infinite (naming the first)", false },
         { "threads", 0, CLI_INT, &threads, "N", 1, 1024, NULL, "threads to hash with (default: all cores, or "
           "OMP_NUM_THREADS)", true },
         { "json", 0, CLI_FLAG, json, NULL, 0, 0, NULL, "print the result as JSON: {\"file\", \"ok\", \"tensors\", "

@@ -41,7 +41,27 @@ qm_status qm_tensor_verify(const qm_file *f, const qm_tensor *t, qm_error *err)
     return QM_OK;
 }
 
-/* R-DATA-2 for one tensor: the gap before it, and Q8_ROW's internal rules. */
+/* R-DATA-2 for a float tensor: no element is NaN or infinite (all exponent bits set), which no converter
+ * writes and which would turn every output it reaches into NaN. Names the first such element. */
+static qm_status check_finite(const qm_file *f, const qm_tensor *t, qm_error *err)
+{
+    const uint8_t *d = t->data;
+    uint64_t bad = UINT64_MAX;
+    if (t->dtype == QM_DTYPE_F32) {
+        for (uint64_t i = 0; i < t->n_elements && bad == UINT64_MAX; i++)
+            if ((qm_load_u32(d + 4 * i) & 0x7f800000u) == 0x7f800000u) bad = i;
+    } else {
+        uint16_t exp = t->dtype == QM_DTYPE_F16 ? 0x7c00 : 0x7f80;   /* F16 or BF16 */
+        for (uint64_t i = 0; i < t->n_elements && bad == UINT64_MAX; i++)
+            if ((qm_load_u16(d + 2 * i) & exp) == exp) bad = i;
+    }
+    if (bad == UINT64_MAX) return QM_OK;
+    uint64_t es = t->dtype == QM_DTYPE_F32 ? 4 : 2;
+    return qm_fail(err, QM_ERR_NONFINITE, f->path, "tensor.data", t->offset + bad * es,
+                   "tensor \"%.200s\" element %llu (the first) is NaN or infinite", t->name, (unsigned long long)bad);
+}
+
+/* R-DATA-2 for one tensor: the gap before it, float elements, and Q8_ROW's internal rules. */
 static qm_status check_full(const qm_file *f, uint64_t i, qm_error *err)
 {
     const qm_tensor *t = &f->tensors[i];
@@ -49,6 +69,7 @@ static qm_status check_full(const qm_file *f, uint64_t i, qm_error *err)
     if (!all_zero(f->base + gap_start, t->offset - gap_start))
         return qm_fail(err, QM_ERR_PADDING_NONZERO, f->path, "tensor.padding", gap_start,
                        "non-zero byte in the padding before tensor \"%.200s\"", t->name);
+    if (t->dtype == QM_DTYPE_F32 || t->dtype == QM_DTYPE_F16 || t->dtype == QM_DTYPE_BF16) return check_finite(f, t, err);
     if (t->dtype != QM_DTYPE_Q8_ROW) return QM_OK;
 
     qm_q8row_layout l;

@@ -23,6 +23,14 @@
  *   message naming the file, metadata key or tensor at fault. No function prints, exits, or keeps global
  *   mutable state. A function that fails leaves its outputs and the objects it was given as they were,
  *   unless it says otherwise.
+ *
+ * NULL pointers
+ *   No function crashes on a NULL pointer argument. One that returns a qmap_status returns
+ *   QMAP_ERR_INVALID_ARGUMENT, unless its comment gives NULL a meaning (params = the defaults, err = no
+ *   message, an out-length = not wanted, a buffer of capacity 0). Every other function does nothing and
+ *   returns its neutral value: NULL for a pointer, 0 for a count or size (or the "unknown" value its
+ *   comment gives), -1 for a token id, nothing for void (tests/run/api_null.c calls each one with NULL in
+ *   each pointer).
  */
 #ifndef QMAP_H
 #define QMAP_H
@@ -180,6 +188,9 @@ QMAP_API size_t qmap_detok_flush(qmap_detok *st, char *out, size_t cap);
 
 /* The stored string of token `id` (not NUL-terminated; *len bytes), or NULL if out of range. */
 QMAP_API const char *qmap_token_piece(const qmap_model *m, int32_t id, size_t *len);
+/* The stored string of id `id` as qmap_tokenize gives it: a seq2seq model's source vocabulary, every other
+ * model's one tokenizer (then the same as qmap_token_piece). NULL if out of range or not loaded. */
+QMAP_API const char *qmap_token_source_piece(const qmap_model *m, int32_t id, size_t *len);
 /* Special ids; -1 when the container does not state them. */
 QMAP_API int32_t qmap_token_bos(const qmap_model *m);
 QMAP_API int32_t qmap_token_eos(const qmap_model *m);
@@ -215,8 +226,13 @@ typedef enum qmap_act_mode {
                                   * memory (the library tells them apart) */
 } qmap_act_mode;
 
+/* The context a session gets when it asks for none: the model's, up to this many positions (as llama.cpp
+ * does), so that a file's context_length does not decide how much memory its KV cache takes. */
+#define QMAP_DEFAULT_N_CTX 4096u
+
 typedef struct qmap_session_params {
-    uint32_t n_ctx;            /* positions the KV cache holds; 0 = the model's context length */
+    uint32_t n_ctx;            /* positions the KV cache holds; 0 = min(the model's context length,
+                                * QMAP_DEFAULT_N_CTX); more than the model's: allowed for llama (RoPE) */
     uint32_t n_batch;          /* most tokens one qmap_eval call takes; 0 = 512 */
     int threads;               /* threads of its evaluation, the caller's included; 0 = one per CPU the process may use */
     qmap_kv_type kv_type;      /* QMAP_KV_F16 (default) or QMAP_KV_F32 */
@@ -342,7 +358,7 @@ QMAP_API qmap_status qmap_sampler_new(const qmap_sampler_params *p, uint32_t n_v
 QMAP_API void qmap_sampler_free(qmap_sampler *smp);
 /* Choose an id from `logits` (n_vocab floats, not modified) and record it in the penalty history.
  * Allocates nothing. */
-QMAP_API int32_t qmap_sample(qmap_sampler *smp, const float *logits);
+QMAP_API int32_t qmap_sample(qmap_sampler *smp, const float *logits);   /* -1 if smp or logits is NULL */
 /* Record an id (e.g. a prompt token) in the penalty history without sampling. */
 QMAP_API void qmap_sampler_accept(qmap_sampler *smp, int32_t id);
 

@@ -101,3 +101,19 @@ memory-test: $(BUILD)/qmap $(BUILD)/tests/mem_probe
 	  --workdir $(BUILD)/tests/memory
 .PHONY: memory-test
 EXTRA_TESTS += memory-test
+
+# The hostile-file and hostile-input suite of issue 43 (tests/run/test_hostile.py): NULL in every pointer of
+# every API function (tests/run/api_null.c), the default KV cache, float hyperparameters out of range, a
+# seq2seq tokenize, verify --full on non-finite weights, a catastrophic pre_split regex, a long
+# SentencePiece text; the C programs and the qmap command under ASan+UBSan.
+DEB_TEST_PACKAGES += python3-sentencepiece bible-kjv
+HOSTILE_DIR := $(BUILD)/tests/hostile
+$(BUILD)/asan/api_null: tests/run/api_null.c $(ASAN_FORMAT_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -o $@ $< $(ASAN_FORMAT_OBJ) $(LDLIBS)
+
+hostile-test: $(BUILD)/qmap $(BUILD)/asan/qmap $(BUILD)/asan/api_null
+	$(PYTHON) tests/run/test_hostile.py --qmap $(BUILD)/qmap --asan-qmap $(BUILD)/asan/qmap \
+	  --api-null $(BUILD)/asan/api_null --workdir $(HOSTILE_DIR)
+.PHONY: hostile-test
+EXTRA_TESTS += hostile-test

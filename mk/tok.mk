@@ -28,6 +28,8 @@ EXTRA_TESTS += tokenizer-test
 TOK_FUZZ_SECONDS ?= 20
 # the word cache of an encode call, normally made for texts of 4 KiB and more, for the fuzzer's short inputs too
 $(BUILD)/fuzz-obj/runtime/qr_tok_encode.o: FUZZ_CFLAGS += -DQR_TOK_WC_MIN_TEXT=16
+# and SentencePiece's chunks (of 16 KiB) of 64 bytes, so that chunk boundaries come into its short inputs
+$(BUILD)/fuzz-obj/runtime/qr_tok_encode.o: FUZZ_CFLAGS += -DQR_TOK_SP_CHUNK_BYTES=64
 TOK_FUZZ_SRC := $(FORMAT_SRC) runtime/qr_tok.c runtime/qr_tok_bpe.c runtime/qr_tok_encode.c runtime/qr_tok_norm.c
 $(BUILD)/fuzz/fuzz_tok_encode: tests/tokenizer/fuzz_tok_encode.c $(TOK_FUZZ_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(HEADERS)
 	@mkdir -p $(dir $@)

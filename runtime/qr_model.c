@@ -1,6 +1,7 @@
 /* qr_model.c — loader helpers, the decoder-LM run state, and the blocks every forward pass shares. */
 #include "qr_model.h"
 
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,10 +71,40 @@ qm_status qr_load_u32_opt(qr_loader *ld, qm_hparam hp, uint32_t def, uint32_t *o
     return st;
 }
 
+/* The values each float hyperparameter may take, for every family (spec/ARCHITECTURES.md §9): outside
+ * them a model runs to NaN or noise instead of failing. An epsilon is added to a variance under a square
+ * root (positive and normal: a denormal one vanishes beside any variance); RoPE's base is raised to
+ * negative powers (below 1 the frequencies grow instead of fall); the scales multiply every activation.
+ * A key not listed needs only be finite. */
+typedef struct f32_range { qm_hparam hp; float lo, hi; } f32_range;
+static const f32_range k_f32_ranges[] = {
+    { QM_HP_NORM_EPS, FLT_MIN, 1.0f },
+    { QM_HP_ROPE_THETA, 1.0f, 1e12f },
+    { QM_HP_EMBED_SCALE, FLT_MIN, 1e6f },
+    { QM_HP_INPUT_SCALE, -1e6f, 1e6f },
+    { QM_HP_INPUT_OFFSET, -1e6f, 1e6f },
+};
+
+/* QM_OK when entry m (key hp) holds a value in the key's range; else an error naming the key and value. */
+static qm_status check_f32_range(qr_loader *ld, qm_hparam hp, const qm_meta *m)
+{
+    float v = m->v.f32, lo = -FLT_MAX, hi = FLT_MAX;
+    for (size_t i = 0; i < sizeof k_f32_ranges / sizeof k_f32_ranges[0]; i++)
+        if (k_f32_ranges[i].hp == hp) {
+            lo = k_f32_ranges[i].lo;
+            hi = k_f32_ranges[i].hi;
+        }
+    if (v >= lo && v <= hi) return QM_OK;   /* false for NaN */
+    return qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, m->key, m->entry_offset,
+                   "value %g is outside the range this hyperparameter allows, [%g, %g]", (double)v, (double)lo,
+                   (double)hi);
+}
+
 qm_status qr_load_f32(qr_loader *ld, qm_hparam hp, float *out)
 {
     const qm_meta *m;
     qm_status st = find_key(ld, hp, QM_META_F32, true, &m);
+    if (st == QM_OK) st = check_f32_range(ld, hp, m);
     if (st == QM_OK) *out = m->v.f32;
     return st;
 }
@@ -82,6 +113,7 @@ qm_status qr_load_f32_opt(qr_loader *ld, qm_hparam hp, float def, float *out)
 {
     const qm_meta *m;
     qm_status st = find_key(ld, hp, QM_META_F32, false, &m);
+    if (st == QM_OK && m) st = check_f32_range(ld, hp, m);
     if (st == QM_OK) *out = m ? m->v.f32 : def;
     return st;
 }

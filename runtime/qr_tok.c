@@ -199,6 +199,9 @@ qm_status qr_tok_load(const qm_file *f, const char *prefix, qr_tokenizer **out, 
                         (size_t)off, (const char *)msg));
         }
         pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE);   /* without the JIT, the interpreter runs it */
+        t->re_src = split->str;
+        t->re_len = (size_t)split->str_len;
+        snprintf(t->re_key, sizeof t->re_key, "%s", name);
     }
 #undef TRY
     *out = t;

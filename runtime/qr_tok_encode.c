@@ -41,6 +41,18 @@ typedef struct wc_slot {
     int32_t ids[WC_MAX_IDS];
 } wc_slot;
 
+/* The work the pre-split pattern may do on one text, in PCRE2 match-limit units (backtracking steps): a
+ * match limit bounds one pcre2_match call, not the text, and a pattern like (x+x+)+y|. can take up to the
+ * limit at every byte. So each call starts with a small limit and retries with a four times larger one
+ * while it hits it (never above PCRE2's default per call), every attempt charged in full to the text's
+ * budget: RE_STEPS_BASE + RE_STEPS_PER_BYTE per byte. GPT-2's and Llama-3's patterns need a few dozen
+ * steps per match; when the budget runs out, encoding fails naming the pattern, since the rest of the
+ * text could not be split as the pattern says. */
+#define RE_STEPS_FIRST    256u
+#define RE_STEPS_CALL_MAX 10000000u
+#define RE_STEPS_PER_BYTE 2048u
+#define RE_STEPS_BASE     ((uint64_t)1 << 24)
+
 typedef struct enc {
     const qr_tokenizer *t;
     int32_t *ids;
@@ -49,10 +61,15 @@ typedef struct enc {
     char *buf;                   /* a rewritten segment (prefix space, ▁): 8 bytes per input byte + 16 */
     size_t buf_cap;
     pcre2_match_data *md;
+    pcre2_match_context *mc;     /* the per-call match limit of the pre-split pattern */
+    uint64_t re_budget;          /* match steps the pattern may still take on this text */
     wc_slot *wc;                 /* NULL: no cache (short text) */
     qm_error *err;
     bool oom;
+    bool failed;                 /* an error other than memory, already in *err */
 } enc;
+
+static bool enc_ok(const enc *e) { return !e->oom && !e->failed; }
 
 static void emit(enc *e, int32_t id)
 {
@@ -149,6 +166,35 @@ static void word_piece(enc *e, const uint8_t *p, size_t n)
     emit(e, id >= 0 ? id : e->t->unk);
 }
 
+/* pcre2_match of the pre-split pattern at `at`, within the text's budget (RE_STEPS_*). A negative result
+ * other than PCRE2_ERROR_NOMATCH (the budget, or another PCRE2 limit) fails the encoding: e->failed. */
+static int match_bounded(enc *e, const uint8_t *s, size_t n, size_t at)
+{
+    const qr_tokenizer *t = e->t;
+    uint32_t limit = RE_STEPS_FIRST;
+    for (;;) {
+        uint32_t take = e->re_budget < limit ? (uint32_t)e->re_budget : limit;
+        pcre2_set_match_limit(e->mc, take ? take : 1);
+        int rc = pcre2_match(t->re, (PCRE2_SPTR)s, n, at, at ? PCRE2_NO_UTF_CHECK : 0, e->md, e->mc);
+        e->re_budget -= take;
+        if (rc >= 0 || rc == PCRE2_ERROR_NOMATCH) return rc;
+        if (rc == PCRE2_ERROR_MATCHLIMIT && take == limit && limit < RE_STEPS_CALL_MAX && e->re_budget) {
+            limit = limit > RE_STEPS_CALL_MAX / 4 ? RE_STEPS_CALL_MAX : limit * 4;
+            continue;
+        }
+        PCRE2_UCHAR msg[120];
+        pcre2_get_error_message(rc, msg, sizeof msg);
+        e->failed = true;
+        qm_fail(e->err, QM_ERR_BAD_CONFIG, NULL, t->re_key, QM_NO_OFFSET,
+                "pattern \"%.*s%s\" stopped at byte %zu of a %zu-byte segment: it needs more matching steps than "
+                "allowed (%u per match, %u per byte of text; PCRE2: %s); the text is not tokenized rather than "
+                "split otherwise than the pattern says",
+                (int)(t->re_len > 48 ? 48 : t->re_len), t->re_src, t->re_len > 48 ? "..." : "", at, n,
+                RE_STEPS_CALL_MAX, RE_STEPS_PER_BYTE, (const char *)msg);
+        return rc;
+    }
+}
+
 /* Split s[0..n) into the matches of the pre-split pattern and the text between them; each is a piece. */
 static void split_pieces(enc *e, const uint8_t *s, size_t n, void (*piece)(enc *, const uint8_t *, size_t),
                          bool keep_gaps)
@@ -167,8 +213,9 @@ static void split_pieces(enc *e, const uint8_t *s, size_t n, void (*piece)(enc *
     }
     size_t at = 0, done = 0;
     while (at <= n) {
-        int rc = pcre2_match(t->re, (PCRE2_SPTR)s, n, at, at ? PCRE2_NO_UTF_CHECK : 0, e->md, NULL);
-        if (rc < 0) break;   /* no more matches (or a resource limit: the rest becomes one piece) */
+        int rc = match_bounded(e, s, n, at);
+        if (e->failed) return;
+        if (rc < 0) break;   /* no more matches */
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
         size_t a = ov[0], b = ov[1];
         if (b == a) {        /* an empty match: step over one character */
@@ -204,13 +251,13 @@ static void sp_word(enc *e, const uint8_t *w, size_t k)
     merge_emit(e, m);
 }
 
-/* §3.3: ' ' → ▁, the prefix ▁ per the prepend scheme, then BPE over the characters with byte fallback. */
-static void sentencepiece_segment(enc *e, const uint8_t *s, size_t n, bool at_input_start)
+/* §3.3 on s[0..n): ' ' → ▁, a ▁ first if `prefix`, then BPE over the characters with byte fallback. */
+static void sentencepiece_chunk(enc *e, const uint8_t *s, size_t n, bool prefix)
 {
     const qr_tokenizer *t = e->t;
     char *b = e->buf;
     size_t k = 0;
-    if (t->prepend == QR_PREPEND_ALWAYS || (t->prepend == QR_PREPEND_FIRST && at_input_start)) {
+    if (prefix) {
         memcpy(b, "\xe2\x96\x81", 3);
         k = 3;
     }
@@ -236,6 +283,48 @@ static void sentencepiece_segment(enc *e, const uint8_t *s, size_t n, bool at_in
         i += c;
     }
     if (k > start) cached(e, (const uint8_t *)b + start, k - start, sp_word);
+}
+
+/* Input bytes one SentencePiece pass rewrites and merges at most when words merge apart, so that its
+ * scratch (3 bytes of rewritten text and 4 merge slots of 36 bytes per input byte, rounded up to a power
+ * of two) stays bounded however long the text: for a whole 100 MB segment it would be 36 GiB. */
+#ifndef QR_TOK_SP_CHUNK_BYTES   /* the fuzz build lowers it, so that its short inputs cross chunk boundaries */
+#define QR_TOK_SP_CHUNK_BYTES (16u << 10)
+#endif
+#define SP_CHUNK_BYTES QR_TOK_SP_CHUNK_BYTES
+
+/* True if a word starts at s[j]: a space (a ▁ once rewritten) after a character that is neither a space
+ * nor a literal ▁, i.e. where sentencepiece_chunk would cut the rewritten text into words anyway. */
+static bool sp_word_start(const uint8_t *s, size_t j)
+{
+    if (s[j] != ' ' || s[j - 1] == ' ') return false;
+    return !(j >= 3 && !memcmp(s + j - 3, "\xe2\x96\x81", 3));
+}
+
+/* The end of the chunk that starts at `start`: the last word start within SP_CHUNK_BYTES, else the first
+ * after it (one long word stays whole), else n. */
+static size_t sp_chunk_end(const uint8_t *s, size_t n, size_t start)
+{
+    if (n - start <= SP_CHUNK_BYTES) return n;
+    for (size_t j = start + SP_CHUNK_BYTES; j > start + 1; j--)
+        if (sp_word_start(s, j)) return j;
+    for (size_t j = start + SP_CHUNK_BYTES + 1; j < n; j++)
+        if (sp_word_start(s, j)) return j;
+    return n;
+}
+
+/* §3.3 on a segment (the text between added tokens). When words merge apart, in chunks cut at word starts:
+ * the ids are those of the whole segment, since no merge crosses a word start. Otherwise in one pass. */
+static void sentencepiece_segment(enc *e, const uint8_t *s, size_t n, bool at_input_start)
+{
+    const qr_tokenizer *t = e->t;
+    bool prefix = t->prepend == QR_PREPEND_ALWAYS || (t->prepend == QR_PREPEND_FIRST && at_input_start);
+    if (!t->sp_word_split) { sentencepiece_chunk(e, s, n, prefix); return; }
+    for (size_t start = 0; start < n && enc_ok(e);) {
+        size_t end = sp_chunk_end(s, n, start);
+        sentencepiece_chunk(e, s + start, end - start, prefix && start == 0);
+        start = end;
+    }
 }
 
 static void segment(enc *e, const uint8_t *s, size_t n, bool at_input_start)
@@ -287,12 +376,16 @@ qm_status qr_tok_encode(const qr_tokenizer *t, const char *text, size_t len, boo
     enc e = { .t = t, .ids = ids, .cap = cap, .err = err };
     e.buf_cap = 8 * len + 16;
     e.buf = malloc(e.buf_cap);
-    if (t->re) e.md = pcre2_match_data_create_from_pattern(t->re, NULL);
-    if (!e.buf || (t->re && !e.md)) e.oom = true;
+    if (t->re) {
+        e.md = pcre2_match_data_create_from_pattern(t->re, NULL);
+        e.mc = pcre2_match_context_create(NULL);
+        e.re_budget = RE_STEPS_BASE + (uint64_t)RE_STEPS_PER_BYTE * len;
+    }
+    if (!e.buf || (t->re && (!e.md || !e.mc))) e.oom = true;
     if (len >= QR_TOK_WC_MIN_TEXT && t->kind != QR_TOK_WORDLEVEL) e.wc = calloc(WC_SLOTS, sizeof *e.wc);   /* NULL: no cache */
-    if (!e.oom && add_special && t->add_bos) emit(&e, t->bos);
+    if (enc_ok(&e) && add_special && t->add_bos) emit(&e, t->bos);
     size_t seg = 0;
-    for (size_t i = 0; i < len && !e.oom;) {   /* §3.1: added tokens first, longest then lowest id */
+    for (size_t i = 0; i < len && enc_ok(&e);) {   /* §3.1: added tokens first, longest then lowest id */
         int32_t hit = -1;
         if (t->added_first[s[i]])
             for (uint32_t a = 0; a < t->n_added; a++) {
@@ -305,12 +398,14 @@ qm_status qr_tok_encode(const qr_tokenizer *t, const char *text, size_t len, boo
         i += t->len[hit];
         seg = i;
     }
-    if (!e.oom) segment(&e, s + seg, len - seg, seg == 0);
-    if (!e.oom && add_special && t->add_eos) emit(&e, t->eos);
+    if (enc_ok(&e)) segment(&e, s + seg, len - seg, seg == 0);
+    if (enc_ok(&e) && add_special && t->add_eos) emit(&e, t->eos);
     qr_bpe_free(&e.w);
     free(e.wc);
     free(e.buf);
     pcre2_match_data_free(e.md);
+    pcre2_match_context_free(e.mc);
+    if (e.failed) return QM_ERR_BAD_CONFIG;   /* match_bounded wrote the message */
     if (e.oom) return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory encoding %zu bytes", len);
     for (size_t i = 0; i < e.n && i < cap; i++)
         if (ids[i] < 0)

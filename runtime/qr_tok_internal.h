@@ -37,6 +37,9 @@ struct qr_tokenizer {
     qr_norm_step norm[QR_NORM_MAX];  /* normalizer steps; none: n_norm = 0 */
     uint32_t n_norm;
     pcre2_code *re;              /* pre_split, JIT-compiled when the JIT is there; NULL: none */
+    const char *re_src;          /* its pattern, in the mapping (re_len bytes), and its key: for messages */
+    size_t re_len;
+    char re_key[96];
 };
 
 /* Id of the token whose string is s (n bytes), or -1. */

@@ -507,6 +507,13 @@ def verify(qf, full=False):
         if np.any(mm[pos:t.offset]):
             raise SpecError("R-DATA-2", "non-zero byte in the gap before tensor %r" % t.name, "padding")
         pos = t.offset + t.size
+        if t.dtype_id in (1, 2, 3):
+            # every exponent bit set: NaN or infinite (BF16 is the top half of an F32)
+            bits = t.raw.view("<u4") if t.dtype_id == 1 else t.raw.view("<u2")
+            exp = {1: 0x7F800000, 2: 0x7C00, 3: 0x7F80}[t.dtype_id]
+            bad = np.flatnonzero((bits & exp) == exp)
+            if bad.size:
+                raise SpecError("R-DATA-2", "tensor %r: element %d is NaN or infinite" % (t.name, bad[0]), "nonfinite")
         if t.dtype_id != 5:
             continue
         L = t.layout

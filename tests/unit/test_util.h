@@ -55,6 +55,8 @@ void tu_wr64(uint8_t *p, uint64_t v);
 uint64_t tu_align_up(uint64_t x, uint64_t a);
 uint64_t tu_rng(uint64_t *state);                              /* splitmix64 */
 void tu_fill_random(void *buf, size_t len, uint64_t seed);
+/* Clear the top exponent bit of every F32/F16/BF16 element of buf (len bytes): no NaN or infinity. */
+void tu_clear_nonfinite(void *buf, size_t len, uint32_t dtype);
 
 /* Header checksum of a file image per spec section 3 (uses header's data_offset). */
 uint64_t tu_header_checksum(const uint8_t *img, size_t len);
