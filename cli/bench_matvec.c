@@ -97,7 +97,7 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
     static const qr_act acts[] = { QR_ACT_INT8, QR_ACT_INT8X2, QR_ACT_F32 };
     for (int act = 0; act < 3; act++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], acts[act], NULL };
+            qr_matmul_opts o = { c->pools[ti], acts[act], NULL, false };
             size_t s = qr_matmul_work_size(&t.view, 1, &o);
             if (s > work_size) work_size = s;
         }
@@ -107,7 +107,7 @@ static int bench_matvec_one(const bench_cfg *c, const qr_kernels *k, const basel
     for (int ai = 0; ai < n_act; ai++) {
         qr_act act = dtype == QM_DTYPE_Q8_ROW ? acts[ai] : QR_ACT_F32;
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], act, NULL };
+            qr_matmul_opts o = { c->pools[ti], act, NULL, false };
             double first_a, first_m;
             /* untimed warm-ups (kept as "first run": the mapped one includes the page faults) */
             if (time_matvec(k, &t.view, x, y, work, work_size, &o, &first_a) != 0) goto out;
@@ -277,7 +277,7 @@ int bench_first_pass(const bench_cfg *c, const qr_kernels *k, json_out *j)
                "cache warm): GB/s of the pass,\n    and the time of the madvise call itself\n", rows);
     else json_begin_array(j, "first_pass");
     for (int ti = 0; ti < c->n_threads; ti++) {
-        qr_matmul_opts o = { c->pools[ti], QR_ACT_F32, NULL };
+        qr_matmul_opts o = { c->pools[ti], QR_ACT_F32, NULL, false };
         for (int mode = 0; mode < 3; mode++) {
             for (int r = 0; r < c->runs; r++) {
                 qm_close(m.f);

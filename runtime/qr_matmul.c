@@ -100,7 +100,7 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
 
 /* ---- the product ---------------------------------------------------------------------------- */
 
-static const qr_matmul_opts default_opts = {NULL, QR_ACT_AUTO, NULL};
+static const qr_matmul_opts default_opts = {NULL, QR_ACT_AUTO, NULL, false};
 
 static size_t pad64(size_t cols)
 {
@@ -119,7 +119,7 @@ static int int8_terms(const qr_kernels *k, const qr_matrix *w, size_t n, const q
 {
     if (w->dtype != QM_DTYPE_Q8_ROW || w->cols > QR_INT8_MAX_COLS || opts->act == QR_ACT_F32) return 0;
     if (opts->act == QR_ACT_INT8) return 1;
-    if (opts->act == QR_ACT_AUTO && n == 1 && k) return k->auto_decode_terms;
+    if (opts->act == QR_ACT_AUTO && n == 1 && k && !opts->row_invariant) return k->auto_decode_terms;
     return 2;
 }
 
@@ -268,7 +268,7 @@ typedef struct job {
     size_t temp_floats;
     size_t k;
     size_t ldy;
-    int decode;               /* n == 1 */
+    int decode;               /* n == 1, unless a row-invariant float product */
     int terms;                /* int8 terms of X: 0 (float X), 1 or 2 */
     size_t k_slice;           /* the variant's k_slice_bytes */
     size_t n;                 /* rows of X */
@@ -485,7 +485,9 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
     const qr_matrix *w0 = w[0];
     const int terms = int8_terms(k, w0, n, opts);
     int threads = thread_count(opts);
-    job jb = {.n_parts = count, .ldy = ldy, .k = w0->cols, .decode = n == 1, .terms = terms,
+    /* a float decode sums in its own order (qr_kernels.h); a row-invariant product keeps the GEMM's */
+    const bool decode = n == 1 && !(opts->row_invariant && terms == 0);
+    job jb = {.n_parts = count, .ldy = ldy, .k = w0->cols, .decode = decode, .terms = terms,
               .k_slice = k->k_slice_bytes};
     for (size_t p = 0; p < count; p++) {
         jb.parts[p] = (job_part){ .w = w[p], .y = y[p], .unit0 = jb.units,
@@ -538,7 +540,7 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
     jb.n = n;
     /* A decode on a table that asks for it: every thread its own run of W's rows (qr_pool_run_regions;
      * runtime/README.md, Threads, has the measurements). */
-    if (n == 1 && k->decode_regions && qr_pool_threads(pool) > 1) {
+    if (decode && k->decode_regions && qr_pool_threads(pool) > 1) {
         jb.one_stream = true;
         qr_pool_run_regions(pool, jb.units, product_range, &jb);
         return QM_OK;
