@@ -156,14 +156,15 @@ static size_t block_rows_of(const qr_matrix *w, int terms, size_t k_slice)
 
 /* The work buffer, from its first 64-byte boundary: `terms` int8 copies of X (n rows of pad64(cols)
  * bytes each), their scales (terms · n floats), for two terms a float block of n × block_rows per
- * thread that holds the second term's products before they are added to Y, and when X has more than
- * one row, each term once more in row groups (qr_kernels.h, QR_XG_OFFSET; n rounded up to QR_XG_ROWS)
- * for the variants that read them (sized whatever the variant: qr_matmul_work_size does not know it). */
+ * thread that holds the second term's products before they are added to Y, and when X has at least
+ * QR_XG_MIN_ROWS rows, each term once more in row groups (qr_kernels.h, QR_XG_OFFSET; n rounded up to
+ * QR_XG_ROWS) for the variants that read them (sized whatever the variant: qr_matmul_work_size does not
+ * know it). */
 typedef struct work_layout {
     size_t q_bytes;       /* one int8 copy of X */
     size_t scales_bytes;  /* all scales, rounded up to 64 */
     size_t temp_floats;   /* per thread */
-    size_t xg_bytes;      /* one copy of X in row groups; 0 for n = 1 */
+    size_t xg_bytes;      /* one copy of X in row groups; 0 below QR_XG_MIN_ROWS rows */
     size_t total;         /* including the 64 bytes of alignment slack; SIZE_MAX on overflow */
 } work_layout;
 
@@ -172,6 +173,13 @@ typedef struct work_layout {
  * of the row tiles' 4, so that a chunk is whole tiles. */
 #define QR_X2_CHUNK ((size_t)96)
 
+/* Fewer X rows than one row group go through the row tiles instead of the groups: a group's 16 lanes
+ * are computed whatever the rows, so 2..15 rows cost what 16 do, where the row tiles' cost grows with the
+ * rows. A batch's decode step has one row per sequence. qmap bench --parallel, 2 threads, Zen 4 on a host
+ * at load 9-10 (one run each way): Llama 110M Q8_ROW aggregate tg at 2 / 4 / 8 sequences 22.7 / 44.0 /
+ * 76.8 tok/s in groups, 54.8 / 90.2 / 114.5 in row tiles; TinyLlama 1.1B at 4 / 8 5.6 / 10.4 -> 9.6 /
+ * 16.7. Int8 products are exact, so the path does not change a bit of Y. */
+#define QR_XG_MIN_ROWS QR_XG_ROWS
 static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int threads)
 {
     work_layout l = {0, 0, 0, 0, 0};
@@ -190,7 +198,7 @@ static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int thread
     l.q_bytes = n * row;
     l.scales_bytes = pad64((size_t)terms * n * sizeof(float));
     l.temp_floats = (n < QR_X2_CHUNK ? n : QR_X2_CHUNK) * br;
-    l.xg_bytes = n > 1 ? (n + QR_XG_ROWS - 1) / QR_XG_ROWS * QR_XG_ROWS * row : 0;
+    l.xg_bytes = n >= QR_XG_MIN_ROWS ? (n + QR_XG_ROWS - 1) / QR_XG_ROWS * QR_XG_ROWS * row : 0;
     l.total = 64 + (size_t)terms * (l.q_bytes + l.xg_bytes) + l.scales_bytes +
               (size_t)threads * l.temp_floats * sizeof(float);
     return l;

@@ -5,7 +5,7 @@
  * X is n × cols float32 (n = 1 is the matrix-vector product of one decode step), Y is n × rows.
  *
  * Ownership: the caller owns every buffer. A call allocates nothing; the only scratch it needs (for
- * Q8_ROW with int8 activations: the int8 copies of X — with more than one X row, each also in groups of
+ * Q8_ROW with int8 activations: the int8 copies of X — with 16 X rows or more, each also in groups of
  * 16 rows for the AVX-512 GEMM — and, with two terms, a float block per thread) lives in the caller's
  * `work` buffer of qr_matmul_work_size() bytes, so a model sizes it once for its largest batch and
  * thread count. Y must not overlap W, X or the work buffer.
