@@ -13,6 +13,8 @@
  *                 by one thread at a time; its `threads` parameter sets the threads its evaluation
  *                 uses: the session starts threads - 1 workers once, at qmap_session_new, and keeps them
  *                 (spinning briefly between products, then asleep) until it is freed.
+ *   qmap_batch    the same for up to n_seq sequences at once (a KV cache each), evaluated together: one
+ *                 pass over the weights for all of them; made by qmap_batch_new(), as a session is.
  *   qmap_sampler  logits -> token id, with its own seeded random state and penalty history.
  *   Pointers returned by a getter (strings, logits) are owned by the object they came from and stay
  *   valid as the getter says.
