@@ -639,7 +639,7 @@ int bench_model(int argc, char **argv)
         { "no-mmap", 0, CLI_FLAG, &no_mmap, NULL, 0, 0, NULL, "the same as --mmap 0", false },
         { "json", 0, CLI_FLAG, &c.json, NULL, 0, 0, NULL, "print one JSON array of results", false },
         { "csv", 0, CLI_FLAG, &c.csv, NULL, 0, 0, NULL, "print CSV rows instead of the table", false },
-        { "parallel", 0, CLI_STRING, &parallel, "LIST", 0, 0, NULL, "numbers of sequences decoded together, comma-separated: llama-batched-bench's measure instead (below)", true },
+        { "parallel", 0, CLI_STRING, &parallel, "LIST", 0, 0, NULL, "numbers of sequences decoded together, comma-separated: llama-batched-bench's measure instead (above)", true },
     };
     const cli_command cmd = {
         "bench", "qmap bench MODEL.qmap [MODEL2.qmap ...] [options]",
