@@ -204,7 +204,8 @@ extern const qr_lm_family qr_family_gpt2, qr_family_gpt_neo, qr_family_llama;
 void qr_embed_rows(const qr_matrix *embd, const int32_t *ids, size_t n, float *x, size_t ldx);
 /* x[i] += row (pos0 + i) of a position table. */
 void qr_add_position_rows(const qr_matrix *pos, uint32_t pos0, size_t n, float *x, size_t ldx, float *tmp);
-/* Every row's position-table row added, each span from its own pos0. */
+/* Every row's position-table row added, each span from its own pos0 (s->xb is the scratch row: x must
+ * not be s->xb). */
 void qr_lm_add_positions(qr_lm_state *s, const qr_lm_rows *r, const qr_matrix *pos, float *x, size_t ldx);
 /* Rotary positions (qr_rows_rope_half) of every row's first n_heads heads, each span from its own pos0. */
 void qr_lm_rope(qr_lm_state *s, const qr_lm_rows *r, float *x, size_t ldx, size_t n_heads, size_t head_dim,
