@@ -175,10 +175,11 @@ typedef struct work_layout {
 
 /* Fewer X rows than one row group go through the row tiles instead of the groups: a group's 16 lanes
  * are computed whatever the rows, so 2..15 rows cost what 16 do, where the row tiles' cost grows with the
- * rows. A batch's decode step has one row per sequence. qmap bench --parallel, 2 threads, Zen 4 on a host
- * at load 9-10 (one run each way): Llama 110M Q8_ROW aggregate tg at 2 / 4 / 8 sequences 22.7 / 44.0 /
- * 76.8 tok/s in groups, 54.8 / 90.2 / 114.5 in row tiles; TinyLlama 1.1B at 4 / 8 5.6 / 10.4 -> 9.6 /
- * 16.7. Int8 products are exact, so the path does not change a bit of Y. */
+ * rows. A batch's decode step has one row per sequence. qmap bench --parallel -p 8 -n 16 -r 3, 2 threads,
+ * Zen 4, aggregate tg of TinyLlama 1.1B Q8_ROW at 4 / 8 sequences, two rounds alternated at load 4:
+ * groups from 4 rows 19.0-19.4 / 35.8-37.3 tok/s, row tiles below 16 28.5-29.4 / 42.3-43.5; Llama 110M
+ * at 2 / 4 / 8 (load 9-10, one run each way) 22.7 / 44.0 / 76.8 in groups from 2 rows, 54.8 / 90.2 /
+ * 114.5 in row tiles. Int8 products are exact, so the path does not change a bit of Y. */
 #define QR_XG_MIN_ROWS QR_XG_ROWS
 static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int threads)
 {
