@@ -109,12 +109,14 @@ qmap_status qmap_eval(qmap_session *s, const int32_t *ids, size_t n, qmap_error 
         size_t c = n - off < nb ? n - off : nb;
         qm_error e;
         qm_error_clear(&e);
-        qm_status st = m->lm->forward(m->weights, s->st, ids + off, c, s->pos, s->logits_all);
+        const qr_lm_span span = { .seq = 0, .pos0 = s->pos, .row0 = 0, .n = c };
+        const qr_lm_rows rows = { .ids = ids + off, .n = c, .spans = &span, .n_spans = 1, .all_logits = s->logits_all };
+        qm_status st = m->lm->forward(m->weights, s->st, &rows);
         if (st != QM_OK) {
             qm_fail(&e, st, path, NULL, QM_NO_OFFSET, "evaluation failed at position %u", s->pos);
             return qa_error_export(err, &e);
         }
-        qr_lm_count_attention(s->st, s->pos, c);
+        qr_lm_count_attention(s->st, &rows);
         s->pos += (uint32_t)c;
         s->last_chunk_start = off;
     }

@@ -48,7 +48,7 @@ int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j)
     }
     const qr_matrix mh = { QM_DTYPE_F16, rows, cols, wh, 2 * cols, NULL, NULL };
     const qr_matrix mq = { QM_DTYPE_Q8_ROW, rows, cols, wq, rs, sc, sums };
-    const qr_matmul_opts o_int8 = { 0, QR_ACT_INT8, NULL }, o_f32 = { 0, QR_ACT_F32, NULL }, o_x2 = { 0, QR_ACT_INT8X2, NULL };
+    const qr_matmul_opts o_int8 = { 0, QR_ACT_INT8, NULL, false }, o_f32 = { 0, QR_ACT_F32, NULL, false }, o_x2 = { 0, QR_ACT_INT8X2, NULL, false };
     size_t ws = qr_matmul_work_size(&mq, n, &o_x2); /* the largest of the three */
     if (!(work = malloc(ws))) { set_error("out of memory"); goto out; }
     static const char *const kinds[3] = { "uniform", "gaussian", "gaussian+outliers" };

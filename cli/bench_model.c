@@ -39,6 +39,7 @@
 
 #include "bench_model.h"
 #include "bench_measure.h"
+#include "bench_parallel.h"
 #include "cli.h"
 #include "json_out.h"
 #include "opts.h"
@@ -686,7 +687,54 @@ static const char BENCH_MODEL_DESCRIPTION[] =
     "steady_runs, fraction_steady_median). --json also gives each run in order, as llama-bench's\n"
     "samples_ts: samples_ts, samples_fraction, samples_limit_before, samples_limit_after. Below the\n"
     "table, how much of each model's mapping is in 2 MiB pages (weights in 4 KiB pages can stream\n"
-    "slower: qmap_model_params.large_pages).";
+    "slower: qmap_model_params.large_pages).\n"
+    "With --parallel 1,4,8 (llama-batched-bench's measure, on qmap_batch): for each P, P sequences each\n"
+    "read a prompt of -p tokens (pp: all prompts through evaluations of up to 512 tokens together), then\n"
+    "-n decode steps of P tokens each, one evaluation a step (tg: every weight read once for all P); per\n"
+    "P and thread count, median [min-max] of -r runs after a warm-up of the aggregate pp and tg tokens/s,\n"
+    "tg per sequence (the aggregate / P) and the aggregate tg over the first P's ('tg x P1'). The header\n"
+    "gives the load average (a busy host moves the figures; ratios within one run hold better). No limit\n"
+    "is measured beside these runs; -d, --mmap and --csv do not apply. --json: one object per row\n"
+    "(P, pp_tokens, tg_tokens, pp_tok_s, tg_tok_s, tg_tok_s_per_seq, tg_ratio_to_first, samples_pp,\n"
+    "samples_tg, load_average).";
+
+/* qmap bench MODEL... --parallel LIST: every model, thread count and P (bench_parallel.c). */
+static int bench_model_parallel(const bm_cfg *c, const char *list, int argc, char **argv, int first)
+{
+    long ps[BM_MAX_LIST];
+    int n_ps = 0;
+    if (bm_parse_list(list, 1, 4096, 1, ps, BM_MAX_LIST, &n_ps) != 0 || n_ps == 0) {
+        fprintf(stderr, "qmap bench: --parallel needs a list like 1,4,8 (each 1..4096, at most %d)\n", BM_MAX_LIST);
+        return 2;
+    }
+    if (c->csv || c->depth || c->n_mmaps != 1 || c->mmaps[0] != 1) {
+        fprintf(stderr, "qmap bench: --parallel takes no --csv, -d or --mmap\n");
+        return 2;
+    }
+    bp_cfg p = { .pp = c->pp, .tg = c->tg, .runs = c->runs, .parallel = ps, .n_parallel = n_ps, .kv = c->kv,
+                 .act = c->act, .n_batch = 512, .json = c->json, .name_width = 20 };
+    for (int i = first; i < argc; i++) {   /* the model column: the longest file name, cut at 60 */
+        const char *base = strrchr(argv[i], '/');
+        int w = (int)strlen(base ? base + 1 : argv[i]);
+        if (w > p.name_width) p.name_width = w > 60 ? 60 : w;
+    }
+    json_out j = { .fp = stdout };
+    if (c->json) json_begin_array(&j, NULL);
+    else bench_parallel_header(&p);
+    char err[1024] = "";
+    int rc = 0;
+    for (int i = first; i < argc && rc == 0; i++)
+        for (int t = 0; t < c->n_threads && rc == 0; t++) {
+            p.threads = c->threads[t];
+            if (bench_parallel(&p, argv[i], &j, err, sizeof err) != 0) rc = 1;
+        }
+    if (c->json) {
+        json_end_array(&j);
+        fputc('\n', stdout);
+    }
+    if (rc) fprintf(stderr, "qmap bench: %s\n", err);
+    return rc;
+}
 
 int bench_model(int argc, char **argv)
 {
@@ -694,7 +742,7 @@ int bench_model(int argc, char **argv)
     char def_threads[32];
     snprintf(def_threads, sizeof def_threads, cores > 1 ? "1,%ld" : "1", cores);
     bm_cfg c = { .pp = 512, .tg = 128, .runs = 5 };
-    const char *threads = def_threads, *mmaps = "1";
+    const char *threads = def_threads, *mmaps = "1", *parallel = NULL;
     bool no_mmap = false;
     const cli_opt opts[] = {
         { "n-prompt", 'p', CLI_INT, &c.pp, "N", 0, 8192, NULL, "prompt tokens of the pp test; 0 skips it", false },
@@ -708,6 +756,7 @@ int bench_model(int argc, char **argv)
         { "no-mmap", 0, CLI_FLAG, &no_mmap, NULL, 0, 0, NULL, "the same as --mmap 0", false },
         { "json", 0, CLI_FLAG, &c.json, NULL, 0, 0, NULL, "print one JSON array of results", false },
         { "csv", 0, CLI_FLAG, &c.csv, NULL, 0, 0, NULL, "print CSV rows instead of the table", false },
+        { "parallel", 0, CLI_STRING, &parallel, "LIST", 0, 0, NULL, "numbers of sequences decoded together, comma-separated: llama-batched-bench's measure instead (above)", true },
     };
     const cli_command cmd = {
         "bench", "qmap bench MODEL.qmap [MODEL2.qmap ...] [options]",
@@ -737,6 +786,7 @@ int bench_model(int argc, char **argv)
     if (c.json && c.csv) { fprintf(stderr, "qmap bench: --json and --csv: choose one\n"); return 2; }
     if (first >= argc) { fprintf(stderr, "qmap bench: name a model (MODEL.qmap) or 'kernels'\n"); return 2; }
     if (c.pp == 0 && c.tg == 0) { fprintf(stderr, "qmap bench: -p 0 and -n 0 leave nothing to measure\n"); return 2; }
+    if (parallel) return bench_model_parallel(&c, parallel, argc, argv, first);
 
     json_out j = { .fp = stdout };
     if (c.json) json_begin_array(&j, NULL);

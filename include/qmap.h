@@ -13,6 +13,8 @@
  *                 by one thread at a time; its `threads` parameter sets the threads its evaluation
  *                 uses: the session starts threads - 1 workers once, at qmap_session_new, and keeps them
  *                 (spinning briefly between products, then asleep) until it is freed.
+ *   qmap_batch    the same for up to n_seq sequences at once (a KV cache each), evaluated together: one
+ *                 pass over the weights for all of them; made by qmap_batch_new(), as a session is.
  *   qmap_sampler  logits -> token id, with its own seeded random state and penalty history.
  *   Pointers returned by a getter (strings, logits) are owned by the object they came from and stay
  *   valid as the getter says.
@@ -265,6 +267,75 @@ QMAP_API const float *qmap_logits(const qmap_session *s, size_t i);
 QMAP_API uint32_t qmap_session_pos(const qmap_session *s);
 /* Forget every position (the next eval starts at 0). Allocates nothing. */
 QMAP_API void qmap_session_reset(qmap_session *s);
+
+/* ---- batches: several sequences through one pass over the weights ------------------------------------
+ *
+ * A qmap_batch holds up to n_seq sequences of one LM, each in its own slot with its own KV cache and
+ * position. One qmap_batch_eval call advances any subset of them, each by one token (a decode step) or a
+ * chunk of its prompt, in one forward pass: every weight matrix is read once for the rows of all of them
+ * (one GEMM per matrix), and each row attends over its own sequence's cache. On a CPU whose decode is
+ * bound by memory bandwidth, eight sequences decoded together cost little more than one.
+ *
+ * Batch invariance: a sequence's logits depend only on its own tokens, never on which other sequences
+ * share a call, in which slot it sits, nor on how its prompt was cut into calls: the same bits alone and
+ * under load (so greedy and seeded sampling give the same ids). To get that, every product of a batch
+ * sums a row the same way whatever the row count: Q8_ROW weights take the act mode's int8 terms at every
+ * row count (QMAP_ACT_AUTO and QMAP_ACT_PRECISE are QMAP_ACT_INT8X2 here: float accuracy, without the
+ * session's one-term prompts), float products (F32/F16 weights, QMAP_ACT_F32) sum a lone row in the
+ * order of a GEMM's rows. Every act mode is batch-invariant. The bits may differ from a qmap_session's
+ * (whose decode and prompts take other kernels) and between QMAP_CPU levels.
+ *
+ * Ownership: qmap_batch_new allocates every buffer (n_seq KV caches of n_ctx positions, activations for
+ * n_batch rows, n_seq rows of logits) and starts the threads, as qmap_session_new does; evaluating
+ * allocates nothing. One thread at a time uses a batch; the model must outlive it. Slots are the
+ * caller's to schedule: a finished request's slot is freed with qmap_batch_reset and the next request
+ * takes it between two calls. */
+
+typedef struct qmap_batch qmap_batch;
+
+typedef struct qmap_batch_params {
+    uint32_t n_seq;            /* sequences (slots) the batch holds; 0 = 1 */
+    uint32_t n_ctx;            /* positions each sequence's KV cache holds; 0 = min(model's context, 4096) */
+    uint32_t n_batch;          /* most tokens one qmap_batch_eval call takes over all its items; 0 = 512 */
+    int threads;               /* 0 = one per CPU the process may use */
+    qmap_kv_type kv_type;      /* QMAP_KV_F16 (default) or QMAP_KV_F32 */
+    qmap_act_mode act;         /* every mode is batch-invariant; AUTO and PRECISE run as INT8X2 (above) */
+} qmap_batch_params;
+
+/* Fill *p with the defaults above (all zero but kv_type F16 and act AUTO). */
+QMAP_API void qmap_batch_params_default(qmap_batch_params *p);
+
+/* Make a batch for an LM (`p` may be NULL: the defaults). QMAP_ERR_INVALID_ARGUMENT for a model that is
+ * not an LM, an n_ctx past learned positions or 2^24, n_seq over 4096, an unknown kv_type or act mode,
+ * negative threads; QMAP_ERR_NOMEM when the buffers do not fit (n_seq x n_ctx positions of cache). */
+QMAP_API qmap_status qmap_batch_new(const qmap_model *m, const qmap_batch_params *p, qmap_batch **out,
+                                    qmap_error *err);
+/* NULL is allowed. */
+QMAP_API void qmap_batch_free(qmap_batch *b);
+
+/* Tokens for one sequence in a qmap_batch_eval call. */
+typedef struct qmap_batch_item {
+    uint32_t seq;              /* 0 .. n_seq-1; at most one item per sequence in one call */
+    const int32_t *ids;        /* appended to the sequence at its current position */
+    uint32_t n;                /* >= 1 */
+} qmap_batch_item;
+
+/* One forward pass for all items (sum of n <= n_batch, else QMAP_ERR_INVALID_ARGUMENT): every weight matrix
+ * read once for all rows. On success each item's sequence advances by n; on failure nothing changes.
+ * QMAP_ERR_INVALID_ARGUMENT (naming the item) also for n_items = 0, a seq out of range or given twice, n = 0,
+ * an id outside the vocabulary, or a sequence whose position + n would pass n_ctx. Allocates nothing. */
+QMAP_API qmap_status qmap_batch_eval(qmap_batch *b, const qmap_batch_item *items, size_t n_items, qmap_error *err);
+
+/* vocab_size floats: the logits of the last token of `seq` in the last qmap_batch_eval that included it;
+ * valid until the next qmap_batch_eval or qmap_batch_reset(b, seq); NULL if none. */
+QMAP_API const float *qmap_batch_logits(const qmap_batch *b, uint32_t seq);
+/* Positions evaluated in seq (0 for a seq out of range or b = NULL). */
+QMAP_API uint32_t qmap_batch_pos(const qmap_batch *b, uint32_t seq);
+/* Forget seq (a finished request): its position goes back to 0 and it has no logits. A seq out of range
+ * or b = NULL does nothing. Allocates nothing. */
+QMAP_API void qmap_batch_reset(qmap_batch *b, uint32_t seq);
+/* The number of slots (n_seq as made); 0 for NULL. */
+QMAP_API uint32_t qmap_batch_n_seq(const qmap_batch *b);
 
 /* ---- classifiers (mlp): rows of features -> class scores --------------------------------------------- */
 

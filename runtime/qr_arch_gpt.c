@@ -155,8 +155,7 @@ static qm_status gpt_neo_load(qr_loader *ld, void **out, qr_lm_hparams *hp) { re
 
 #define TRY(expr) do { qm_status st_ = (expr); if (st_ != QM_OK) return st_; } while (0)
 
-static qm_status gpt_forward(const void *p, qr_lm_state *s, const int32_t *ids, size_t n, uint32_t pos0,
-                             bool all_logits)
+static qm_status gpt_forward(const void *p, qr_lm_state *s, const qr_lm_rows *r)
 {
     const gpt_weights *w = p;
     const qr_lm_hparams *hp = &w->hp;
@@ -164,10 +163,11 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const int32_t *ids, 
     float *q = s->qkv, *k = s->qkv + d, *v = s->qkv + 2 * d;
     const qr_attn_shape shape = { hp->n_heads, hp->n_heads, hp->head_dim, w->attn_scale };
     const float eps = w->norm_eps;
+    const size_t n = r->n;   /* every row of every sequence: the products run once over all of them */
 
-    /* x = wte(input_ids) + wpe(position_ids) */
-    qr_embed_rows(&w->tok_embd, ids, n, s->x, d);
-    qr_add_position_rows(&w->pos_embd, pos0, n, s->x, d, s->xb);
+    /* x = wte(input_ids) + wpe(position_ids), each sequence's rows at its own positions */
+    qr_embed_rows(&w->tok_embd, r->ids, n, s->x, d);
+    qr_lm_add_positions(s, r, &w->pos_embd, s->x, d);
 
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         const gpt_layer *L = &w->layers[l];
@@ -182,9 +182,8 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const int32_t *ids, 
             /* q, k, v = c_attn(h).split(n_embd, dim=2) */
             TRY(qr_linear(s, QR_X_NORMED, &L->wqkv, L->bqkv, n, s->xb, d, s->qkv, ldqkv));
         }
-        /* attn = softmax(scale·q·kᵀ + causal mask (window on local layers))·v over the cache */
-        qr_kv_store(&s->kv[l], pos0, n, k, ldqkv, v, ldqkv);
-        qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, d, s->attn_scratch, s->pool);
+        /* attn = softmax(scale·q·kᵀ + causal mask (window on local layers))·v, each sequence over its cache */
+        qr_lm_attend(s, r, l, &shape, q, k, v, ldqkv, s->att, d);
         /* x = x + c_proj(attn) */
         TRY(qr_linear(s, QR_X_NORMED, &L->wo, L->bo, n, s->att, d, s->xb, d));
         qr_rows_add(s->pool, s->x, s->xb, n * d);
@@ -196,10 +195,11 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const int32_t *ids, 
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }
 
-    /* logits = lm_head(ln_f(x)), for every token or only the last */
-    size_t first = all_logits ? 0 : n - 1;
-    for (size_t i = first; i < n; i++) qr_layernorm(s->xb + i * d, s->x + i * d, w->ln_f_w, w->ln_f_b, d, eps);
-    return qr_lm_logits(s, &w->output, NULL, n, d, hp->vocab, all_logits);
+    /* logits = lm_head(ln_f(x)), for every token or each sequence's last */
+    const size_t n_out = qr_lm_logit_count(r);
+    for (size_t i = 0; i < n_out; i++)
+        qr_layernorm(s->xb + i * d, s->x + qr_lm_logit_row(r, i) * d, w->ln_f_w, w->ln_f_b, d, eps);
+    return qr_lm_logits(s, &w->output, NULL, n_out, d, hp->vocab);
 }
 
 const qr_lm_family qr_family_gpt2 = {

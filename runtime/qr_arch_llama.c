@@ -138,8 +138,7 @@ static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
 
 #define TRY(expr) do { qm_status st_ = (expr); if (st_ != QM_OK) return st_; } while (0)
 
-static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids, size_t n, uint32_t pos0,
-                               bool all_logits)
+static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *r)
 {
     const llama_weights *w = p;
     const qr_lm_hparams *hp = &w->hp;
@@ -148,9 +147,10 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids
     float *q = s->qkv, *k = s->qkv + q_dim, *v = s->qkv + q_dim + kv_dim;
     const qr_attn_shape shape = { hp->n_heads, hp->n_kv_heads, (uint32_t)hd, 1.0f / sqrtf((float)hd) };
     const float eps = w->norm_eps;
+    const size_t n = r->n;   /* every row of every sequence: the products run once over all of them */
 
     /* x = embed_tokens(input_ids) */
-    qr_embed_rows(&w->tok_embd, ids, n, s->x, d);
+    qr_embed_rows(&w->tok_embd, r->ids, n, s->x, d);
 
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         const llama_layer *L = &w->layers[l];
@@ -161,12 +161,12 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids
         const float *qkv_b[3] = { L->bq, L->bk, L->bv };
         float *qkv_y[3] = { q, k, v };
         TRY(qr_linear_many(s, QR_X_NORMED, qkv_w, qkv_b, 3, n, s->xb, d, qkv_y, ldqkv));
-        /* q, k = apply_rotary_pos_emb(q, k, cos, sin) */
-        qr_rows_rope_half(s->pool, q, ldqkv, n, hp->n_heads, hd, pos0, w->inv_freq);
-        qr_rows_rope_half(s->pool, k, ldqkv, n, hp->n_kv_heads, hd, pos0, w->inv_freq);
-        /* past_key_value.update(k, v); attn = softmax(q·kᵀ/√hd + causal/window mask)·v, kv heads repeated */
-        qr_kv_store(&s->kv[l], pos0, n, k, ldqkv, v, ldqkv);
-        qr_attn_causal(&shape, &s->kv[l], pos0, n, q, ldqkv, s->att, q_dim, s->attn_scratch, s->pool);
+        /* q, k = apply_rotary_pos_emb(q, k, cos, sin), each sequence's rows at its own positions */
+        qr_lm_rope(s, r, q, ldqkv, hp->n_heads, hd, w->inv_freq);
+        qr_lm_rope(s, r, k, ldqkv, hp->n_kv_heads, hd, w->inv_freq);
+        /* past_key_value.update(k, v); attn = softmax(q·kᵀ/√hd + causal/window mask)·v, kv heads repeated;
+         * each sequence over its own cache */
+        qr_lm_attend(s, r, l, &shape, q, k, v, ldqkv, s->att, q_dim);
         /* x = x + o_proj(attn) */
         TRY(qr_linear(s, QR_X_NORMED, &L->wo, NULL, n, s->att, q_dim, s->xb, d));
         qr_rows_add(s->pool, s->x, s->xb, n * d);
@@ -181,10 +181,10 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const int32_t *ids
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }
 
-    /* logits = lm_head(norm(x)), for every token or only the last */
-    size_t first = all_logits ? 0 : n - 1;
-    for (size_t i = first; i < n; i++) qr_rmsnorm(s->xb + i * d, s->x + i * d, w->out_norm, d, eps);
-    return qr_lm_logits(s, &w->output, NULL, n, d, hp->vocab, all_logits);
+    /* logits = lm_head(norm(x)), for every token or each sequence's last */
+    const size_t n_out = qr_lm_logit_count(r);
+    for (size_t i = 0; i < n_out; i++) qr_rmsnorm(s->xb + i * d, s->x + qr_lm_logit_row(r, i) * d, w->out_norm, d, eps);
+    return qr_lm_logits(s, &w->output, NULL, n_out, d, hp->vocab);
 }
 
 const qr_lm_family qr_family_llama = {

@@ -139,8 +139,9 @@ struct qr_kernels {
      * and marks its blocks one_stream (the AVX-512 two-term loop then reads them as one stream). Zero: a
      * decode's rows go out in chunks the threads claim in turn. */
     int decode_regions;
-    /* Non-zero: q8_int8 multiplies GEMM blocks (more than one X row in the product) from X in row groups
-     * (qr_block.xg), which qr_matmul then writes beside the rows quantize_x leaves. */
+    /* Non-zero: q8_int8 multiplies GEMM blocks (at least QR_XG_ROWS X rows in the product; fewer go
+     * through its row tiles) from X in row groups (qr_block.xg), which qr_matmul then writes beside the
+     * rows quantize_x leaves. */
     int x_groups;
     /* Quantize one X row of `cols` floats into kpad (multiple of 64, >= cols) bytes of this variant's
      * int8 encoding (signed, or signed + 128 for VNNI's unsigned operand; the padding encodes 0) and

@@ -100,7 +100,7 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
 
 /* ---- the product ---------------------------------------------------------------------------- */
 
-static const qr_matmul_opts default_opts = {NULL, QR_ACT_AUTO, NULL};
+static const qr_matmul_opts default_opts = {NULL, QR_ACT_AUTO, NULL, false};
 
 static size_t pad64(size_t cols)
 {
@@ -118,7 +118,7 @@ static int int8_terms(const qr_kernels *k, const qr_matrix *w, size_t n, const q
 {
     if (w->dtype != QM_DTYPE_Q8_ROW || w->cols > QR_INT8_MAX_COLS || opts->act == QR_ACT_F32) return 0;
     if (opts->act == QR_ACT_INT8) return 1;
-    if (opts->act == QR_ACT_AUTO && n == 1 && k) return k->auto_decode_terms;
+    if (opts->act == QR_ACT_AUTO && n == 1 && k && !opts->row_invariant) return k->auto_decode_terms;
     return 2;
 }
 
@@ -153,14 +153,15 @@ static size_t block_rows_of(const qr_matrix *w, int terms, size_t k_slice)
 
 /* The work buffer, from its first 64-byte boundary: `terms` int8 copies of X (n rows of pad64(cols)
  * bytes each), their scales (terms · n floats), for two terms a float block of n × block_rows per
- * thread that holds the second term's products before they are added to Y, and when X has more than
- * one row, each term once more in row groups (qr_kernels.h, QR_XG_OFFSET; n rounded up to QR_XG_ROWS)
- * for the variants that read them (sized whatever the variant: qr_matmul_work_size does not know it). */
+ * thread that holds the second term's products before they are added to Y, and when X has at least
+ * QR_XG_MIN_ROWS rows, each term once more in row groups (qr_kernels.h, QR_XG_OFFSET; n rounded up to
+ * QR_XG_ROWS) for the variants that read them (sized whatever the variant: qr_matmul_work_size does not
+ * know it). */
 typedef struct work_layout {
     size_t q_bytes;       /* one int8 copy of X */
     size_t scales_bytes;  /* all scales, rounded up to 64 */
     size_t temp_floats;   /* per thread */
-    size_t xg_bytes;      /* one copy of X in row groups; 0 for n = 1 */
+    size_t xg_bytes;      /* one copy of X in row groups; 0 below QR_XG_MIN_ROWS rows */
     size_t total;         /* including the 64 bytes of alignment slack; SIZE_MAX on overflow */
 } work_layout;
 
@@ -169,6 +170,14 @@ typedef struct work_layout {
  * of the row tiles' 4, so that a chunk is whole tiles. */
 #define QR_X2_CHUNK ((size_t)96)
 
+/* Fewer X rows than one row group go through the row tiles instead of the groups: a group's 16 lanes
+ * are computed whatever the rows, so 2..15 rows cost what 16 do, where the row tiles' cost grows with the
+ * rows. A batch's decode step has one row per sequence. qmap bench --parallel -p 8 -n 16 -r 3, 2 threads,
+ * Zen 4, aggregate tg of TinyLlama 1.1B Q8_ROW at 4 / 8 sequences, two rounds alternated at load 4:
+ * groups from 4 rows 19.0-19.4 / 35.8-37.3 tok/s, row tiles below 16 28.5-29.4 / 42.3-43.5; Llama 110M
+ * at 2 / 4 / 8 (load 9-10, one run each way) 22.7 / 44.0 / 76.8 in groups from 2 rows, 54.8 / 90.2 /
+ * 114.5 in row tiles. Int8 products are exact, so the path does not change a bit of Y. */
+#define QR_XG_MIN_ROWS QR_XG_ROWS
 static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int threads)
 {
     work_layout l = {0, 0, 0, 0, 0};
@@ -187,7 +196,7 @@ static work_layout layout_of(const qr_matrix *w, size_t n, int terms, int thread
     l.q_bytes = n * row;
     l.scales_bytes = pad64((size_t)terms * n * sizeof(float));
     l.temp_floats = (n < QR_X2_CHUNK ? n : QR_X2_CHUNK) * br;
-    l.xg_bytes = n > 1 ? (n + QR_XG_ROWS - 1) / QR_XG_ROWS * QR_XG_ROWS * row : 0;
+    l.xg_bytes = n >= QR_XG_MIN_ROWS ? (n + QR_XG_ROWS - 1) / QR_XG_ROWS * QR_XG_ROWS * row : 0;
     l.total = 64 + (size_t)terms * (l.q_bytes + l.xg_bytes) + l.scales_bytes +
               (size_t)threads * l.temp_floats * sizeof(float);
     return l;
@@ -265,7 +274,7 @@ typedef struct job {
     size_t temp_floats;
     size_t k;
     size_t ldy;
-    int decode;               /* n == 1 */
+    int decode;               /* n == 1, unless a row-invariant float product */
     int terms;                /* int8 terms of X: 0 (float X), 1 or 2 */
     size_t k_slice;           /* the variant's k_slice_bytes */
     size_t n;                 /* rows of X */
@@ -481,7 +490,9 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
     const qr_matrix *w0 = w[0];
     const int terms = int8_terms(k, w0, n, opts);
     int threads = thread_count(opts);
-    job jb = {.n_parts = count, .ldy = ldy, .k = w0->cols, .decode = n == 1, .terms = terms,
+    /* a float decode sums in its own order (qr_kernels.h); a row-invariant product keeps the GEMM's */
+    const bool decode = n == 1 && !(opts->row_invariant && terms == 0);
+    job jb = {.n_parts = count, .ldy = ldy, .k = w0->cols, .decode = decode, .terms = terms,
               .k_slice = k->k_slice_bytes};
     for (size_t p = 0; p < count; p++) {
         jb.parts[p] = (job_part){ .w = w[p], .y = y[p], .unit0 = jb.units,
@@ -534,7 +545,7 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
     jb.n = n;
     /* A decode on a table that asks for it: every thread its own run of W's rows (qr_pool_run_regions;
      * runtime/README.md, Threads, has the measurements). */
-    if (n == 1 && k->decode_regions && qr_pool_threads(pool) > 1) {
+    if (decode && k->decode_regions && qr_pool_threads(pool) > 1) {
         jb.one_stream = true;
         qr_pool_run_regions(pool, jb.units, product_range, &jb);
         return QM_OK;

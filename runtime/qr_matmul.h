@@ -5,7 +5,7 @@
  * X is n × cols float32 (n = 1 is the matrix-vector product of one decode step), Y is n × rows.
  *
  * Ownership: the caller owns every buffer. A call allocates nothing; the only scratch it needs (for
- * Q8_ROW with int8 activations: the int8 copies of X — with more than one X row, each also in groups of
+ * Q8_ROW with int8 activations: the int8 copies of X — with 16 X rows or more, each also in groups of
  * 16 rows for the AVX-512 GEMM — and, with two terms, a float block per thread) lives in the caller's
  * `work` buffer of qr_matmul_work_size() bytes, so a model sizes it once for its largest batch and
  * thread count. Y must not overlap W, X or the work buffer.
@@ -22,6 +22,7 @@
 #ifndef QR_MATMUL_H
 #define QR_MATMUL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,6 +88,10 @@ typedef struct qr_matmul_opts {
     qr_act act;              /* Q8_ROW only; QR_ACT_AUTO = 0 */
     const qr_kernels *kernels; /* the variant when a call passes k = NULL; NULL: qr_kernels_get() on every
                               * call (which reads QMAP_CPU each time). A session sets it once. */
+    bool row_invariant;      /* every row of X gives the bits it gives in a product of any other row count:
+                              * a one-row float product is summed as a GEMM's rows are (not in the decode
+                              * order), and QR_ACT_AUTO takes two int8 terms at n = 1 too. For a batch of
+                              * sequences (runtime/qr_model.h), whose row count is not a sequence's business */
 } qr_matmul_opts;
 
 /* The int8 terms a product of n rows of X by w runs with: 0 (float X: F32/F16 weights, QR_ACT_F32, rows
@@ -121,8 +126,8 @@ size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *o
  * (s_i/2)·Σ_c|W[r][c]| + 2⁻²²·|Y[i][r]|.
  * Determinism: the result does not depend on the thread count or on how X is split into calls, except
  * that a float product with n = 1 (decode) may be summed in another order than the rows of a product
- * with n > 1, so the last bits can differ between the two. Int8 products are also the same bits in
- * every kernel variant. */
+ * with n > 1, so the last bits can differ between the two (not with opts->row_invariant). Int8 products
+ * (one or two terms, decode or not) are the same bits at every n, and the same in every kernel variant. */
 qm_status qr_matmul(const qr_kernels *k, const qr_matrix *w, size_t n, const float *x, size_t ldx, float *y,
                     size_t ldy, void *work, size_t work_size, const qr_matmul_opts *opts);
 

@@ -351,6 +351,7 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
     if (!s) return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
     s->n_batch = p->n_batch;
     s->n_ctx = p->n_ctx;
+    s->n_seq = p->n_seq ? p->n_seq : 1;
     qm_status pst = qr_pool_new(p->threads, &s->pool, err);
     if (pst != QM_OK) {
         free(s);
@@ -360,10 +361,11 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
     s->mm.act = p->act;
     s->normed_prompt_act = p->one_term_prompts && p->act == QR_ACT_AUTO ? QR_ACT_INT8 : p->act;
     s->mm.kernels = qr_kernels_get();
+    s->mm.row_invariant = p->row_invariant;
     size_t nb = p->n_batch;
     size_t q_dim = (size_t)hp->n_heads * hp->head_dim, kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
     s->qkv_stride = q_dim + 2 * kv_dim;
-    s->n_logits_cap = p->logits_all ? nb : 1;
+    s->n_logits_cap = p->logits_all ? nb : s->n_seq;
     bool ok = true;
     s->x = alloc_floats(nb, hp->dim, &ok);
     s->xb = alloc_floats(nb, hp->dim > q_dim ? hp->dim : q_dim, &ok);
@@ -373,7 +375,8 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
     /* hb2 also holds a later column panel's product of the down projection (qr_linear_panels' tmp, n x dim) */
     s->hb2 = alloc_floats(nb, hp->ffn_dim > hp->dim ? hp->ffn_dim : hp->dim, &ok);
     s->logits = alloc_floats(s->n_logits_cap, hp->vocab, &ok);
-    s->kv = calloc(hp->n_layers ? hp->n_layers : 1, sizeof *s->kv);
+    const size_t n_kv = (size_t)s->n_seq * hp->n_layers;
+    s->kv = calloc(n_kv ? n_kv : 1, sizeof *s->kv);
     s->n_layers = s->kv ? hp->n_layers : 0;
     if (!ok || !s->kv) goto nomem;
 
@@ -389,7 +392,8 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
     if (work && posix_memalign(&s->work, 64, work) != 0) { s->work = NULL; goto nomem; }
 
     size_t scratch = 0;
-    for (uint32_t l = 0; l < hp->n_layers; l++) {
+    for (size_t i = 0; i < n_kv; i++) {
+        const uint32_t l = (uint32_t)(i % hp->n_layers);
         uint32_t win = hp->window ? hp->window[l] : 0;
         uint32_t cap = qr_kv_capacity(p->n_ctx, win, p->n_batch);
         size_t bytes = qr_kv_bytes(p->kv_type, hp->n_kv_heads, hp->head_dim, cap);
@@ -400,8 +404,8 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
         /* zeroed, so a bug that read an unwritten slot would read zeros rather than garbage */
         memset(k, 0, bytes);
         memset(v, 0, bytes);
-        qr_kv_layer_init(&s->kv[l], p->kv_type, hp->n_kv_heads, hp->head_dim, cap, win, k, v);
-        size_t sc = qr_attn_scratch_floats(&s->kv[l], qr_pool_threads(s->pool));
+        qr_kv_layer_init(&s->kv[i], p->kv_type, hp->n_kv_heads, hp->head_dim, cap, win, k, v);
+        size_t sc = qr_attn_scratch_floats(&s->kv[i], qr_pool_threads(s->pool));
         if (sc > scratch) scratch = sc;
     }
     s->attn_scratch = alloc_floats(scratch ? scratch : 1, 1, &ok);
@@ -413,14 +417,18 @@ nomem:
         /* kv layers not yet initialised have NULL pointers: free(NULL) is fine */
         qr_lm_state_free(s);
         return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET,
-                       "cannot allocate the session's buffers (n_ctx %u, n_batch %u); try a smaller -c or -b",
-                       p->n_ctx, p->n_batch);
+                       "cannot allocate the buffers of %u sequence(s) (n_ctx %u, n_batch %u); try a smaller -c or -b",
+                       s->n_seq, p->n_ctx, p->n_batch);
     }
 }
 
-void qr_lm_count_attention(qr_lm_state *s, uint32_t pos0, size_t n)
+void qr_lm_count_attention(qr_lm_state *s, const qr_lm_rows *r)
 {
-    for (uint32_t l = 0; l < s->n_layers; l++) s->kv_bytes += qr_kv_attended_bytes(&s->kv[l], pos0, n);
+    for (size_t i = 0; i < r->n_spans; i++) {
+        const qr_lm_span *sp = &r->spans[i];
+        for (uint32_t l = 0; l < s->n_layers; l++)
+            s->kv_bytes += qr_kv_attended_bytes(qr_lm_kv(s, sp->seq, l), sp->pos0, sp->n);
+    }
 }
 
 void qr_lm_state_free(qr_lm_state *s)
@@ -436,9 +444,9 @@ void qr_lm_state_free(qr_lm_state *s)
     free(s->work);
     free(s->attn_scratch);
     if (s->kv)
-        for (uint32_t l = 0; l < s->n_layers; l++) {  /* layers not reached by a failed new are zeroed */
-            free(s->kv[l].k);
-            free(s->kv[l].v);
+        for (size_t i = 0; i < (size_t)s->n_seq * s->n_layers; i++) {  /* those a failed new did not reach are zeroed */
+            free(s->kv[i].k);
+            free(s->kv[i].v);
         }
     free(s->kv);
     qr_pool_free(s->pool);
@@ -458,6 +466,43 @@ void qr_add_position_rows(const qr_matrix *pos, uint32_t pos0, size_t n, float *
         qr_matrix_row_f32(pos, (size_t)pos0 + i, tmp);
         qr_add(x + i * ldx, tmp, pos->cols);
     }
+}
+
+void qr_lm_add_positions(qr_lm_state *s, const qr_lm_rows *r, const qr_matrix *pos, float *x, size_t ldx)
+{
+    for (size_t i = 0; i < r->n_spans; i++) {
+        const qr_lm_span *sp = &r->spans[i];
+        qr_add_position_rows(pos, sp->pos0, sp->n, x + sp->row0 * ldx, ldx, s->xb);
+    }
+}
+
+void qr_lm_rope(qr_lm_state *s, const qr_lm_rows *r, float *x, size_t ldx, size_t n_heads, size_t head_dim,
+                const float *inv_freq)
+{
+    for (size_t i = 0; i < r->n_spans; i++) {
+        const qr_lm_span *sp = &r->spans[i];
+        qr_rows_rope_half(s->pool, x + sp->row0 * ldx, ldx, sp->n, n_heads, head_dim, sp->pos0, inv_freq);
+    }
+}
+
+void qr_lm_attend(qr_lm_state *s, const qr_lm_rows *r, uint32_t l, const qr_attn_shape *shape, const float *q,
+                  const float *k, const float *v, size_t ldqkv, float *out, size_t ldo)
+{
+    for (size_t i = 0; i < r->n_spans; i++) {
+        const qr_lm_span *sp = &r->spans[i];
+        qr_kv_layer *kv = qr_lm_kv(s, sp->seq, l);
+        const size_t o = sp->row0 * ldqkv;
+        qr_kv_store(kv, sp->pos0, sp->n, k + o, ldqkv, v + o, ldqkv);
+        qr_attn_causal(shape, kv, sp->pos0, sp->n, q + o, ldqkv, out + sp->row0 * ldo, ldo, s->attn_scratch, s->pool);
+    }
+}
+
+size_t qr_lm_logit_count(const qr_lm_rows *r) { return r->all_logits ? r->n : r->n_spans; }
+
+size_t qr_lm_logit_row(const qr_lm_rows *r, size_t i)
+{
+    if (r->all_logits) return i;
+    return r->spans[i].row0 + r->spans[i].n - 1;
 }
 
 /* The options of a product of n rows of this kind: the session's, or its one-term prompt mode. */
@@ -516,10 +561,9 @@ qm_status qr_linear_many(qr_lm_state *s, qr_x_kind kind, const qr_matrix *const 
 }
 
 qm_status qr_lm_logits(qr_lm_state *s, const qr_matrix *head, const float *head_bias, size_t n, size_t dim,
-                       size_t vocab, bool all_logits)
+                       size_t vocab)
 {
-    if (all_logits) return qr_linear(s, QR_X_FLOAT, head, head_bias, n, s->xb, dim, s->logits, vocab);
-    return qr_linear(s, QR_X_FLOAT, head, head_bias, 1, s->xb + (n - 1) * dim, dim, s->logits, vocab);
+    return qr_linear(s, QR_X_FLOAT, head, head_bias, n, s->xb, dim, s->logits, vocab);
 }
 
 /* ---- the family table ------------------------------------------------------------------------------ */

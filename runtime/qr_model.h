@@ -101,10 +101,33 @@ typedef enum qr_x_kind {
     QR_X_FLOAT,   /* the session's act as given (float-X accuracy unless the caller chose otherwise) */
 } qr_x_kind;
 
-/* Buffers of one session, sized once. Rows are tokens of one batch (<= n_batch). */
+/* One sequence's part of a forward pass: rows row0 .. row0+n-1 of the pass are its tokens at positions
+ * pos0 .. pos0+n-1, their keys and values going into KV slot `seq` (whose cache holds every earlier
+ * position of that sequence). */
+typedef struct qr_lm_span {
+    uint32_t seq;            /* KV slot, < the state's n_seq */
+    uint32_t pos0;
+    size_t row0, n;          /* n >= 1 */
+} qr_lm_span;
+
+/* The rows of one forward pass: the tokens of one or more sequences (a session's chunk is one span; a
+ * batch has a span per sequence it advances), each sequence's rows contiguous, spans in row order
+ * covering rows 0 .. n-1, at most one span per slot. Every weight product runs once over all n rows;
+ * positions, the cache and attention go span by span. */
+typedef struct qr_lm_rows {
+    const int32_t *ids;      /* [n] the token of every row */
+    size_t n;                /* 1 .. the state's n_batch */
+    const qr_lm_span *spans; /* [n_spans] */
+    size_t n_spans;          /* 1 .. the state's n_seq */
+    bool all_logits;         /* logits of every row (s->logits row i = row i; needs logits_all), else of each
+                              * span's last row (s->logits row k = span k) */
+} qr_lm_rows;
+
+/* Buffers of one session or batch, sized once. Rows are tokens of one forward pass (<= n_batch). */
 typedef struct qr_lm_state {
     uint32_t n_batch;        /* most tokens per forward call */
-    uint32_t n_ctx;          /* positions the cache holds */
+    uint32_t n_ctx;          /* positions each slot's cache holds */
+    uint32_t n_seq;          /* KV slots (sequences) */
     qr_pool *pool;           /* the session's threads (owned), started once */
     qr_matmul_opts mm;       /* the pool, activation mode and kernel variant (chosen once) of every product */
     qr_act normed_prompt_act; /* act of a QR_X_NORMED product of n > 1 rows: QR_ACT_INT8 with
@@ -119,17 +142,25 @@ typedef struct qr_lm_state {
     float *att;              /* [n_batch][n_heads*head_dim] attention output */
     float *hb;               /* [n_batch][ffn_dim] feed-forward hidden */
     float *hb2;              /* [n_batch][max(ffn_dim, dim)] the second hidden, or a panel's product */
-    float *logits;           /* [n_logits_cap][vocab] */
+    float *logits;           /* [n_logits_cap][vocab]: the rows qr_lm_rows.all_logits says */
     size_t n_logits_cap;
     void *work;              /* matmul scratch, work_size bytes */
     size_t work_size;
     float *attn_scratch;
-    qr_kv_layer *kv;         /* [n_layers] */
+    qr_kv_layer *kv;         /* [n_seq][n_layers]: qr_lm_kv */
     uint32_t n_layers;
 } qr_lm_state;
 
+/* Layer l of slot seq's cache. */
+static inline qr_kv_layer *qr_lm_kv(const qr_lm_state *s, uint32_t seq, uint32_t l)
+{
+    return &s->kv[(size_t)seq * s->n_layers + l];
+}
+
 typedef struct qr_lm_state_params {
     uint32_t n_ctx, n_batch;
+    uint32_t n_seq;          /* KV slots; 0 counts as 1 */
+    bool row_invariant;      /* a row's logits do not depend on the pass's other rows (qr_matmul_opts) */
     int threads;             /* the pool's size (<= 0: one per CPU this process may use) */
     qr_act act;
     bool one_term_prompts;   /* with act = QR_ACT_AUTO: QR_X_NORMED products of a prompt in one int8 term */
@@ -137,14 +168,15 @@ typedef struct qr_lm_state_params {
     bool logits_all;
 } qr_lm_state_params;
 
-/* Allocate every buffer of a session for hyperparameters hp; `mats` are the model's matrices (the work
- * buffer is sized for the largest product). QM_ERR_NOMEM / QM_ERR_OVERFLOW if it does not fit. */
+/* Allocate every buffer of a session (or a batch: n_seq slots) for hyperparameters hp; `mats` are the
+ * model's matrices (the work buffer is sized for the largest product). QM_ERR_NOMEM / QM_ERR_OVERFLOW if
+ * it does not fit. */
 qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t n_mats,
                           const qr_lm_state_params *p, qr_lm_state **out, qm_error *err);
 void qr_lm_state_free(qr_lm_state *s);
-/* Count in s->kv_bytes what the causal attention of a forward pass over positions pos0 .. pos0+n-1 read
- * from every layer's cache (qr_kv_attended_bytes); the caller calls it once per forward call. */
-void qr_lm_count_attention(qr_lm_state *s, uint32_t pos0, size_t n);
+/* Count in s->kv_bytes what the causal attention of a forward pass over these rows read from every
+ * layer's cache (qr_kv_attended_bytes, span by span); the caller calls it once per forward call. */
+void qr_lm_count_attention(qr_lm_state *s, const qr_lm_rows *r);
 
 /* A decoder-LM family. */
 typedef struct qr_lm_family {
@@ -153,11 +185,8 @@ typedef struct qr_lm_family {
      * to *weights). */
     qm_status (*load)(qr_loader *ld, void **weights, qr_lm_hparams *hp);
     void (*free)(void *weights);
-    /* Run n tokens (1 <= n <= s->n_batch) at positions pos0..pos0+n-1, with the cache holding every
-     * earlier position. Logits: of every token into s->logits rows 0..n-1 when all_logits, else of the
-     * last token into row 0. Allocates nothing. */
-    qm_status (*forward)(const void *weights, qr_lm_state *s, const int32_t *ids, size_t n, uint32_t pos0,
-                         bool all_logits);
+    /* Run the rows r describes (their logits into s->logits as r->all_logits says). Allocates nothing. */
+    qm_status (*forward)(const void *weights, qr_lm_state *s, const qr_lm_rows *r);
     /* Whether the output head is the token embedding (for the bytes-per-token count). */
     bool (*tied_output)(const void *weights);
 } qr_lm_family;
@@ -174,6 +203,19 @@ extern const qr_lm_family qr_family_gpt2, qr_family_gpt_neo, qr_family_llama;
 void qr_embed_rows(const qr_matrix *embd, const int32_t *ids, size_t n, float *x, size_t ldx);
 /* x[i] += row (pos0 + i) of a position table. */
 void qr_add_position_rows(const qr_matrix *pos, uint32_t pos0, size_t n, float *x, size_t ldx, float *tmp);
+/* Every row's position-table row added, each span from its own pos0 (s->xb is the scratch row: x must
+ * not be s->xb). */
+void qr_lm_add_positions(qr_lm_state *s, const qr_lm_rows *r, const qr_matrix *pos, float *x, size_t ldx);
+/* Rotary positions (qr_rows_rope_half) of every row's first n_heads heads, each span from its own pos0. */
+void qr_lm_rope(qr_lm_state *s, const qr_lm_rows *r, float *x, size_t ldx, size_t n_heads, size_t head_dim,
+                const float *inv_freq);
+/* Layer l's attention for every span: its K and V rows into its slot's cache, then its query rows
+ * against that cache (qr_attn_causal), out row i of the pass at out + i·ldo. */
+void qr_lm_attend(qr_lm_state *s, const qr_lm_rows *r, uint32_t l, const qr_attn_shape *shape, const float *q,
+                  const float *k, const float *v, size_t ldqkv, float *out, size_t ldo);
+/* Rows whose logits the pass computes (qr_lm_rows.all_logits), and the pass's row of logits row i. */
+size_t qr_lm_logit_count(const qr_lm_rows *r);
+size_t qr_lm_logit_row(const qr_lm_rows *r, size_t i);
 /* y = x·Wᵀ (+ b) for n rows, with the session's threads, work buffer and the activation mode for rows of
  * this kind (qr_x_kind); the multiply-adds are added to the session's counters. */
 qm_status qr_linear(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t n, const float *x,
@@ -187,9 +229,9 @@ qm_status qr_linear_panels(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, c
  * product where they can be (qr_matmul_many: q/k/v, gate/up); b may be NULL, or hold NULL entries. */
 qm_status qr_linear_many(qr_lm_state *s, qr_x_kind kind, const qr_matrix *const *w, const float *const *b, size_t count, size_t n,
                          const float *x, size_t ldx, float *const *y, size_t ldy);
-/* Logits of the final normed rows xb: every row or only the last, per all_logits (QR_X_FLOAT: the head's
- * rounding would land in the logits). */
+/* s->logits rows 0 .. n-1 = the head over the final normed rows xb 0 .. n-1 (the family norms the rows
+ * qr_lm_logit_row names into them; QR_X_FLOAT: the head's rounding would land in the logits). */
 qm_status qr_lm_logits(qr_lm_state *s, const qr_matrix *head, const float *head_bias, size_t n, size_t dim,
-                       size_t vocab, bool all_logits);
+                       size_t vocab);
 
 #endif /* QR_MODEL_H */

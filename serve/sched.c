@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "batch_shim.h"
 #include "sched.h"
 
 /* Published output: text[0 .. emitted) cut into pieces; tokens[] the records of every sampled token. */

@@ -14,6 +14,7 @@
  *   - QR_ACT_AUTO with one X row follows the variant's auto_decode_terms: the bits of QR_ACT_F32 when it
  *     is 0 and of QR_ACT_INT8X2 when it is 2 (in every variant, each table copied with either value);
  *     with 3 rows, two terms whatever it says; the work size for one row is enough for either.
+ *   - opts.row_invariant: a row's bits do not depend on the row count of its product (test_row_invariant).
  *   - Argument errors (count 0 or above QR_MATMUL_MAX_PARTS, a NULL matrix or Y, ldy below a part's
  *     rows, a work buffer too small for any part) return QM_ERR_INVALID_ARGUMENT and write no Y.
  * PRNG: splitmix64 (tu_rng) with fixed seeds. */
@@ -136,7 +137,7 @@ static void check_group(const qr_kernels *k, qm_dtype dtype, const size_t *rows,
         for (size_t i = 0; i < n * cols; i++) x[i] = sym(&s);
         for (int ai = 0; ai < (dtype == QM_DTYPE_Q8_ROW ? 4 : 1); ai++)
             for (int threads = 1; threads <= 3; threads++) {
-                const qr_matmul_opts o = { pools_get(threads), acts[ai], NULL };
+                const qr_matmul_opts o = { pools_get(threads), acts[ai], NULL, false };
                 size_t ws = 0;
                 for (size_t p = 0; p < count; p++) {
                     size_t need = qr_matmul_work_size(w[p], n, &o);
@@ -214,7 +215,7 @@ static void test_mixed(void **state)
     float x[5 * 160];
     for (size_t i = 0; i < 5 * 160; i++) x[i] = sym(&s);
     for (int threads = 1; threads <= 2; threads++) {
-        const qr_matmul_opts o = { pools_get(threads), QR_ACT_AUTO, NULL };
+        const qr_matmul_opts o = { pools_get(threads), QR_ACT_AUTO, NULL, false };
         const size_t ws = qr_matmul_work_size(&c.m, n, &o) + qr_matmul_work_size(&b.m, n, &o);
         void *work = malloc(ws);
         float *y = guarded(n * 64), *ya = guarded(n * 40), *yb = guarded(n * 24);
@@ -250,7 +251,7 @@ static void test_errors(void **state)
     const size_t n = 3, ldy = 80;
     float x[3 * 128] = { 0 };
     float *y = guarded(n * ldy), *yp[5] = { y, y + 32, y, y + 32, y };
-    const qr_matmul_opts o = { NULL, QR_ACT_AUTO, NULL };
+    const qr_matmul_opts o = { NULL, QR_ACT_AUTO, NULL, false };
     const size_t ws = qr_matmul_work_size(&b.m, n, &o);
     void *work = malloc(ws);
     expect_untouched("count 0", qr_matmul_many(NULL, w, 0, n, x, 64, yp, ldy, work, ws, &o), y, n * ldy);
@@ -297,7 +298,7 @@ static void test_opts_kernels(void **state)
     assert_int_equal(qr_matvec(last, &a.m, x, y1, NULL, 0, NULL), QM_OK);
     if (memcmp(y0, y1, sizeof y0) == 0) fail_msg("%s and %s sum this F32 decode to the same bits: pick another case",
                                                  qr_kernels_name(first), qr_kernels_name(last));
-    const qr_matmul_opts o = { NULL, QR_ACT_AUTO, first };
+    const qr_matmul_opts o = { NULL, QR_ACT_AUTO, first, false };
     assert_int_equal(qr_matvec(NULL, &a.m, x, yo, NULL, 0, &o), QM_OK);
     assert_memory_equal(yo, y0, sizeof y0);
     free(x);
@@ -316,8 +317,8 @@ static void test_auto_decode_terms(void **state)
     uint64_t s = 22;
     float x[N * COLS], want[N * ROWS], got[N * ROWS], other[N * ROWS];
     for (size_t i = 0; i < N * COLS; i++) x[i] = sym(&s);
-    const qr_matmul_opts auto_o = { NULL, QR_ACT_AUTO, NULL }, f32_o = { NULL, QR_ACT_F32, NULL };
-    const qr_matmul_opts x2_o = { NULL, QR_ACT_INT8X2, NULL };
+    const qr_matmul_opts auto_o = { NULL, QR_ACT_AUTO, NULL, false }, f32_o = { NULL, QR_ACT_F32, NULL, false };
+    const qr_matmul_opts x2_o = { NULL, QR_ACT_INT8X2, NULL, false };
     const size_t ws = qr_matmul_work_size(&a.m, 1, &auto_o), ws3 = qr_matmul_work_size(&a.m, N, &auto_o);
     assert_true(ws >= qr_matmul_work_size(&a.m, 1, &x2_o) && ws3 >= ws);
     void *work = aligned_alloc(64, (ws3 + 63) / 64 * 64);
@@ -345,6 +346,62 @@ static void test_auto_decode_terms(void **state)
     mat_free(&a);
 }
 
+/* opts.row_invariant: every row of X gives the bits it gives in a product of any other row count, on
+ * every variant, thread count and dtype (a batch of sequences: runtime/qr_model.h). Rows 0..N-1 of one
+ * product of N rows against the same rows as products of 1, 2 and 15 rows (1: the decode's row count, 15:
+ * below the AVX-512 row groups, N = 20: in them), for F32, F16 and Q8_ROW with QR_ACT_AUTO, QR_ACT_F32,
+ * QR_ACT_INT8 and QR_ACT_INT8X2. Without the flag an F32 row alone is seen to differ (the check can fail). */
+static void test_row_invariant(void **state)
+{
+    (void)state;
+    const qr_kernels *ks[3];
+    size_t nv = variants(ks);
+    enum { ROWS = 96, COLS = 1000, N = 20 };
+    static const qm_dtype dtypes[3] = { QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW };
+    static const qr_act acts[4] = { QR_ACT_AUTO, QR_ACT_F32, QR_ACT_INT8, QR_ACT_INT8X2 };
+    static const size_t pieces[3] = { 1, 2, 15 };
+    uint64_t s = 31;
+    float *x = malloc(N * COLS * sizeof *x), *all = malloc(N * ROWS * sizeof *all), *part = malloc(N * ROWS * sizeof *part);
+    assert_true(x && all && part);
+    for (size_t i = 0; i < N * COLS; i++) x[i] = sym(&s);
+    bool seen_differ = false;
+    for (int d = 0; d < 3; d++) {
+        mat a = mat_new(dtypes[d], ROWS, COLS, 40 + (uint64_t)d);
+        for (int ai = 0; ai < (dtypes[d] == QM_DTYPE_Q8_ROW ? 4 : 1); ai++)
+            for (int threads = 1; threads <= 2; threads++) {
+                qr_matmul_opts o = { pools_get(threads), acts[ai], NULL, true };
+                const size_t ws = qr_matmul_work_size(&a.m, N, &o);
+                void *work = ws ? aligned_alloc(64, (ws + 63) / 64 * 64) : NULL;
+                for (size_t v = 0; v < nv; v++) {
+                    assert_int_equal(qr_matmul(ks[v], &a.m, N, x, COLS, all, ROWS, work, ws, &o), QM_OK);
+                    for (int pi = 0; pi < 3; pi++) {
+                        for (size_t i0 = 0; i0 < N; i0 += pieces[pi]) {
+                            const size_t n = N - i0 < pieces[pi] ? N - i0 : pieces[pi];
+                            assert_int_equal(qr_matmul(ks[v], &a.m, n, x + i0 * COLS, COLS, part + i0 * ROWS, ROWS,
+                                                       work, ws, &o), QM_OK);
+                        }
+                        if (memcmp(all, part, N * ROWS * sizeof *all) != 0)
+                            fail_msg("%s, dtype %d, act %d, %d thread(s): rows in products of %zu rows differ from "
+                                     "one product of %d", qr_kernels_name(ks[v]), (int)dtypes[d], (int)acts[ai],
+                                     threads, pieces[pi], N);
+                    }
+                    if (dtypes[d] == QM_DTYPE_F32) {   /* the flag matters: a lone F32 row in the decode order */
+                        o.row_invariant = false;
+                        assert_int_equal(qr_matmul(ks[v], &a.m, 1, x, COLS, part, ROWS, work, ws, &o), QM_OK);
+                        seen_differ = seen_differ || memcmp(all, part, ROWS * sizeof *all) != 0;
+                        o.row_invariant = true;
+                    }
+                }
+                free(work);
+            }
+        mat_free(&a);
+    }
+    if (!seen_differ) printf("(no variant sums a lone F32 row in another order here: the flag is not seen to matter)\n");
+    free(x);
+    free(all);
+    free(part);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_opts_kernels),
         cmocka_unit_test(test_auto_decode_terms),
+        cmocka_unit_test(test_row_invariant),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }
