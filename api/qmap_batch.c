@@ -28,6 +28,7 @@ struct qmap_batch {
 
 void qmap_batch_params_default(qmap_batch_params *p)
 {
+    if (!p) return;
     memset(p, 0, sizeof *p);
     p->kv_type = QMAP_KV_F16;
     p->act = QMAP_ACT_AUTO;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define QMAP_EXPERIMENTAL
 #include "qmap.h"
 
 static int g_failed;
@@ -200,6 +201,80 @@ static void sampler_calls(void)
     qmap_sampler_free(NULL);
 }
 
+static void batch_calls(qmap_model *lm, qmap_model *mlp)
+{
+    qmap_error e;
+    qmap_batch *b = NULL;
+    qmap_batch_params bp;
+    qmap_batch_params_default(NULL);
+    qmap_batch_params_default(&bp);
+    EXPECT_INVALID(qmap_batch_new(NULL, &bp, &b, &e));
+    EXPECT_INVALID(qmap_batch_new(lm, &bp, NULL, &e));
+    EXPECT_INVALID(qmap_batch_new(mlp, &bp, &b, &e));               /* not an LM */
+    EXPECT_TRUE(qmap_batch_new(lm, NULL, &b, NULL) == QMAP_OK && b);  /* NULL params: defaults */
+    int32_t id = 1;
+    qmap_batch_item it = { 0, &id, 1 }, no_ids = { 0, NULL, 1 };
+    EXPECT_INVALID(qmap_batch_eval(NULL, &it, 1, &e));
+    EXPECT_INVALID(qmap_batch_eval(b, NULL, 1, &e));
+    EXPECT_INVALID(qmap_batch_eval(b, &no_ids, 1, &e));
+    EXPECT_TRUE(qmap_batch_logits(NULL, 0) == NULL);
+    EXPECT_TRUE(qmap_batch_logits(b, 0) == NULL);                    /* nothing evaluated yet */
+    EXPECT_TRUE(qmap_batch_pos(NULL, 0) == 0);
+    EXPECT_TRUE(qmap_batch_n_seq(NULL) == 0);
+    qmap_batch_reset(NULL, 0);
+    qmap_batch_free(b);
+    qmap_batch_free(NULL);
+}
+
+static void container_calls(const char *path)
+{
+    qmap_error e;
+    qmap_container *c = NULL;
+    EXPECT_INVALID(qmap_container_open(NULL, &c, &e));
+    EXPECT_INVALID(qmap_container_open(path, NULL, &e));
+    EXPECT_TRUE(qmap_container_open(path, &c, NULL) == QMAP_OK && c);
+    qmap_container_info ci;
+    qmap_container_get_info(NULL, &ci);
+    qmap_container_get_info(c, NULL);
+    qmap_meta_entry me;
+    qmap_tensor_info ti;
+    EXPECT_INVALID(qmap_container_meta(NULL, 0, &me, &e));
+    EXPECT_INVALID(qmap_container_meta(c, 0, NULL, &e));
+    EXPECT_INVALID(qmap_container_find_meta(NULL, "general.architecture", &me, &e));
+    EXPECT_INVALID(qmap_container_find_meta(c, NULL, &me, &e));
+    EXPECT_INVALID(qmap_container_find_meta(c, "general.architecture", NULL, &e));
+    uint32_t u;
+    EXPECT_INVALID(qmap_meta_array_get(NULL, 0, &u, &e));
+    const char *str;
+    size_t len;
+    EXPECT_INVALID(qmap_meta_array_string(NULL, &me, 0, &str, &len, &e));
+    EXPECT_INVALID(qmap_meta_array_string(c, NULL, 0, &str, &len, &e));
+    EXPECT_INVALID(qmap_container_tensor(NULL, 0, &ti, &e));
+    EXPECT_INVALID(qmap_container_tensor(c, 0, NULL, &e));
+    EXPECT_INVALID(qmap_container_find_tensor(NULL, "output.weight", &ti, &e));
+    EXPECT_INVALID(qmap_container_find_tensor(c, NULL, &ti, &e));
+    EXPECT_INVALID(qmap_container_find_tensor(c, "output.weight", NULL, &e));
+    EXPECT_INVALID(qmap_container_verify(NULL, 1, false, NULL, &e));
+    qmap_container_close(c);
+    qmap_container_close(NULL);
+}
+
+static void writer_calls(const char *path)
+{
+    qmap_error e;
+    qmap_convert_params_default(NULL);
+    qmap_quantize_params_default(NULL);
+    const char *src[1] = { path };
+    EXPECT_INVALID(qmap_convert(NULL, 1, "/nonexistent/x.qmap", NULL, NULL, NULL, NULL, &e));
+    EXPECT_INVALID(qmap_convert(src, 1, NULL, NULL, NULL, NULL, NULL, &e));
+    EXPECT_INVALID(qmap_quantize(NULL, "/nonexistent/x.qmap", NULL, NULL, NULL, NULL, &e));
+    EXPECT_INVALID(qmap_quantize(path, NULL, NULL, NULL, NULL, NULL, &e));
+    size_t len = 1;
+    EXPECT_TRUE(qmap_model_chat_template(NULL, &len) == NULL);
+    /* NULL message: the default one (its comment); the handler only acts on a SIGBUS */
+    EXPECT_TRUE(qmap_exit_on_mapped_file_change(NULL, 1) == QMAP_OK);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -213,6 +288,9 @@ int main(int argc, char **argv)
     classifier_calls(mlp);
     translator_calls(s2s);
     sampler_calls();
+    batch_calls(lm, mlp);
+    container_calls(argv[1]);
+    writer_calls(argv[1]);
     qmap_model_close(lm);
     qmap_model_close(mlp);
     qmap_model_close(s2s);
