@@ -165,10 +165,10 @@ def test_openai_client(a, srv, model):
     ref = qmap_run(a, model, PROMPT, 24)["text"]
     chat_ref = qmap_run(a, model, chatml([{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}]), 24)["text"]
     check(out["models"] == [os.path.basename(model)], "openai client: models.list names the container")
-    check(out["completion"]["text"] == ref, "openai client: completion = qmap run greedy")
+    check(out["completion"]["text"] == ref, "openai client: completion = qmap run --act precise greedy")
     check(out["completion"]["usage"]["completion_tokens"] == 24 and out["completion"]["finish_reason"] == "length",
           "openai client: completion usage and finish_reason")
-    check(out["completion_stream"]["text"] == ref, "openai client: streamed completion = qmap run greedy")
+    check(out["completion_stream"]["text"] == ref, "openai client: streamed completion = qmap run --act precise greedy")
     check(out["completion_stream"]["events"] >= 2, "openai client: the completion streams in several events")
     check(out["chat"]["text"] == chat_ref and out["chat"]["role"] == "assistant", "openai client: chat = qmap run on the chatml prompt")
     check(out["chat_stream"]["text"] == chat_ref and out["chat_stream"]["role"] == "assistant",
