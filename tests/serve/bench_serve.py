@@ -2,8 +2,10 @@
 """qmap serve throughput (a benchmark, not a test): for each --parallel P, P streaming clients each generate
 --tokens tokens greedily at once; prints aggregate and per-stream tokens/s, time to first token and the
 longest gap between two tokens of a stream. Then one long prompt arriving while P-1 streams decode: its
-time to first token beside its time alone, and the others' longest gap meanwhile.
-usage: bench_serve.py --qmap build/qmap --model M.qmap [--parallel 1,4,8] [--tokens 64] [-t THREADS]"""
+time to first token beside its time alone, and the others' longest gap meanwhile. The host may be shared:
+each figure is printed with the 1-minute load average read as it was measured.
+usage: bench_serve.py --qmap build/qmap --model M.qmap [--parallel 1,4,8] [--tokens 64] [-t THREADS]
+                      [--chunk N] [--long-tokens 512]"""
 import argparse
 import http.client
 import json
@@ -14,9 +16,16 @@ import threading
 import time
 
 
+def load_avg():
+    with open("/proc/loadavg") as f:
+        return f"load {f.read().split()[0]}"
+
+
 def start(a, p):
-    proc = subprocess.Popen([a.qmap, "serve", a.model, "--port", "0", "--parallel", str(p), "-t", str(a.threads), "-q"],
-                            stdout=subprocess.PIPE, text=True)
+    cmd = [a.qmap, "serve", a.model, "--port", "0", "--parallel", str(p), "-t", str(a.threads), "-q"]
+    if a.chunk:
+        cmd += ["--chunk", str(a.chunk)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     port = int(re.search(r":(\d+) ", proc.stdout.readline()).group(1))
     return proc, port
 
@@ -59,16 +68,22 @@ def run_parallel(a, p):
     total = sum(o["tokens"] for o in out)
     per = sum(o["tokens"] / (o["end"] - o["start"]) for o in out) / len(out)
     print(f"parallel {p}: {total} tokens in {wall:.2f} s: aggregate {total / wall:.1f} tok/s, per stream {per:.1f} tok/s, "
-          f"TTFT max {max(o['ttft'] for o in out) * 1e3:.0f} ms, longest gap {max(o['max_gap'] for o in out) * 1e3:.0f} ms")
+          f"TTFT max {max(o['ttft'] for o in out) * 1e3:.0f} ms, longest gap {max(o['max_gap'] for o in out) * 1e3:.0f} ms "
+          f"({load_avg()})", flush=True)
     proc.send_signal(signal.SIGTERM)
     proc.wait()
 
 
 def run_long_prompt(a, p):
     proc, port = start(a, p)
-    long_prompt = "And God said, Let there be light: and there was light. " * a.long_repeat
+    text = "And God said, Let there be light: and there was light. " * (a.long_tokens // 4)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c.request("POST", "/tokenize", json.dumps({"content": text, "add_special": True}), {"Content-Type": "application/json"})
+    long_prompt = json.loads(c.getresponse().read())["tokens"][:a.long_tokens]
+    c.close()
     alone = []
     stream(port, long_prompt, 4, alone)
+    alone_load = load_avg()
     out = []
     busy = [threading.Thread(target=stream, args=(port, "In the beginning", a.tokens * 4, out)) for _ in range(p - 1)]
     for t in busy:
@@ -80,8 +95,9 @@ def run_long_prompt(a, p):
         t.join()
     lo, hi = late[0]["start"], late[0]["start"] + (late[0]["ttft"] or 0)
     during = [b - x for o in out for x, b in zip(o["times"], o["times"][1:]) if x <= hi and b >= lo]
-    print(f"long prompt ({a.long_repeat * 13} words) with {p - 1} streams decoding: TTFT {late[0]['ttft'] * 1e3:.0f} ms "
-          f"(alone {alone[0]['ttft'] * 1e3:.0f} ms); the others' longest gap meanwhile {max(during or [0]) * 1e3:.0f} ms")
+    print(f"long prompt ({len(long_prompt)} tokens) with {p - 1} streams decoding: TTFT {late[0]['ttft'] * 1e3:.0f} ms "
+          f"({load_avg()}; alone {alone[0]['ttft'] * 1e3:.0f} ms, {alone_load}); the others' longest gap meanwhile "
+          f"{max(during or [0]) * 1e3:.0f} ms", flush=True)
     proc.send_signal(signal.SIGTERM)
     proc.wait()
 
@@ -92,11 +108,13 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--parallel", default="1,4,8")
     ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--long-repeat", type=int, default=30)
+    ap.add_argument("--long-tokens", type=int, default=512)
+    ap.add_argument("--chunk", type=int, default=0, help="qmap serve --chunk (0: its default)")
+    ap.add_argument("--skip-parallel", action="store_true", help="only the long prompt")
     ap.add_argument("-t", "--threads", type=int, default=0)
     a = ap.parse_args()
     ps = [int(x) for x in a.parallel.split(",")]
-    for p in ps:
+    for p in ps if not a.skip_parallel else []:
         run_parallel(a, p)
     run_long_prompt(a, max(ps))
 
