@@ -547,7 +547,7 @@ QMAP_API qmap_status qmap_container_find_tensor(const qmap_container *c, const c
  * as `qmap verify` does; with `full`, also the R-DATA-2 rules (padding bytes, Q8_ROW sums and scales, as
  * `qmap verify --full`). `threads` 0: one per CPU. `status` may be NULL, or receives one code per tensor
  * in table order (caller-owned, tensor_count elements: QMAP_OK, QMAP_ERR_TENSOR_CHECKSUM, with `full`
- * QMAP_ERR_BAD_TENSOR_DATA or QMAP_ERR_PADDING_NONZERO). Returns QMAP_OK if every tensor passed, else the
+ * QMAP_ERR_BAD_TENSOR_DATA, QMAP_ERR_PADDING_NONZERO or QMAP_ERR_NONFINITE). Returns QMAP_OK if every tensor passed, else the
  * code of the first failing tensor in table order, with err naming it. */
 QMAP_API qmap_status qmap_container_verify(const qmap_container *c, int threads, bool full, qmap_status *status,
                                            qmap_error *err);

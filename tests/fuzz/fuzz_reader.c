@@ -342,7 +342,8 @@ static void check_verify(const qm_file *f, bool full)
         qm_status s = status[i];
         if (s == QM_OK)
             continue;
-        CHECK(s == QM_ERR_TENSOR_CHECKSUM || (full && (s == QM_ERR_BAD_TENSOR_DATA || s == QM_ERR_PADDING_NONZERO)),
+        CHECK(s == QM_ERR_TENSOR_CHECKSUM ||
+                  (full && (s == QM_ERR_BAD_TENSOR_DATA || s == QM_ERR_PADDING_NONZERO || s == QM_ERR_NONFINITE)),
               "qm_verify per-tensor status is a verification code");
         if (bad++ == 0)
             first_bad = i;
