@@ -45,31 +45,31 @@ static void on_warning(void *user, const char *msg)
 static void print_summary_json(const char *output, qm_status st, const qm_error *err, const qc_convert_summary *s)
 {
     json_out j = { .fp = stdout };
-    json_begin_object(&j, NULL);
-    json_bool(&j, "ok", st == QM_OK);
-    json_cstring(&j, "output", output);
+    jo_begin_object(&j, NULL);
+    jo_bool(&j, "ok", st == QM_OK);
+    jo_cstring(&j, "output", output);
     if (st != QM_OK) {
-        json_cstring(&j, "error", qm_status_name(err->code));
-        json_cstring(&j, "message", err->message);
+        jo_cstring(&j, "error", qm_status_name(err->code));
+        jo_cstring(&j, "message", err->message);
     } else {
-        json_cstring(&j, "architecture", s->arch);
-        json_cstring(&j, "input_kind", s->kinds);
-        json_cstring(&j, "config", s->config);
-        json_cstring(&j, "tokenizer", s->tokenizer);
-        json_u64(&j, "input_files", s->n_inputs_files);
-        json_u64(&j, "input_bytes", s->in_bytes);
-        json_u64(&j, "tensors", s->n_tensors);
-        json_u64(&j, "parameters", s->n_params);
-        json_u64(&j, "skipped", s->n_skipped);
-        json_bool(&j, "tied_output", s->tied_output);
-        json_u64(&j, "nonfinite_values", s->n_nonfinite);
-        json_u64(&j, "compressed_bytes", s->inflated_from);
-        json_u64(&j, "inflated_bytes", s->inflated_to);
-        json_u64(&j, "output_bytes", s->out_bytes);
-        json_f64(&j, "seconds", s->seconds_total);
-        json_f64(&j, "write_seconds", s->seconds_write);
+        jo_cstring(&j, "architecture", s->arch);
+        jo_cstring(&j, "input_kind", s->kinds);
+        jo_cstring(&j, "config", s->config);
+        jo_cstring(&j, "tokenizer", s->tokenizer);
+        jo_u64(&j, "input_files", s->n_inputs_files);
+        jo_u64(&j, "input_bytes", s->in_bytes);
+        jo_u64(&j, "tensors", s->n_tensors);
+        jo_u64(&j, "parameters", s->n_params);
+        jo_u64(&j, "skipped", s->n_skipped);
+        jo_bool(&j, "tied_output", s->tied_output);
+        jo_u64(&j, "nonfinite_values", s->n_nonfinite);
+        jo_u64(&j, "compressed_bytes", s->inflated_from);
+        jo_u64(&j, "inflated_bytes", s->inflated_to);
+        jo_u64(&j, "output_bytes", s->out_bytes);
+        jo_f64(&j, "seconds", s->seconds_total);
+        jo_f64(&j, "write_seconds", s->seconds_write);
     }
-    json_end_object(&j);
+    jo_end_object(&j);
     fputc('\n', stdout);
 }
 

@@ -39,52 +39,52 @@ static const char *dtype_name(uint32_t d)
 static void report_json(FILE *fp, const char *in, const char *out, qq_scheme scheme, const qq_report *r)
 {
     json_out j = { .fp = fp };
-    json_begin_object(&j, NULL);
-    json_cstring(&j, "input", in);
-    json_cstring(&j, "output", out);
-    json_cstring(&j, "scheme", scheme == QQ_Q8_ROW ? "q8_row" : "f16");
-    json_u64(&j, "threads", (uint64_t)r->threads);
-    json_cstring(&j, "kernels", r->kernels ? r->kernels : "");
-    json_f64(&j, "seconds", r->seconds);
-    json_begin_array(&j, "tensors");
+    jo_begin_object(&j, NULL);
+    jo_cstring(&j, "input", in);
+    jo_cstring(&j, "output", out);
+    jo_cstring(&j, "scheme", scheme == QQ_Q8_ROW ? "q8_row" : "f16");
+    jo_u64(&j, "threads", (uint64_t)r->threads);
+    jo_cstring(&j, "kernels", r->kernels ? r->kernels : "");
+    jo_f64(&j, "seconds", r->seconds);
+    jo_begin_array(&j, "tensors");
     for (uint64_t i = 0; i < r->n_tensors; i++) {
         const qq_tensor_report *t = &r->tensors[i];
         bool q = t->action == QQ_QUANTIZED;
-        json_begin_object(&j, NULL);
-        json_cstring(&j, "name", t->name);
-        json_cstring(&j, "action", action_name(t->action));
-        json_cstring(&j, "dtype_in", dtype_name(t->dtype_in));
-        json_cstring(&j, "dtype_out", dtype_name(t->dtype_out));
-        json_begin_array(&j, "shape");
-        for (uint32_t d = 0; d < t->rank; d++) json_u64(&j, NULL, t->dims[d]);
-        json_end_array(&j);
-        json_u64(&j, "bytes_in", t->bytes_in);
-        json_u64(&j, "bytes_out", t->bytes_out);
+        jo_begin_object(&j, NULL);
+        jo_cstring(&j, "name", t->name);
+        jo_cstring(&j, "action", action_name(t->action));
+        jo_cstring(&j, "dtype_in", dtype_name(t->dtype_in));
+        jo_cstring(&j, "dtype_out", dtype_name(t->dtype_out));
+        jo_begin_array(&j, "shape");
+        for (uint32_t d = 0; d < t->rank; d++) jo_u64(&j, NULL, t->dims[d]);
+        jo_end_array(&j);
+        jo_u64(&j, "bytes_in", t->bytes_in);
+        jo_u64(&j, "bytes_out", t->bytes_out);
         if (q) {
-            json_f64(&j, "rel_rms_error", t->rel_rms_error);
-            json_f64(&j, "max_abs_error", t->max_abs_error);
-            if (scheme == QQ_Q8_ROW) json_u64(&j, "outlier_rows", t->outlier_rows);
-            else json_null(&j, "outlier_rows");
-            json_u64(&j, "rows", t->rows);
-            json_u64(&j, "panels", t->panels);
+            jo_f64(&j, "rel_rms_error", t->rel_rms_error);
+            jo_f64(&j, "max_abs_error", t->max_abs_error);
+            if (scheme == QQ_Q8_ROW) jo_u64(&j, "outlier_rows", t->outlier_rows);
+            else jo_null(&j, "outlier_rows");
+            jo_u64(&j, "rows", t->rows);
+            jo_u64(&j, "panels", t->panels);
         } else {
-            json_null(&j, "rel_rms_error");
-            json_null(&j, "max_abs_error");
-            json_null(&j, "outlier_rows");
-            json_null(&j, "rows");
-            json_null(&j, "panels");
+            jo_null(&j, "rel_rms_error");
+            jo_null(&j, "max_abs_error");
+            jo_null(&j, "outlier_rows");
+            jo_null(&j, "rows");
+            jo_null(&j, "panels");
         }
-        json_end_object(&j);
+        jo_end_object(&j);
     }
-    json_end_array(&j);
-    json_begin_object(&j, "total");
-    json_u64(&j, "bytes_in", r->bytes_in);
-    json_u64(&j, "bytes_out", r->bytes_out);
-    json_f64(&j, "rel_rms_error", r->rel_rms_error);
-    json_u64(&j, "tensors_quantized", r->n_quantized);
-    json_u64(&j, "tensors_copied", r->n_copied);
-    json_end_object(&j);
-    json_end_object(&j);
+    jo_end_array(&j);
+    jo_begin_object(&j, "total");
+    jo_u64(&j, "bytes_in", r->bytes_in);
+    jo_u64(&j, "bytes_out", r->bytes_out);
+    jo_f64(&j, "rel_rms_error", r->rel_rms_error);
+    jo_u64(&j, "tensors_quantized", r->n_quantized);
+    jo_u64(&j, "tensors_copied", r->n_copied);
+    jo_end_object(&j);
+    jo_end_object(&j);
     fputc('\n', fp);
 }
 
@@ -203,11 +203,11 @@ static void print_failure(bool json, const qm_error *err)
     fprintf(stderr, "qmap quantize: %s\n", err->message);
     if (!json) return;
     json_out j = { .fp = stdout };
-    json_begin_object(&j, NULL);
-    json_bool(&j, "ok", false);
-    json_cstring(&j, "error", qm_status_name(err->code));
-    json_cstring(&j, "message", err->message);
-    json_end_object(&j);
+    jo_begin_object(&j, NULL);
+    jo_bool(&j, "ok", false);
+    jo_cstring(&j, "error", qm_status_name(err->code));
+    jo_cstring(&j, "message", err->message);
+    jo_end_object(&j);
     fputc('\n', stdout);
 }
 
