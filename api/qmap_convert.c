@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "qa_internal.h"
+#include "qc_arch.h"
 #include "qc_convert.h"
+#include "qc_json.h"
 #include "qm_format.h"
 #include "qq_quantize.h"
 
@@ -38,6 +40,10 @@ void qmap_convert_params_default(qmap_convert_params *p)
     memset(p, 0, sizeof *p);
     p->dtype = QMAP_DTYPE_F32;
 }
+
+_Static_assert(QMAP_CONVERT_JSON_LIMIT_MAX == QC_JSON_MAX_LIMIT, "qmap.h's JSON limit is convert's");
+
+const char *qmap_convert_arch_list(void) { return qc_arch_list(); }
 
 /* convert's warnings and progress both go through one `user` pointer; this carries both callbacks. */
 typedef struct convert_relay {
@@ -89,6 +95,9 @@ static qmap_status check_convert_args(const char *const *src, size_t n_src, cons
     if (p->dtype != QMAP_DTYPE_F32 && p->dtype != QMAP_DTYPE_F16)
         return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_convert: dtype %d: convert writes F32 (%d) or F16 (%d)",
                        (int)p->dtype, (int)QMAP_DTYPE_F32, (int)QMAP_DTYPE_F16);
+    if (p->json_limit > QMAP_CONVERT_JSON_LIMIT_MAX)
+        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_convert: json_limit %llu is above QMAP_CONVERT_JSON_LIMIT_MAX",
+                       (unsigned long long)p->json_limit);
     return QMAP_OK;
 }
 

@@ -56,7 +56,7 @@ int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j)
         printf("\n5. accuracy (not speed): relative error ||Y - Y_exact|| / ||Y_exact|| of Y = X W^T, W %zux%zu "
                "Gaussian floats,\n   n = %zu; Y_exact in f64 with the float W; outliers: 8 channels of X 30x "
                "larger\n", rows, cols, n);
-    else json_begin_array(j, "accuracy");
+    else jo_begin_array(j, "accuracy");
     for (int kind = 0; kind < 3; kind++) {
         uint64_t xs = 99 + (uint64_t)kind;
         for (size_t i = 0; i < n * cols; i++) {
@@ -79,8 +79,8 @@ int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j)
         };
         if (!c->json) printf("   X %-18s", kinds[kind]);
         else {
-            json_begin_object(j, NULL);
-            json_cstring(j, "x", kinds[kind]);
+            jo_begin_object(j, NULL);
+            jo_cstring(j, "x", kinds[kind]);
         }
         for (int p = 0; p < 4; p++) {
             if (qr_matmul(k, paths[p].m, n, x, cols, y, rows, work, ws, paths[p].o) != QM_OK) {
@@ -91,12 +91,12 @@ int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j)
             for (size_t i = 0; i < n * rows; i++) e += ((double)y[i] - ref[i]) * ((double)y[i] - ref[i]);
             double rel = sqrt(e / norm);
             if (!c->json) printf("  %s %.2e", paths[p].name, rel);
-            else json_f64(j, paths[p].key, rel);
+            else jo_f64(j, paths[p].key, rel);
         }
         if (!c->json) printf("\n");
-        else json_end_object(j);
+        else jo_end_object(j);
     }
-    if (c->json) json_end_array(j);
+    if (c->json) jo_end_array(j);
     rc = 0;
 out:
     free(work);

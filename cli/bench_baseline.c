@@ -60,9 +60,9 @@ int bench_bandwidth(const bench_cfg *c, baseline *base, json_out *j)
                "or of each 256 MiB for '/256M'), anonymous memory and a file mapping of the same size;\n   the "
                "baseline of sections 3-4 is the best method of each moment, timed beside each run\n", len / MIB);
     else {
-        json_begin_object(j, "bandwidth");
-        json_u64(j, "buffer_bytes", len);
-        json_begin_array(j, "results");
+        jo_begin_object(j, "bandwidth");
+        jo_u64(j, "buffer_bytes", len);
+        jo_begin_array(j, "results");
     }
     for (int ti = 0; ti < c->n_threads; ti++) {
         int t = c->threads[ti];
@@ -80,20 +80,20 @@ int bench_bandwidth(const bench_cfg *c, baseline *base, json_out *j)
                     bm_print_stats(&st, "GB/s");
                     printf("\n");
                 } else {
-                    json_begin_object(j, NULL);
-                    json_cstring(j, "memory", where ? "file_mapping" : "anonymous");
-                    json_u64(j, "threads", (uint64_t)t);
-                    json_cstring(j, "method", m < n_rd ? rd[m].name : "best");
+                    jo_begin_object(j, NULL);
+                    jo_cstring(j, "memory", where ? "file_mapping" : "anonymous");
+                    jo_u64(j, "threads", (uint64_t)t);
+                    jo_cstring(j, "method", m < n_rd ? rd[m].name : "best");
                     bm_json_stats(j, &st, "GB/s");
-                    json_end_object(j);
+                    jo_end_object(j);
                 }
             }
             if (!c->json) fflush(stdout);
         }
     }
     if (c->json) {
-        json_end_array(j);
-        json_end_object(j);
+        jo_end_array(j);
+        jo_end_object(j);
     }
     free(rates);
     munmap(file, len);
@@ -115,7 +115,7 @@ int bench_peak(const bench_cfg *c, baseline *base, json_out *j)
     if (!c->json)
         printf("\n2. instruction peak: independent multiply-add chains on every thread at once (total); "
                "a multiply-add counts as 2 operations\n");
-    else json_begin_array(j, "peak");
+    else jo_begin_array(j, "peak");
     for (int k = 0; k < 2; k++) {
         const char *label = bm_peak_label(kinds[k].kind);
         for (int ti = 0; ti < c->n_threads; ti++) {
@@ -132,23 +132,23 @@ int bench_peak(const bench_cfg *c, baseline *base, json_out *j)
                 else printf("     n/a (the CPU lacks %s)", kinds[k].lacks);
                 printf("\n");
             } else {
-                json_begin_object(j, NULL);
-                json_cstring(j, "kind", kinds[k].key);
-                if (label) json_cstring(j, "instruction", label);
-                else json_null(j, "instruction");
-                json_u64(j, "threads", (uint64_t)t);
+                jo_begin_object(j, NULL);
+                jo_cstring(j, "kind", kinds[k].key);
+                if (label) jo_cstring(j, "instruction", label);
+                else jo_null(j, "instruction");
+                jo_u64(j, "threads", (uint64_t)t);
                 if (label) {
-                    json_u64(j, "instructions_per_thread", bm_peak_instructions(kinds[k].kind, c->peak_iters));
+                    jo_u64(j, "instructions_per_thread", bm_peak_instructions(kinds[k].kind, c->peak_iters));
                     bm_json_stats(j, &rate, kinds[k].unit);
                 } else {
-                    json_null(j, "median");
-                    json_cstring(j, "unit", kinds[k].unit);
+                    jo_null(j, "median");
+                    jo_cstring(j, "unit", kinds[k].unit);
                 }
-                json_end_object(j);
+                jo_end_object(j);
             }
         }
     }
-    if (c->json) json_end_array(j);
+    if (c->json) jo_end_array(j);
     free(rates);
     return 0;
 }

@@ -98,29 +98,29 @@ static void gemm_print_text(const gemm_case *gc, const bench_tensor *t, const ge
 
 static void gemm_print_json(json_out *j, const gemm_case *gc, const bench_tensor *t, size_t n, const gemm_figures *f)
 {
-    json_begin_object(j, NULL);
-    json_cstring(j, "dtype", dtype_label(gc->dtype));
-    if (gc->dtype == QM_DTYPE_Q8_ROW) json_cstring(j, "act", act_name(&t->view, f->act));
-    else json_null(j, "act");
-    json_u64(j, "rows", gc->rows);
-    json_u64(j, "cols", gc->cols);
-    json_u64(j, "n", n);
-    json_u64(j, "threads", (uint64_t)f->threads);
+    jo_begin_object(j, NULL);
+    jo_cstring(j, "dtype", dtype_label(gc->dtype));
+    if (gc->dtype == QM_DTYPE_Q8_ROW) jo_cstring(j, "act", act_name(&t->view, f->act));
+    else jo_null(j, "act");
+    jo_u64(j, "rows", gc->rows);
+    jo_u64(j, "cols", gc->cols);
+    jo_u64(j, "n", n);
+    jo_u64(j, "threads", (uint64_t)f->threads);
     bm_json_stats(j, &f->rate, "GOP/s");
-    json_cstring(j, "peak", f->int8 ? "int8" : "fma_f32");
-    json_u64(j, "executed_per_op", (uint64_t)f->executed);   /* ratio_to_peak counts GOP/s × this */
-    json_u64(j, "reruns", (uint64_t)f->reruns);
+    jo_cstring(j, "peak", f->int8 ? "int8" : "fma_f32");
+    jo_u64(j, "executed_per_op", (uint64_t)f->executed);   /* ratio_to_peak counts GOP/s × this */
+    jo_u64(j, "reruns", (uint64_t)f->reruns);
     if (f->have_peak) {
-        json_begin_object(j, "peak_beside");
+        jo_begin_object(j, "peak_beside");
         bm_json_stats(j, &f->peak, f->int8 ? "GOP/s" : "GFLOP/s");
-        json_end_object(j);
-        json_begin_object(j, "ratio_to_peak");
+        jo_end_object(j);
+        jo_begin_object(j, "ratio_to_peak");
         bm_json_stats(j, &f->ratio, "ratio");
-        json_end_object(j);
+        jo_end_object(j);
     } else {
-        json_null(j, "ratio_to_peak");
+        jo_null(j, "ratio_to_peak");
     }
-    json_end_object(j);
+    jo_end_object(j);
 }
 
 static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baseline *base, const gemm_case *gc,
@@ -240,19 +240,19 @@ static int bench_gemm_generic(const bench_cfg *c, const qr_kernels *k, const gem
                    speedup);
         else printf("\n");
     } else {
-        json_begin_object(j, "gemm_generic");
-        json_cstring(j, "kernels", qr_kernels_name(g));
-        json_cstring(j, "dtype", "Q8_ROW");
-        json_cstring(j, "act", "int8");
-        json_u64(j, "rows", rows);
-        json_u64(j, "cols", cols);
-        json_u64(j, "n", n);
-        json_u64(j, "threads", 1);
-        json_u64(j, "runs", 1);
-        json_f64(j, "value", gops);
-        json_cstring(j, "unit", "GOP/s");
-        json_f64(j, "speedup_of_selected_kernels", speedup);
-        json_end_object(j);
+        jo_begin_object(j, "gemm_generic");
+        jo_cstring(j, "kernels", qr_kernels_name(g));
+        jo_cstring(j, "dtype", "Q8_ROW");
+        jo_cstring(j, "act", "int8");
+        jo_u64(j, "rows", rows);
+        jo_u64(j, "cols", cols);
+        jo_u64(j, "n", n);
+        jo_u64(j, "threads", 1);
+        jo_u64(j, "runs", 1);
+        jo_f64(j, "value", gops);
+        jo_cstring(j, "unit", "GOP/s");
+        jo_f64(j, "speedup_of_selected_kernels", speedup);
+        jo_end_object(j);
     }
     rc = 0;
 out:
@@ -274,10 +274,10 @@ int bench_gemm(const bench_cfg *c, const qr_kernels *k, const baseline *base, js
         printf("\n4. GEMM, n = %zu rows of X, anonymous memory: GOP/s = 2*n*rows*cols / time; \"x peak\" = median of "
                "per-run ratios to the\n   peak loop of section 2 timed beside each run, same threads (int8 for act "
                "int8 and i8x2, FMA otherwise)\n", c->gemm_n);
-    else json_begin_array(j, "gemm");
+    else jo_begin_array(j, "gemm");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (bench_gemm_one(c, k, base, &cases[i], &ref, j) != 0) return -1;
-    if (c->json) json_end_array(j);
+    if (c->json) jo_end_array(j);
     return bench_gemm_generic(c, k, &ref, j);
 }
 

@@ -229,30 +229,30 @@ static int run_kernels(const bench_cfg *c, json_out *j)
                c->quick ? " (--quick: reduced sizes)" : "");
         fflush(stdout);
     } else {
-        json_begin_object(j, NULL);
-        json_cstring(j, "benchmark", "kernels");
-        json_cstring(j, "kernels", qr_kernels_name(k));
-        if (force) json_cstring(j, "qmap_cpu", force);
-        else json_null(j, "qmap_cpu");
-        json_begin_object(j, "cpu");
-        json_bool(j, "avx2", cpu.avx2);
-        json_bool(j, "fma", cpu.fma);
-        json_bool(j, "f16c", cpu.f16c);
-        json_bool(j, "avx512f", cpu.avx512f);
-        json_bool(j, "avx512bw", cpu.avx512bw);
-        json_bool(j, "avx512vl", cpu.avx512vl);
-        json_bool(j, "avx512vnni", cpu.avx512vnni);
-        json_i64(j, "cores", cores);
-        json_end_object(j);
-        json_cstring(j, "transparent_hugepage", thp);
-        json_bool(j, "quick", c->quick);
-        json_u64(j, "runs", (uint64_t)c->runs);
-        json_begin_array(j, "threads");
-        for (int i = 0; i < c->n_threads; i++) json_u64(j, NULL, (uint64_t)c->threads[i]);
-        json_end_array(j);
-        json_begin_array(j, "matvec_cols");
-        for (int i = 0; i < c->n_mv_cols; i++) json_u64(j, NULL, (uint64_t)c->mv_cols[i]);
-        json_end_array(j);
+        jo_begin_object(j, NULL);
+        jo_cstring(j, "benchmark", "kernels");
+        jo_cstring(j, "kernels", qr_kernels_name(k));
+        if (force) jo_cstring(j, "qmap_cpu", force);
+        else jo_null(j, "qmap_cpu");
+        jo_begin_object(j, "cpu");
+        jo_bool(j, "avx2", cpu.avx2);
+        jo_bool(j, "fma", cpu.fma);
+        jo_bool(j, "f16c", cpu.f16c);
+        jo_bool(j, "avx512f", cpu.avx512f);
+        jo_bool(j, "avx512bw", cpu.avx512bw);
+        jo_bool(j, "avx512vl", cpu.avx512vl);
+        jo_bool(j, "avx512vnni", cpu.avx512vnni);
+        jo_i64(j, "cores", cores);
+        jo_end_object(j);
+        jo_cstring(j, "transparent_hugepage", thp);
+        jo_bool(j, "quick", c->quick);
+        jo_u64(j, "runs", (uint64_t)c->runs);
+        jo_begin_array(j, "threads");
+        for (int i = 0; i < c->n_threads; i++) jo_u64(j, NULL, (uint64_t)c->threads[i]);
+        jo_end_array(j);
+        jo_begin_array(j, "matvec_cols");
+        for (int i = 0; i < c->n_mv_cols; i++) jo_u64(j, NULL, (uint64_t)c->mv_cols[i]);
+        jo_end_array(j);
     }
     baseline base = { 0 };
     int rc = -1;
@@ -262,7 +262,7 @@ static int run_kernels(const bench_cfg *c, json_out *j)
         (c->only && !c->only_accuracy ? 1 : bench_accuracy(c, k, j) == 0))
         rc = 0;
     if (base.buf) munmap(base.buf, base.len);
-    if (rc == 0 && c->json) json_end_object(j);
+    if (rc == 0 && c->json) jo_end_object(j);
     return rc;
 }
 
@@ -305,10 +305,10 @@ static int report_failure(const bench_cfg *c)
     fprintf(stderr, "qmap bench: %s\n", msg[0] ? msg : "failed");
     if (c->json) {
         json_out e = { .fp = stdout };
-        json_begin_object(&e, NULL);
-        json_bool(&e, "ok", false);
-        json_cstring(&e, "message", msg);
-        json_end_object(&e);
+        jo_begin_object(&e, NULL);
+        jo_bool(&e, "ok", false);
+        jo_cstring(&e, "message", msg);
+        jo_end_object(&e);
         fputc('\n', stdout);
     }
     return 1;

@@ -201,36 +201,36 @@ static void mv_print_text(const bench_tensor *t, qr_act act, int threads, const 
 /* One placement's object: its GB/s, its ratio to the bandwidth and its first run. */
 static void mv_json_placement(json_out *j, const char *key, const bm_stats *gbs, const bm_stats *ratio, double first)
 {
-    json_begin_object(j, key);
+    jo_begin_object(j, key);
     bm_json_stats(j, gbs, "GB/s");
-    json_begin_object(j, "ratio_to_bandwidth");
+    jo_begin_object(j, "ratio_to_bandwidth");
     bm_json_stats(j, ratio, "ratio");
-    json_end_object(j);
-    json_f64(j, "first_run", first);
-    json_end_object(j);
+    jo_end_object(j);
+    jo_f64(j, "first_run", first);
+    jo_end_object(j);
 }
 
 static void mv_print_json(json_out *j, const bench_tensor *t, qr_act act, int threads, const mv_figures *f)
 {
-    json_begin_object(j, NULL);
-    json_cstring(j, "dtype", dtype_label(t->dtype));
-    if (t->dtype == QM_DTYPE_Q8_ROW) json_cstring(j, "act", act_name(&t->view, act));
-    else json_null(j, "act");
-    json_u64(j, "rows", t->rows);
-    json_u64(j, "cols", t->cols);
-    json_u64(j, "layer_rows", MATVEC_LAYER_ROWS);
-    json_u64(j, "bytes_read", t->read_bytes);
-    json_u64(j, "threads", (uint64_t)threads);
-    json_u64(j, "reruns", (uint64_t)f->reruns);
-    json_begin_object(j, "bandwidth");
+    jo_begin_object(j, NULL);
+    jo_cstring(j, "dtype", dtype_label(t->dtype));
+    if (t->dtype == QM_DTYPE_Q8_ROW) jo_cstring(j, "act", act_name(&t->view, act));
+    else jo_null(j, "act");
+    jo_u64(j, "rows", t->rows);
+    jo_u64(j, "cols", t->cols);
+    jo_u64(j, "layer_rows", MATVEC_LAYER_ROWS);
+    jo_u64(j, "bytes_read", t->read_bytes);
+    jo_u64(j, "threads", (uint64_t)threads);
+    jo_u64(j, "reruns", (uint64_t)f->reruns);
+    jo_begin_object(j, "bandwidth");
     bm_json_stats(j, &f->bw, "GB/s");
-    json_end_object(j);
+    jo_end_object(j);
     mv_json_placement(j, "anonymous", &f->anon, &f->anon_ratio, f->first_anon);
     mv_json_placement(j, "mapped", &f->map, &f->map_ratio, f->first_map);
-    json_begin_object(j, "mapped_over_anonymous");
+    jo_begin_object(j, "mapped_over_anonymous");
     bm_json_stats(j, &f->map_over_anon, "ratio");
-    json_end_object(j);
-    json_end_object(j);
+    jo_end_object(j);
+    jo_end_object(j);
 }
 
 /* One weight type at one shape: every activation mode it has, at every thread count. */
@@ -279,7 +279,7 @@ int bench_matvec(const bench_cfg *c, const qr_kernels *k, const baseline *base, 
                "run (same threads); anonymous = malloc'd copy, mapped = the same\n   bytes in a .qmap in %s "
                "(qm_open); the three are timed back to back in rotating order; mapped/anonymous: 1.0 = parity\n",
                MATVEC_LAYER_ROWS, c->dir);
-    else json_begin_array(j, "matvec");
+    else jo_begin_array(j, "matvec");
     int rc = 0;
     for (int ci = 0; ci < c->n_mv_cols && rc == 0; ci++) {
         size_t cols = (size_t)c->mv_cols[ci];
@@ -287,7 +287,7 @@ int bench_matvec(const bench_cfg *c, const qr_kernels *k, const baseline *base, 
         if (rc == 0) rc = bench_matvec_one(c, k, base, QM_DTYPE_F16, matvec_rows(c, cols, 2), cols, j);
         if (rc == 0) rc = bench_matvec_one(c, k, base, QM_DTYPE_F32, matvec_rows(c, cols, 4), cols, j);
     }
-    if (c->json) json_end_array(j);
+    if (c->json) jo_end_array(j);
     return rc;
 }
 
@@ -321,7 +321,7 @@ int bench_first_pass(const bench_cfg *c, const qr_kernels *k, json_out *j)
     if (!c->json)
         printf("\n3b. first matvec pass through a freshly opened mapping (Q8_ROW %zux4096, float X; page "
                "cache warm): GB/s of the pass,\n    and the time of the madvise call itself\n", rows);
-    else json_begin_array(j, "first_pass");
+    else jo_begin_array(j, "first_pass");
     for (int ti = 0; ti < c->n_threads; ti++) {
         qr_matmul_opts o = { c->pools[ti], QR_ACT_F32, NULL, false };
         for (int mode = 0; mode < 3; mode++) {
@@ -353,20 +353,20 @@ int bench_first_pass(const bench_cfg *c, const qr_kernels *k, json_out *j)
                 if (mode > 0) printf("   madvise %.1f ms [%.1f-%.1f]", sq.median * 1e3, sq.min * 1e3, sq.max * 1e3);
                 printf("\n");
             } else {
-                json_begin_object(j, NULL);
-                json_u64(j, "threads", (uint64_t)c->threads[ti]);
-                json_cstring(j, "advice", modes[mode]);
-                json_begin_object(j, "first_pass");
+                jo_begin_object(j, NULL);
+                jo_u64(j, "threads", (uint64_t)c->threads[ti]);
+                jo_cstring(j, "advice", modes[mode]);
+                jo_begin_object(j, "first_pass");
                 bm_json_stats(j, &sp, "GB/s");
-                json_end_object(j);
-                json_begin_object(j, "madvise_seconds");
+                jo_end_object(j);
+                jo_begin_object(j, "madvise_seconds");
                 bm_json_stats(j, &sq, "s");
-                json_end_object(j);
-                json_end_object(j);
+                jo_end_object(j);
+                jo_end_object(j);
             }
         }
     }
-    if (c->json) json_end_array(j);
+    if (c->json) jo_end_array(j);
     rc = 0;
 out:
     free(prep);

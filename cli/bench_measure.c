@@ -208,11 +208,11 @@ bool bm_limit_steady(double before, double after)
 
 void bm_json_stats(json_out *j, const bm_stats *s, const char *unit)
 {
-    json_f64(j, "median", s->median);
-    json_f64(j, "min", s->min);
-    json_f64(j, "max", s->max);
-    json_u64(j, "runs", (uint64_t)s->runs);
-    json_cstring(j, "unit", unit);
+    jo_f64(j, "median", s->median);
+    jo_f64(j, "min", s->min);
+    jo_f64(j, "max", s->max);
+    jo_u64(j, "runs", (uint64_t)s->runs);
+    jo_cstring(j, "unit", unit);
 }
 
 static const char *fmt_rate(double v, char *buf, size_t size)

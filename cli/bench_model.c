@@ -183,58 +183,58 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     bool tg = r->test[0] == 't';
     const char *unit = tg ? "t/s" : pp_on_int8(c, in) ? "GOP/s int8" : "GFLOP/s fma";
     if (c->json) {
-        json_begin_object(j, NULL);
-        json_cstring(j, "model", in->path);
-        json_cstring(j, "arch", in->arch);
-        json_cstring(j, "file_type", in->file_type);
-        json_u64(j, "size_bytes", in->file_size);
-        json_u64(j, "params", in->n_params);
-        json_cstring(j, "dtypes", mf->mix);
-        json_u64(j, "bytes_per_token", in->bytes_per_token);
-        json_u64(j, "threads", (uint64_t)r->threads);
-        json_bool(j, "mmap", r->mmap != 0);
-        json_cstring(j, "act", cli_act_choices[c->act]);
-        json_cstring(j, "kernels", qr_kernels_name(qr_kernels_get()));
-        json_cstring(j, "test", test);
-        json_u64(j, "n_depth", (uint64_t)c->depth);
-        json_begin_object(j, "tokens_per_second");
+        jo_begin_object(j, NULL);
+        jo_cstring(j, "model", in->path);
+        jo_cstring(j, "arch", in->arch);
+        jo_cstring(j, "file_type", in->file_type);
+        jo_u64(j, "size_bytes", in->file_size);
+        jo_u64(j, "params", in->n_params);
+        jo_cstring(j, "dtypes", mf->mix);
+        jo_u64(j, "bytes_per_token", in->bytes_per_token);
+        jo_u64(j, "threads", (uint64_t)r->threads);
+        jo_bool(j, "mmap", r->mmap != 0);
+        jo_cstring(j, "act", cli_act_choices[c->act]);
+        jo_cstring(j, "kernels", qr_kernels_name(qr_kernels_get()));
+        jo_cstring(j, "test", test);
+        jo_u64(j, "n_depth", (uint64_t)c->depth);
+        jo_begin_object(j, "tokens_per_second");
         bm_json_stats(j, &r->tps, "t/s");
-        json_end_object(j);
-        if (!tg) json_f64(j, "int8_terms", r->int8_terms);
-        json_u64(j, "reruns", (uint64_t)r->reruns);
-        json_u64(j, "steady_runs", (uint64_t)r->steady);
+        jo_end_object(j);
+        if (!tg) jo_f64(j, "int8_terms", r->int8_terms);
+        jo_u64(j, "reruns", (uint64_t)r->reruns);
+        jo_u64(j, "steady_runs", (uint64_t)r->steady);
         if (r->steady) {
-            json_begin_object(j, "fraction_steady");
+            jo_begin_object(j, "fraction_steady");
             bm_json_stats(j, &r->frac_steady, "ratio");
-            json_end_object(j);
-        } else json_null(j, "fraction_steady");
+            jo_end_object(j);
+        } else jo_null(j, "fraction_steady");
         const char *sample_names[4] = { "samples_ts", "samples_fraction", "samples_limit_before", "samples_limit_after" };
         const double *samples[4] = { r->s_tps, r->s_frac, r->s_before, r->s_after };
         for (int k = 0; k < 4; k++) {
-            json_begin_array(j, sample_names[k]);
-            for (int i = 0; i < r->tps.runs; i++) json_f64(j, NULL, samples[k][i]);
-            json_end_array(j);
+            jo_begin_array(j, sample_names[k]);
+            for (int i = 0; i < r->tps.runs; i++) jo_f64(j, NULL, samples[k][i]);
+            jo_end_array(j);
         }
-        json_begin_object(j, tg ? "speed_of_light" : "peak");
+        jo_begin_object(j, tg ? "speed_of_light" : "peak");
         bm_json_stats(j, &r->limit, unit);
-        json_end_object(j);
-        json_begin_object(j, tg ? "fraction_of_speed_of_light" : "fraction_of_peak");
+        jo_end_object(j);
+        jo_begin_object(j, tg ? "fraction_of_speed_of_light" : "fraction_of_peak");
         bm_json_stats(j, &r->frac, "ratio");
-        json_end_object(j);
+        jo_end_object(j);
         if (tg && r->mmap) {
-            if (r->large_pages != UINT64_MAX) json_u64(j, "mapping_2mib_bytes", r->large_pages);
-            else json_null(j, "mapping_2mib_bytes");
+            if (r->large_pages != UINT64_MAX) jo_u64(j, "mapping_2mib_bytes", r->large_pages);
+            else jo_null(j, "mapping_2mib_bytes");
         }
         if (tg) {
-            json_f64(j, "kv_bytes_per_token", r->kv_bytes);
-            json_begin_object(j, "bandwidth_anonymous");
+            jo_f64(j, "kv_bytes_per_token", r->kv_bytes);
+            jo_begin_object(j, "bandwidth_anonymous");
             bm_json_stats(j, &r->bw_anon, "GB/s");
-            json_end_object(j);
-            json_begin_object(j, "bandwidth_file_mapping");
+            jo_end_object(j);
+            jo_begin_object(j, "bandwidth_file_mapping");
             bm_json_stats(j, &r->bw_map, "GB/s");
-            json_end_object(j);
+            jo_end_object(j);
         }
-        json_end_object(j);
+        jo_end_object(j);
         return;
     }
     if (c->csv) {
@@ -719,7 +719,7 @@ static int bench_model_parallel(const bm_cfg *c, const char *list, int argc, cha
         if (w > p.name_width) p.name_width = w > 60 ? 60 : w;
     }
     json_out j = { .fp = stdout };
-    if (c->json) json_begin_array(&j, NULL);
+    if (c->json) jo_begin_array(&j, NULL);
     else bench_parallel_header(&p);
     char err[1024] = "";
     int rc = 0;
@@ -729,7 +729,7 @@ static int bench_model_parallel(const bm_cfg *c, const char *list, int argc, cha
             if (bench_parallel(&p, argv[i], &j, err, sizeof err) != 0) rc = 1;
         }
     if (c->json) {
-        json_end_array(&j);
+        jo_end_array(&j);
         fputc('\n', stdout);
     }
     if (rc) fprintf(stderr, "qmap bench: %s\n", err);
@@ -789,7 +789,7 @@ int bench_model(int argc, char **argv)
     if (parallel) return bench_model_parallel(&c, parallel, argc, argv, first);
 
     json_out j = { .fp = stdout };
-    if (c.json) json_begin_array(&j, NULL);
+    if (c.json) jo_begin_array(&j, NULL);
     else if (!c.csv)
         printf("qmap bench: %ld runs per figure after one warm-up; KV cache %s; Q8_ROW activations %s; kernels %s\n\n",
                c.runs, cli_kv_choices[c.kv], cli_act_choices[c.act], qr_kernels_name(qr_kernels_get()));
@@ -823,7 +823,7 @@ int bench_model(int argc, char **argv)
         if (bench_one(&c, argv[done], &j, &large[done], &size[done], err, sizeof err) != 0) rc = 1;
     }
     if (c.json) {
-        json_end_array(&j);
+        jo_end_array(&j);
         fputc('\n', stdout);
     } else if (!c.csv) {
         /* below the table, which stays a table: a decode streams weights in 4 KiB pages slower here */

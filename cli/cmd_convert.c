@@ -1,4 +1,5 @@
-/* qmap convert — PyTorch exports to a .qmap container, read in C (no Python needed). */
+/* qmap convert — PyTorch exports to a .qmap container, read in C (no Python needed), through the public
+ * qmap_convert (include/qmap.h). */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,14 +8,11 @@
 #include "cli.h"
 #include "json_out.h"
 #include "opts.h"
-#include "qc_arch.h"
-#include "qc_convert.h"
-#include "qc_json.h"
-#include "qm_format.h"
+#include "qmap.h"
 
 typedef struct ui { bool tty; bool quiet; bool json; int last_len; } ui;
 
-static void on_progress(void *user, const qc_progress *p)
+static void on_progress(void *user, const qmap_progress *p)
 {
     ui *u = user;
     if (!u->tty || u->quiet) return;
@@ -41,71 +39,74 @@ static void on_warning(void *user, const char *msg)
     fprintf(stderr, "qmap convert: warning: %s\n", msg);
 }
 
-/* The summary (or the error) as one JSON object on stdout. */
-static void print_summary_json(const char *output, qm_status st, const qm_error *err, const qc_convert_summary *s)
+/* The summary (or the error) as one JSON object on stdout; the error's name is format/'s spelling
+ * (QM_ERR_...), as --json has always printed it. */
+static void print_summary_json(const char *output, qmap_status st, const qmap_error *err, const qmap_convert_result *s)
 {
     json_out j = { .fp = stdout };
-    json_begin_object(&j, NULL);
-    json_bool(&j, "ok", st == QM_OK);
-    json_cstring(&j, "output", output);
-    if (st != QM_OK) {
-        json_cstring(&j, "error", qm_status_name(err->code));
-        json_cstring(&j, "message", err->message);
+    jo_begin_object(&j, NULL);
+    jo_bool(&j, "ok", st == QMAP_OK);
+    jo_cstring(&j, "output", output);
+    if (st != QMAP_OK) {
+        jo_cstring(&j, "error", qm_status_name((qm_status)err->code));
+        jo_cstring(&j, "message", err->message);
     } else {
-        json_cstring(&j, "architecture", s->arch);
-        json_cstring(&j, "input_kind", s->kinds);
-        json_cstring(&j, "config", s->config);
-        json_cstring(&j, "tokenizer", s->tokenizer);
-        json_u64(&j, "input_files", s->n_inputs_files);
-        json_u64(&j, "input_bytes", s->in_bytes);
-        json_u64(&j, "tensors", s->n_tensors);
-        json_u64(&j, "parameters", s->n_params);
-        json_u64(&j, "skipped", s->n_skipped);
-        json_bool(&j, "tied_output", s->tied_output);
-        json_u64(&j, "nonfinite_values", s->n_nonfinite);
-        json_u64(&j, "compressed_bytes", s->inflated_from);
-        json_u64(&j, "inflated_bytes", s->inflated_to);
-        json_u64(&j, "output_bytes", s->out_bytes);
-        json_f64(&j, "seconds", s->seconds_total);
-        json_f64(&j, "write_seconds", s->seconds_write);
+        jo_cstring(&j, "architecture", s->arch);
+        jo_cstring(&j, "input_kind", s->input_kind);
+        jo_cstring(&j, "config", s->config);
+        jo_cstring(&j, "tokenizer", s->tokenizer);
+        jo_u64(&j, "input_files", s->input_files);
+        jo_u64(&j, "input_bytes", s->input_bytes);
+        jo_u64(&j, "tensors", s->n_tensors);
+        jo_u64(&j, "parameters", s->n_params);
+        jo_u64(&j, "skipped", s->n_skipped);
+        jo_bool(&j, "tied_output", s->tied_output);
+        jo_u64(&j, "nonfinite_values", s->nonfinite_values);
+        jo_u64(&j, "compressed_bytes", s->compressed_bytes);
+        jo_u64(&j, "inflated_bytes", s->inflated_bytes);
+        jo_u64(&j, "output_bytes", s->output_bytes);
+        jo_f64(&j, "seconds", s->seconds);
+        jo_f64(&j, "write_seconds", s->write_seconds);
     }
-    json_end_object(&j);
+    jo_end_object(&j);
     fputc('\n', stdout);
 }
 
-static void print_summary_text(const qc_convert_opts *o, const qc_convert_summary *s)
+static void print_summary_text(const char *output, bool no_tokenizer, const qmap_convert_result *s)
 {
     char in_b[16], out_b[16];
-    printf("%s: %s, %llu tensors, %.2fM parameters, %s%s\n", o->output, s->arch, (unsigned long long)s->n_tensors,
-           s->n_params / 1e6, cli_human_bytes(s->out_bytes, out_b, sizeof out_b),
+    printf("%s: %s, %llu tensors, %.2fM parameters, %s%s\n", output, s->arch, (unsigned long long)s->n_tensors,
+           s->n_params / 1e6, cli_human_bytes(s->output_bytes, out_b, sizeof out_b),
            s->tied_output ? " (output head tied to the embedding)" : "");
-    printf("  from     %s, %llu file%s, %s\n", s->kinds, (unsigned long long)s->n_inputs_files,
-           s->n_inputs_files == 1 ? "" : "s", cli_human_bytes(s->in_bytes, in_b, sizeof in_b));
+    printf("  from     %s, %llu file%s, %s\n", s->input_kind, (unsigned long long)s->input_files,
+           s->input_files == 1 ? "" : "s", cli_human_bytes(s->input_bytes, in_b, sizeof in_b));
     printf("  config   %s\n", s->config[0] ? s->config : "(none: hyperparameters from the tensor shapes)");
-    printf("  tokenizer %s\n", s->tokenizer[0] ? s->tokenizer : o->no_tokenizer ? "(not stored: --no-tokenizer)" : "(none found)");
-    if (s->inflated_from) {
+    printf("  tokenizer %s\n", s->tokenizer[0] ? s->tokenizer : no_tokenizer ? "(not stored: --no-tokenizer)" : "(none found)");
+    if (s->compressed_bytes) {
         char a[16], b[16];
-        printf("  inflated %s of compressed entries to %s (%.1fx)\n", cli_human_bytes(s->inflated_from, a, sizeof a),
-               cli_human_bytes(s->inflated_to, b, sizeof b), (double)s->inflated_to / (double)s->inflated_from);
+        printf("  inflated %s of compressed entries to %s (%.1fx)\n", cli_human_bytes(s->compressed_bytes, a, sizeof a),
+               cli_human_bytes(s->inflated_bytes, b, sizeof b), (double)s->inflated_bytes / (double)s->compressed_bytes);
     }
     if (s->n_skipped) printf("  skipped  %llu buffer(s) the model does not need\n", (unsigned long long)s->n_skipped);
-    if (s->n_nonfinite) printf("  warning  %llu NaN/Inf values copied (see above)\n", (unsigned long long)s->n_nonfinite);
-    printf("  time     %.2f s (write %.2f s, %.0f MB/s)\n", s->seconds_total, s->seconds_write,
-           s->seconds_write > 0 ? s->out_bytes / s->seconds_write / 1e6 : 0.0);
+    if (s->nonfinite_values) printf("  warning  %llu NaN/Inf values copied (see above)\n", (unsigned long long)s->nonfinite_values);
+    printf("  time     %.2f s (write %.2f s, %.0f MB/s)\n", s->seconds, s->write_seconds,
+           s->write_seconds > 0 ? s->output_bytes / s->write_seconds / 1e6 : 0.0);
 }
 
 int cmd_convert(int argc, char **argv)
 {
-    qc_convert_opts o = { 0 };
+    qmap_convert_params o;
+    qmap_convert_params_default(&o);
+    const char *output = NULL;
     ui u = { .tty = isatty(2) != 0 };
     int dtype = 0;
     uint64_t json_limit_mib = 0;
     static const char *const dtypes[] = { "f32", "f16", NULL };
     char arch_help[256];
     snprintf(arch_help, sizeof arch_help, "architecture: %s (default: from the config or the tensor names)",
-             qc_arch_list());
+             qmap_convert_arch_list());
     const cli_opt opts[] = {
-        { "output", 'o', CLI_STRING, &o.output, "FILE",
+        { "output", 'o', CLI_STRING, &output, "FILE",
           0, 0, NULL, "the container to write (replaced atomically, by rename; nothing is left on failure; an existing FILE that is not a regular file, e.g. a device or a FIFO, is refused)", true },
         { "config", 0, CLI_STRING, &o.config_path, "FILE",
           0, 0, NULL, "model config (HF config.json or qmap's keys; see spec/ARCHITECTURES.md)", true },
@@ -120,7 +121,7 @@ int cmd_convert(int argc, char **argv)
         { "tgt-tokenizer", 0, CLI_STRING, &o.tgt_tokenizer_path, "PATH",
           0, 0, NULL, "seq2seq: the target vocabulary (stored as tokenizer.tgt.*)", true },
         { "strict", 0, CLI_FLAG, &o.strict, NULL, 0, 0, NULL, "NaN/Inf in a weight is an error (default: a warning)", true },
-        { "json-limit", 0, CLI_UINT64, &json_limit_mib, "MIB", 1, (double)(QC_JSON_MAX_LIMIT >> 20), NULL,
+        { "json-limit", 0, CLI_UINT64, &json_limit_mib, "MIB", 1, (double)(QMAP_CONVERT_JSON_LIMIT_MAX >> 20), NULL,
           "size cap for every JSON file read (default 64 MiB for tokenizer files, 4 config, 16 shard index, "
           "16 manifest); parsing may use 8x the cap", true },
         { "allow-large", 0, CLI_FLAG, &o.allow_large, NULL, 0, 0, NULL,
@@ -153,29 +154,25 @@ int cmd_convert(int argc, char **argv)
     int first;
     int rc = cli_parse(&cmd, argc, argv, &first);
     if (rc) return rc == 1 ? 0 : 2;
-    if (first >= argc || !o.output) {
+    if (first >= argc || !output) {
         fprintf(stderr, "qmap convert: %s\nusage: %s\n", first >= argc ? "no input given" : "no output given (-o OUT.qmap)",
                 cmd.usage);
         return 2;
     }
-    o.dtype = dtype == 1 ? QM_DTYPE_F16 : QM_DTYPE_F32;
+    o.dtype = dtype == 1 ? QMAP_DTYPE_F16 : QMAP_DTYPE_F32;
     o.json_limit = json_limit_mib << 20;
-    const char **inputs = (const char **)(argv + first);
-    size_t n_in = (size_t)(argc - first);
-    o.inputs = inputs;
-    o.n_inputs = n_in;
-    o.on_progress = on_progress;
-    o.on_warning = on_warning;
-    o.user = &u;
-    qc_convert_summary s;
-    qm_error err;
-    qm_status st = qc_convert(&o, &s, &err);
+    o.warning = on_warning;
+    o.warning_user = &u;
+    qmap_convert_result s;
+    qmap_error err;
+    qmap_status st = qmap_convert((const char *const *)(argv + first), (size_t)(argc - first), output, &o, on_progress,
+                                  &u, &s, &err);
     clear_progress(&u);
-    if (u.json) print_summary_json(o.output, st, &err, &s);
-    if (st != QM_OK) {
+    if (u.json) print_summary_json(output, st, &err, &s);
+    if (st != QMAP_OK) {
         fprintf(stderr, "qmap convert: %s\n", err.message);
         return 1;
     }
-    if (!u.quiet && !u.json) print_summary_text(&o, &s);
+    if (!u.quiet && !u.json) print_summary_text(output, o.no_tokenizer, &s);
     return 0;
 }

@@ -76,43 +76,43 @@ static void text_meta_value(const qm_meta *m, uint64_t max_items)
 static void json_meta_value(json_out *j, const qm_meta *m, uint64_t max_items)
 {
     union { uint32_t u32; int32_t i32; uint64_t u64; int64_t i64; float f32; double f64; bool b; } v;
-    if (m->type == QM_META_STRING) { json_string(j, "value", m->str, m->str_len); return; }
+    if (m->type == QM_META_STRING) { jo_string(j, "value", m->str, m->str_len); return; }
     if (m->type != QM_META_ARRAY) {
         memcpy(&v, &m->v, sizeof v);
         switch (m->type) {
-        case QM_META_U32: json_u64(j, "value", v.u32); break;
-        case QM_META_I32: json_i64(j, "value", v.i32); break;
-        case QM_META_U64: json_u64(j, "value", v.u64); break;
-        case QM_META_I64: json_i64(j, "value", v.i64); break;
-        case QM_META_F32: json_f64(j, "value", v.f32); break;
-        case QM_META_F64: json_f64(j, "value", v.f64); break;
-        case QM_META_BOOL: json_bool(j, "value", v.b); break;
+        case QM_META_U32: jo_u64(j, "value", v.u32); break;
+        case QM_META_I32: jo_i64(j, "value", v.i32); break;
+        case QM_META_U64: jo_u64(j, "value", v.u64); break;
+        case QM_META_I64: jo_i64(j, "value", v.i64); break;
+        case QM_META_F32: jo_f64(j, "value", v.f32); break;
+        case QM_META_F64: jo_f64(j, "value", v.f64); break;
+        case QM_META_BOOL: jo_bool(j, "value", v.b); break;
         }
         return;
     }
     uint64_t lim = (max_items && m->count > max_items) ? max_items : m->count;
-    json_u64(j, "count", m->count);
-    json_bool(j, "truncated", lim < m->count);
-    json_begin_array(j, "value");
+    jo_u64(j, "count", m->count);
+    jo_bool(j, "truncated", lim < m->count);
+    jo_begin_array(j, "value");
     for (uint64_t i = 0; i < lim; i++) {
         if (m->elem_type == QM_META_STRING) {
             const char *s; uint64_t len;
             qm_meta_array_string(m, i, &s, &len);
-            json_string(j, NULL, s, len);
+            jo_string(j, NULL, s, len);
             continue;
         }
         qm_meta_array_get(m, i, &v);
         switch (m->elem_type) {
-        case QM_META_U32: json_u64(j, NULL, v.u32); break;
-        case QM_META_I32: json_i64(j, NULL, v.i32); break;
-        case QM_META_U64: json_u64(j, NULL, v.u64); break;
-        case QM_META_I64: json_i64(j, NULL, v.i64); break;
-        case QM_META_F32: json_f64(j, NULL, v.f32); break;
-        case QM_META_F64: json_f64(j, NULL, v.f64); break;
-        case QM_META_BOOL: json_bool(j, NULL, v.b); break;
+        case QM_META_U32: jo_u64(j, NULL, v.u32); break;
+        case QM_META_I32: jo_i64(j, NULL, v.i32); break;
+        case QM_META_U64: jo_u64(j, NULL, v.u64); break;
+        case QM_META_I64: jo_i64(j, NULL, v.i64); break;
+        case QM_META_F32: jo_f64(j, NULL, v.f32); break;
+        case QM_META_F64: jo_f64(j, NULL, v.f64); break;
+        case QM_META_BOOL: jo_bool(j, NULL, v.b); break;
         }
     }
-    json_end_array(j);
+    jo_end_array(j);
 }
 
 typedef struct { uint64_t tensors, elements, bytes; } dtype_total;
@@ -140,89 +140,89 @@ static void count_totals(const qm_file *f, totals *t)
 
 static void json_header(json_out *j, const qm_header_info *h)
 {
-    json_begin_object(j, "header");
-    json_u64(j, "major_version", h->major_version);
-    json_u64(j, "minor_version", h->minor_version);
-    json_u64(j, "alignment", h->alignment);
-    json_u64(j, "file_size", h->file_size);
-    json_u64(j, "metadata_offset", h->metadata_offset);
-    json_u64(j, "metadata_size", h->metadata_size);
-    json_u64(j, "metadata_count", h->metadata_count);
-    json_u64(j, "table_offset", h->table_offset);
-    json_u64(j, "table_size", h->table_size);
-    json_u64(j, "tensor_count", h->tensor_count);
-    json_u64(j, "data_offset", h->data_offset);
+    jo_begin_object(j, "header");
+    jo_u64(j, "major_version", h->major_version);
+    jo_u64(j, "minor_version", h->minor_version);
+    jo_u64(j, "alignment", h->alignment);
+    jo_u64(j, "file_size", h->file_size);
+    jo_u64(j, "metadata_offset", h->metadata_offset);
+    jo_u64(j, "metadata_size", h->metadata_size);
+    jo_u64(j, "metadata_count", h->metadata_count);
+    jo_u64(j, "table_offset", h->table_offset);
+    jo_u64(j, "table_size", h->table_size);
+    jo_u64(j, "tensor_count", h->tensor_count);
+    jo_u64(j, "data_offset", h->data_offset);
     char hex[17];
     snprintf(hex, sizeof hex, "%016" PRIx64, h->header_checksum);
-    json_cstring(j, "header_checksum", hex);
-    json_end_object(j);
+    jo_cstring(j, "header_checksum", hex);
+    jo_end_object(j);
 }
 
 static void json_metadata(json_out *j, const qm_file *f, uint64_t max_items)
 {
-    json_begin_array(j, "metadata");
+    jo_begin_array(j, "metadata");
     for (uint64_t i = 0; i < qm_meta_count(f); i++) {
         const qm_meta *m = qm_meta_at(f, i);
         char ts[32];
         type_str(m, ts, sizeof ts);
-        json_begin_object(j, NULL);
-        json_cstring(j, "key", m->key);
-        json_cstring(j, "type", ts);
+        jo_begin_object(j, NULL);
+        jo_cstring(j, "key", m->key);
+        jo_cstring(j, "type", ts);
         json_meta_value(j, m, max_items);
-        json_end_object(j);
+        jo_end_object(j);
     }
-    json_end_array(j);
+    jo_end_array(j);
 }
 
 static void json_tensors(json_out *j, const qm_file *f)
 {
-    json_begin_array(j, "tensors");
+    jo_begin_array(j, "tensors");
     for (uint64_t i = 0; i < qm_tensor_count(f); i++) {
         const qm_tensor *t = qm_tensor_at(f, i);
-        json_begin_object(j, NULL);
-        json_cstring(j, "name", t->name);
-        json_cstring(j, "dtype", qm_dtype_info(t->dtype)->name);
-        json_begin_array(j, "shape");
-        for (uint32_t d = 0; d < t->rank; d++) json_u64(j, NULL, t->dims[d]);
-        json_end_array(j);
-        json_u64(j, "elements", t->n_elements);
-        json_u64(j, "offset", t->offset);
-        json_u64(j, "size", t->size);
+        jo_begin_object(j, NULL);
+        jo_cstring(j, "name", t->name);
+        jo_cstring(j, "dtype", qm_dtype_info(t->dtype)->name);
+        jo_begin_array(j, "shape");
+        for (uint32_t d = 0; d < t->rank; d++) jo_u64(j, NULL, t->dims[d]);
+        jo_end_array(j);
+        jo_u64(j, "elements", t->n_elements);
+        jo_u64(j, "offset", t->offset);
+        jo_u64(j, "size", t->size);
         char hex[17];
         snprintf(hex, sizeof hex, "%016" PRIx64, t->checksum);
-        json_cstring(j, "checksum", hex);
-        json_end_object(j);
+        jo_cstring(j, "checksum", hex);
+        jo_end_object(j);
     }
-    json_end_array(j);
+    jo_end_array(j);
 }
 
 static void json_totals(json_out *j, const totals *t, uint64_t file_size)
 {
-    json_begin_object(j, "totals");
+    jo_begin_object(j, "totals");
     for (uint32_t d = 1; d < QM_DTYPE_ID_LIMIT; d++) {
         if (!t->by_dtype[d].tensors) continue;
-        json_begin_object(j, qm_dtype_info(d)->name);
-        json_u64(j, "tensors", t->by_dtype[d].tensors);
-        json_u64(j, "elements", t->by_dtype[d].elements);
-        json_u64(j, "bytes", t->by_dtype[d].bytes);
-        json_end_object(j);
+        jo_begin_object(j, qm_dtype_info(d)->name);
+        jo_u64(j, "tensors", t->by_dtype[d].tensors);
+        jo_u64(j, "elements", t->by_dtype[d].elements);
+        jo_u64(j, "bytes", t->by_dtype[d].bytes);
+        jo_end_object(j);
     }
-    json_u64(j, "elements", t->elements);
-    json_u64(j, "tensor_bytes", t->bytes);
-    json_u64(j, "file_size", file_size);
-    json_end_object(j);
+    jo_u64(j, "elements", t->elements);
+    jo_u64(j, "tensor_bytes", t->bytes);
+    jo_u64(j, "file_size", file_size);
+    jo_end_object(j);
 }
 
 static void print_json(const char *path, const qm_file *f, const totals *t, uint64_t max_items)
 {
     json_out j = { .fp = stdout };
-    json_begin_object(&j, NULL);
-    json_cstring(&j, "file", path);
+    jo_begin_object(&j, NULL);
+    jo_cstring(&j, "file", path);
     json_header(&j, qm_file_header(f));
     json_metadata(&j, f, max_items);
     json_tensors(&j, f);
     json_totals(&j, t, qm_file_header(f)->file_size);
-    json_end_object(&j);
+    jo_end_object(&j);
     putchar('\n');
 }
 

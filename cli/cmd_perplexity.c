@@ -134,7 +134,7 @@ static void json_percentiles(json_out *j, const char *prefix, const ppl_percenti
     char key[32];
     for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
         snprintf(key, sizeof key, "%s_%s", prefix, q[i].name);
-        json_f64(j, key, q[i].v);
+        jo_f64(j, key, q[i].v);
     }
 }
 
@@ -142,47 +142,47 @@ static void print_json(const ppl_report *r)
 {
     const ppl_summary *su = &r->su;
     json_out j = { .fp = stdout };
-    json_begin_object(&j, NULL);
-    json_cstring(&j, "model", r->model);
-    json_cstring(&j, "file", r->file);
-    json_u64(&j, "text_tokens", r->n_tok);
-    json_u64(&j, "ctx", r->ctx);
-    json_u64(&j, "batch", r->batch);
-    json_cstring(&j, "kv", r->kv);
-    json_cstring(&j, "act", r->act);
-    json_u64(&j, "chunks", r->n_chunks);
-    json_u64(&j, "scored_tokens", su->n);
-    json_bool(&j, "bos_first", r->bos);
-    json_f64(&j, "ppl", su->ppl);
-    json_f64(&j, "ppl_err", su->ppl_err);
-    json_f64(&j, "nll_mean", su->nll_mean);
-    json_f64(&j, "eval_seconds", r->t_eval);
-    json_f64(&j, "tokens_per_s", r->tokens_per_s);
+    jo_begin_object(&j, NULL);
+    jo_cstring(&j, "model", r->model);
+    jo_cstring(&j, "file", r->file);
+    jo_u64(&j, "text_tokens", r->n_tok);
+    jo_u64(&j, "ctx", r->ctx);
+    jo_u64(&j, "batch", r->batch);
+    jo_cstring(&j, "kv", r->kv);
+    jo_cstring(&j, "act", r->act);
+    jo_u64(&j, "chunks", r->n_chunks);
+    jo_u64(&j, "scored_tokens", su->n);
+    jo_bool(&j, "bos_first", r->bos);
+    jo_f64(&j, "ppl", su->ppl);
+    jo_f64(&j, "ppl_err", su->ppl_err);
+    jo_f64(&j, "nll_mean", su->nll_mean);
+    jo_f64(&j, "eval_seconds", r->t_eval);
+    jo_f64(&j, "tokens_per_s", r->tokens_per_s);
     if (r->base) {
-        json_begin_object(&j, "base");
-        json_cstring(&j, "model", r->base);
-        json_f64(&j, "ppl", su->ppl_base);
-        json_f64(&j, "ppl_err", su->ppl_base_err);
-        json_f64(&j, "nll_correlation", su->nll_cor);
-        json_f64(&j, "ln_ppl_ratio", su->ln_ratio);
-        json_f64(&j, "ln_ppl_ratio_err", su->ln_ratio_err);
-        json_f64(&j, "ppl_ratio", su->ratio);
-        json_f64(&j, "ppl_ratio_err", su->ratio_err);
-        json_f64(&j, "ppl_diff", su->diff);
-        json_f64(&j, "ppl_diff_err", su->diff_err);
-        json_f64(&j, "kl_mean", su->kl_mean);
-        json_f64(&j, "kl_mean_err", su->kl_err);
+        jo_begin_object(&j, "base");
+        jo_cstring(&j, "model", r->base);
+        jo_f64(&j, "ppl", su->ppl_base);
+        jo_f64(&j, "ppl_err", su->ppl_base_err);
+        jo_f64(&j, "nll_correlation", su->nll_cor);
+        jo_f64(&j, "ln_ppl_ratio", su->ln_ratio);
+        jo_f64(&j, "ln_ppl_ratio_err", su->ln_ratio_err);
+        jo_f64(&j, "ppl_ratio", su->ratio);
+        jo_f64(&j, "ppl_ratio_err", su->ratio_err);
+        jo_f64(&j, "ppl_diff", su->diff);
+        jo_f64(&j, "ppl_diff_err", su->diff_err);
+        jo_f64(&j, "kl_mean", su->kl_mean);
+        jo_f64(&j, "kl_mean_err", su->kl_err);
         json_percentiles(&j, "kl", &su->kl);
-        json_f64(&j, "dp_mean", su->dp_mean);
-        json_f64(&j, "dp_mean_err", su->dp_err);
-        json_f64(&j, "dp_rms", su->dp_rms);
-        json_f64(&j, "dp_rms_err", su->dp_rms_err);
+        jo_f64(&j, "dp_mean", su->dp_mean);
+        jo_f64(&j, "dp_mean_err", su->dp_err);
+        jo_f64(&j, "dp_rms", su->dp_rms);
+        jo_f64(&j, "dp_rms_err", su->dp_rms_err);
         json_percentiles(&j, "dp", &su->dp);
-        json_f64(&j, "top1", su->top1);
-        json_f64(&j, "top1_err", su->top1_err);
-        json_end_object(&j);
+        jo_f64(&j, "top1", su->top1);
+        jo_f64(&j, "top1_err", su->top1_err);
+        jo_end_object(&j);
     }
-    json_end_object(&j);
+    jo_end_object(&j);
     fputc('\n', stdout);
 }
 

@@ -1,4 +1,5 @@
-/* qmap quantize — an F32 container to Q8_ROW (int8, one scale per row) or F16 weights. */
+/* qmap quantize — an F32 container to Q8_ROW (int8, one scale per row) or F16 weights, through the public
+ * qmap_quantize (include/qmap.h). */
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,11 +10,41 @@
 #include "opts.h"
 #include "qm_fileio.h"
 #include "qm_format.h"
-#include "qq_quantize.h"
+#include "qmap.h"
 
 typedef struct ui { bool tty, quiet; int last_len; } ui;
 
-static void on_progress(void *user, const qq_progress *p)
+/* The per-tensor report, kept from qmap_quantize's on_tensor calls (their names live only during a call). */
+typedef struct tensor_list {
+    qmap_quantize_tensor *items;
+    size_t n, cap;
+    bool out_of_memory;
+} tensor_list;
+
+static void keep_tensor(void *user, const qmap_quantize_tensor *t)
+{
+    tensor_list *l = user;
+    if (l->out_of_memory) return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 64;
+        qmap_quantize_tensor *items = realloc(l->items, cap * sizeof *items);
+        if (!items) { l->out_of_memory = true; return; }
+        l->items = items;
+        l->cap = cap;
+    }
+    char *name = strdup(t->name);
+    if (!name) { l->out_of_memory = true; return; }
+    l->items[l->n] = *t;
+    l->items[l->n++].name = name;
+}
+
+static void tensor_list_free(tensor_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) free((char *)l->items[i].name);
+    free(l->items);
+}
+
+static void on_progress(void *user, const qmap_progress *p)
 {
     ui *u = user;
     if (!u->tty || u->quiet) return;
@@ -25,9 +56,9 @@ static void on_progress(void *user, const qq_progress *p)
                           cli_human_bytes(p->bytes_total, total, sizeof total), rate / 1e6);
 }
 
-static const char *action_name(qq_action a)
+static const char *action_name(qmap_quant_action a)
 {
-    return a == QQ_QUANTIZED ? "quantized" : a == QQ_KEPT ? "kept" : "copied";
+    return a == QMAP_QUANT_QUANTIZED ? "quantized" : a == QMAP_QUANT_KEPT ? "kept" : "copied";
 }
 
 static const char *dtype_name(uint32_t d)
@@ -36,87 +67,88 @@ static const char *dtype_name(uint32_t d)
     return t ? t->name : "?";
 }
 
-static void report_json(FILE *fp, const char *in, const char *out, qq_scheme scheme, const qq_report *r)
+static void report_json(FILE *fp, const char *in, const char *out, qmap_quant_scheme scheme, const qmap_quantize_result *r,
+                        const tensor_list *l)
 {
     json_out j = { .fp = fp };
-    json_begin_object(&j, NULL);
-    json_cstring(&j, "input", in);
-    json_cstring(&j, "output", out);
-    json_cstring(&j, "scheme", scheme == QQ_Q8_ROW ? "q8_row" : "f16");
-    json_u64(&j, "threads", (uint64_t)r->threads);
-    json_cstring(&j, "kernels", r->kernels ? r->kernels : "");
-    json_f64(&j, "seconds", r->seconds);
-    json_begin_array(&j, "tensors");
-    for (uint64_t i = 0; i < r->n_tensors; i++) {
-        const qq_tensor_report *t = &r->tensors[i];
-        bool q = t->action == QQ_QUANTIZED;
-        json_begin_object(&j, NULL);
-        json_cstring(&j, "name", t->name);
-        json_cstring(&j, "action", action_name(t->action));
-        json_cstring(&j, "dtype_in", dtype_name(t->dtype_in));
-        json_cstring(&j, "dtype_out", dtype_name(t->dtype_out));
-        json_begin_array(&j, "shape");
-        for (uint32_t d = 0; d < t->rank; d++) json_u64(&j, NULL, t->dims[d]);
-        json_end_array(&j);
-        json_u64(&j, "bytes_in", t->bytes_in);
-        json_u64(&j, "bytes_out", t->bytes_out);
+    jo_begin_object(&j, NULL);
+    jo_cstring(&j, "input", in);
+    jo_cstring(&j, "output", out);
+    jo_cstring(&j, "scheme", scheme == QMAP_QUANT_Q8_ROW ? "q8_row" : "f16");
+    jo_u64(&j, "threads", (uint64_t)r->threads);
+    jo_cstring(&j, "kernels", r->kernels ? r->kernels : "");
+    jo_f64(&j, "seconds", r->seconds);
+    jo_begin_array(&j, "tensors");
+    for (size_t i = 0; i < l->n; i++) {
+        const qmap_quantize_tensor *t = &l->items[i];
+        bool q = t->action == QMAP_QUANT_QUANTIZED;
+        jo_begin_object(&j, NULL);
+        jo_cstring(&j, "name", t->name);
+        jo_cstring(&j, "action", action_name(t->action));
+        jo_cstring(&j, "dtype_in", dtype_name(t->dtype_in));
+        jo_cstring(&j, "dtype_out", dtype_name(t->dtype_out));
+        jo_begin_array(&j, "shape");
+        for (uint32_t d = 0; d < t->rank; d++) jo_u64(&j, NULL, t->dims[d]);
+        jo_end_array(&j);
+        jo_u64(&j, "bytes_in", t->bytes_in);
+        jo_u64(&j, "bytes_out", t->bytes_out);
         if (q) {
-            json_f64(&j, "rel_rms_error", t->rel_rms_error);
-            json_f64(&j, "max_abs_error", t->max_abs_error);
-            if (scheme == QQ_Q8_ROW) json_u64(&j, "outlier_rows", t->outlier_rows);
-            else json_null(&j, "outlier_rows");
-            json_u64(&j, "rows", t->rows);
-            json_u64(&j, "panels", t->panels);
+            jo_f64(&j, "rel_rms_error", t->rel_rms_error);
+            jo_f64(&j, "max_abs_error", t->max_abs_error);
+            if (scheme == QMAP_QUANT_Q8_ROW) jo_u64(&j, "outlier_rows", t->outlier_rows);
+            else jo_null(&j, "outlier_rows");
+            jo_u64(&j, "rows", t->rows);
+            jo_u64(&j, "panels", t->panels);
         } else {
-            json_null(&j, "rel_rms_error");
-            json_null(&j, "max_abs_error");
-            json_null(&j, "outlier_rows");
-            json_null(&j, "rows");
-            json_null(&j, "panels");
+            jo_null(&j, "rel_rms_error");
+            jo_null(&j, "max_abs_error");
+            jo_null(&j, "outlier_rows");
+            jo_null(&j, "rows");
+            jo_null(&j, "panels");
         }
-        json_end_object(&j);
+        jo_end_object(&j);
     }
-    json_end_array(&j);
-    json_begin_object(&j, "total");
-    json_u64(&j, "bytes_in", r->bytes_in);
-    json_u64(&j, "bytes_out", r->bytes_out);
-    json_f64(&j, "rel_rms_error", r->rel_rms_error);
-    json_u64(&j, "tensors_quantized", r->n_quantized);
-    json_u64(&j, "tensors_copied", r->n_copied);
-    json_end_object(&j);
-    json_end_object(&j);
+    jo_end_array(&j);
+    jo_begin_object(&j, "total");
+    jo_u64(&j, "bytes_in", r->bytes_in);
+    jo_u64(&j, "bytes_out", r->bytes_out);
+    jo_f64(&j, "rel_rms_error", r->rel_rms_error);
+    jo_u64(&j, "tensors_quantized", r->n_quantized);
+    jo_u64(&j, "tensors_copied", r->n_copied);
+    jo_end_object(&j);
+    jo_end_object(&j);
     fputc('\n', fp);
 }
 
-static void report_table(const char *out, qq_scheme scheme, const qq_report *r)
+static void report_table(const char *out, qmap_quant_scheme scheme, const qmap_quantize_result *r, const tensor_list *l)
 {
     size_t w = 4;
-    for (uint64_t i = 0; i < r->n_tensors; i++) if (strlen(r->tensors[i].name) > w) w = strlen(r->tensors[i].name);
+    for (size_t i = 0; i < l->n; i++) if (strlen(l->items[i].name) > w) w = strlen(l->items[i].name);
     if (w > 48) w = 48;
     printf("%-*s  %-9s  %-6s  %-6s  %10s  %10s  %10s  %10s  %s\n", (int)w, "name", "action", "in", "out", "bytes in",
-           "bytes out", "rel rms", "max abs", scheme == QQ_Q8_ROW ? "outlier rows" : "");
-    for (uint64_t i = 0; i < r->n_tensors; i++) {
-        const qq_tensor_report *t = &r->tensors[i];
+           "bytes out", "rel rms", "max abs", scheme == QMAP_QUANT_Q8_ROW ? "outlier rows" : "");
+    for (size_t i = 0; i < l->n; i++) {
+        const qmap_quantize_tensor *t = &l->items[i];
         char bi[16], bo[16];
         printf("%-*.*s  %-9s  %-6s  %-6s  %10s  %10s", (int)w, (int)w, t->name, action_name(t->action),
                dtype_name(t->dtype_in), dtype_name(t->dtype_out), cli_human_bytes(t->bytes_in, bi, sizeof bi),
                cli_human_bytes(t->bytes_out, bo, sizeof bo));
-        if (t->action == QQ_QUANTIZED) {
+        if (t->action == QMAP_QUANT_QUANTIZED) {
             printf("  %10.3e  %10.3e", t->rel_rms_error, t->max_abs_error);
-            if (scheme == QQ_Q8_ROW) printf("  %llu/%llu", (unsigned long long)t->outlier_rows, (unsigned long long)t->rows);
+            if (scheme == QMAP_QUANT_Q8_ROW) printf("  %llu/%llu", (unsigned long long)t->outlier_rows, (unsigned long long)t->rows);
         }
         printf("\n");
     }
     char bi[16], bo[16];
     printf("%s: %llu tensors quantized to %s, %llu copied; %s -> %s (%.2fx smaller); relative RMS error %.3e; "
-           "%.2f s, %d threads, %s kernels\n", out, (unsigned long long)r->n_quantized, scheme == QQ_Q8_ROW ? "Q8_ROW" : "F16",
+           "%.2f s, %d threads, %s kernels\n", out, (unsigned long long)r->n_quantized, scheme == QMAP_QUANT_Q8_ROW ? "Q8_ROW" : "F16",
            (unsigned long long)r->n_copied, cli_human_bytes(r->bytes_in, bi, sizeof bi),
            cli_human_bytes(r->bytes_out, bo, sizeof bo), r->bytes_out ? (double)r->bytes_in / r->bytes_out : 0.0,
            r->rel_rms_error, r->seconds, r->threads, r->kernels ? r->kernels : "?");
     uint64_t n_panelled = 0;
-    const qq_tensor_report *first = NULL;
-    for (uint64_t i = 0; i < r->n_tensors; i++)
-        if (r->tensors[i].panels > 1 && n_panelled++ == 0) first = &r->tensors[i];
+    const qmap_quantize_tensor *first = NULL;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->items[i].panels > 1 && n_panelled++ == 0) first = &l->items[i];
     if (first)
         printf("%s: %llu FFN down projections written in column panels, e.g. %s as %llu x [%llu, %llu] "
                "(--panel-cols 0 keeps them [%llu, %llu])\n", out, (unsigned long long)n_panelled, first->name,
@@ -154,8 +186,8 @@ static const char QUANTIZE_EPILOG[] =
     "\n"
     "exit status: 0 written, 1 the input is bad or cannot be quantized, 2 usage error\n";
 
-/* Parse argv into *a and *o (o->input set from the one positional); 0, 1 (help printed) or 2 (usage). */
-static int quantize_parse(int argc, char **argv, quantize_args *a, qq_opts *o)
+/* Parse argv into *a, *o and *input (the one positional); 0, 1 (help printed) or 2 (usage). */
+static int quantize_parse(int argc, char **argv, quantize_args *a, qmap_quantize_params *o, const char **input)
 {
     const cli_opt opts[] = {
         { "q8", 0, CLI_FLAG, &a->q8, NULL, 0, 0, NULL, "Q8_ROW: int8 with one f32 scale per row", false },
@@ -188,27 +220,73 @@ static int quantize_parse(int argc, char **argv, quantize_args *a, qq_opts *o)
         fprintf(stderr, "qmap quantize: %s\nusage: %s\n", bad, cmd.usage);
         return 2;
     }
-    o->scheme = a->q8 ? QQ_Q8_ROW : QQ_F16;
-    o->input = argv[first];
-    o->output = a->output;
+    o->scheme = a->q8 ? QMAP_QUANT_Q8_ROW : QMAP_QUANT_F16;
+    *input = argv[first];
     o->threads = (int)a->threads;
-    o->panel_cols = strcmp(a->panel_cols, "auto") ? (uint64_t)n : QQ_PANEL_AUTO;
-    o->keep = a->keep.items;
+    o->panel_cols = strcmp(a->panel_cols, "auto") ? (uint64_t)n : QMAP_PANEL_COLS_AUTO;
+    o->keep = (const char *const *)a->keep.items;
     o->n_keep = a->keep.n;
     return 0;
 }
 
-static void print_failure(bool json, const qm_error *err)
+/* The error's name is format/'s spelling (QM_ERR_...), as --json has always printed it. */
+static void print_failure(bool json, const qmap_error *err)
 {
     fprintf(stderr, "qmap quantize: %s\n", err->message);
     if (!json) return;
     json_out j = { .fp = stdout };
-    json_begin_object(&j, NULL);
-    json_bool(&j, "ok", false);
-    json_cstring(&j, "error", qm_status_name(err->code));
-    json_cstring(&j, "message", err->message);
-    json_end_object(&j);
+    jo_begin_object(&j, NULL);
+    jo_bool(&j, "ok", false);
+    jo_cstring(&j, "error", qm_status_name((qm_status)err->code));
+    jo_cstring(&j, "message", err->message);
+    jo_end_object(&j);
     fputc('\n', stdout);
+}
+
+/* --report FILE: the JSON report built in memory, then written as every qmap output is (never into a device). */
+static int write_report(const char *path, const char *input, const char *output, qmap_quant_scheme scheme,
+                        const qmap_quantize_result *r, const tensor_list *l)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&text, &len);
+    qm_error e;
+    snprintf(e.message, sizeof e.message, "out of memory");
+    int rc = 0;
+    if (!fp || (report_json(fp, input, output, scheme, r, l), fclose(fp) != 0) ||
+        cli_write_file(path, text, len, &e) != QM_OK) {
+        fprintf(stderr, "qmap quantize: %s written, but the report could not be: %s\n", output, e.message);
+        rc = 1;
+    }
+    free(text);
+    return rc;
+}
+
+/* Quantize, then report; the exit status. */
+static int quantize_and_report(const quantize_args *a, qmap_quantize_params *o, const char *input)
+{
+    ui u = { .tty = isatty(2) != 0, .quiet = a->quiet };
+    tensor_list l = { 0 };
+    o->on_tensor = keep_tensor;
+    o->tensor_user = &l;
+    qmap_quantize_result r;
+    qmap_error err;
+    qmap_status st = qmap_quantize(input, a->output, o, on_progress, &u, &r, &err);
+    if (u.tty && !u.quiet && u.last_len) fprintf(stderr, "\r%*s\r", u.last_len, "");
+    if (st == QMAP_OK && l.out_of_memory) {
+        st = err.code = QMAP_ERR_NOMEM;
+        snprintf(err.message, sizeof err.message, "%s written, but out of memory for its report", a->output);
+    }
+    if (st != QMAP_OK) {
+        print_failure(a->json, &err);
+        tensor_list_free(&l);
+        return 1;
+    }
+    int rc = a->report ? write_report(a->report, input, a->output, o->scheme, &r, &l) : 0;
+    if (a->json) report_json(stdout, input, a->output, o->scheme, &r, &l);
+    else if (!a->quiet) report_table(a->output, o->scheme, &r, &l);
+    tensor_list_free(&l);
+    return rc;
 }
 
 int cmd_quantize(int argc, char **argv)
@@ -217,48 +295,22 @@ int cmd_quantize(int argc, char **argv)
     a.keep.items = calloc((size_t)argc, sizeof *a.keep.items);
     a.keep.cap = (size_t)argc;
     if (!a.keep.items) return 1;
-    qq_opts o = { 0 };
-    int rc = quantize_parse(argc, argv, &a, &o);
+    qmap_quantize_params o;
+    qmap_quantize_params_default(&o);
+    const char *input = NULL;
+    int rc = quantize_parse(argc, argv, &a, &o, &input);
     if (rc != 0) {
         free(a.keep.items);
         return rc == 1 ? 0 : 2;
     }
-    ui u = { .tty = isatty(2) != 0, .quiet = a.quiet };
-    o.on_progress = on_progress;
-    o.user = &u;
-    qq_report r;
-    qm_error err;
     /* refuse a --report destination that is not a regular file before the work, not after it */
+    qm_error err;
     if (a.report && qm_check_destination(a.report, &err) != QM_OK) {
         fprintf(stderr, "qmap quantize: --report: %s\n", err.message);
         free(a.keep.items);
         return 1;
     }
-    qm_status st = qq_quantize(&o, &r, &err);
-    if (u.tty && !u.quiet && u.last_len) fprintf(stderr, "\r%*s\r", u.last_len, "");
-    if (st != QM_OK) {
-        print_failure(a.json, &err);
-        qq_report_free(&r);
-        free(a.keep.items);
-        return 1;
-    }
-    if (a.report) {
-        /* built in memory, then written as every qmap output is (qm_outfile: never into a device) */
-        char *text = NULL;
-        size_t len = 0;
-        FILE *fp = open_memstream(&text, &len);
-        qm_error e;
-        snprintf(e.message, sizeof e.message, "out of memory");
-        if (!fp || (report_json(fp, o.input, o.output, o.scheme, &r), fclose(fp) != 0) ||
-            cli_write_file(a.report, text, len, &e) != QM_OK) {
-            fprintf(stderr, "qmap quantize: %s written, but the report could not be: %s\n", o.output, e.message);
-            rc = 1;
-        }
-        free(text);
-    }
-    if (a.json) report_json(stdout, o.input, o.output, o.scheme, &r);
-    else if (!a.quiet) report_table(o.output, o.scheme, &r);
-    qq_report_free(&r);
+    rc = quantize_and_report(&a, &o, input);
     free(a.keep.items);
     return rc;
 }

@@ -76,9 +76,9 @@ int cmd_tokenize(int argc, char **argv)
     }
     if (json) {
         json_out j = { .fp = stdout };
-        json_begin_array(&j, NULL);
-        for (size_t i = 0; i < n; i++) json_i64(&j, NULL, ids[i]);
-        json_end_array(&j);
+        jo_begin_array(&j, NULL);
+        for (size_t i = 0; i < n; i++) jo_i64(&j, NULL, ids[i]);
+        jo_end_array(&j);
         fputc('\n', stdout);
     } else if (ids_only) {
         for (size_t i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);

@@ -51,12 +51,12 @@ static void print_open_failure(const char *path, const qm_error *err, bool json,
         return;
     }
     json_out j = { .fp = stdout };
-    json_begin_object(&j, NULL);
-    json_cstring(&j, "file", path);
-    json_bool(&j, "ok", false);
-    json_cstring(&j, "error", qm_status_name(err->code));
-    json_cstring(&j, "message", err->message);
-    json_end_object(&j);
+    jo_begin_object(&j, NULL);
+    jo_cstring(&j, "file", path);
+    jo_bool(&j, "ok", false);
+    jo_cstring(&j, "error", qm_status_name(err->code));
+    jo_cstring(&j, "message", err->message);
+    jo_end_object(&j);
     putchar('\n');
 }
 
@@ -85,25 +85,25 @@ int cmd_verify(int argc, char **argv)
 
     if (json && !quiet) {
         json_out j = { .fp = stdout };
-        json_begin_object(&j, NULL);
-        json_cstring(&j, "file", path);
-        json_bool(&j, "ok", s == QM_OK);
-        json_bool(&j, "full", opts.full);
-        json_u64(&j, "tensors", rep.tensors_checked);
-        json_u64(&j, "bytes", rep.bytes_hashed);
-        json_f64(&j, "seconds", rep.seconds);
-        json_f64(&j, "gb_per_s", gbs);
-        json_u64(&j, "threads", (uint64_t)threads);
-        json_begin_array(&j, "bad");
+        jo_begin_object(&j, NULL);
+        jo_cstring(&j, "file", path);
+        jo_bool(&j, "ok", s == QM_OK);
+        jo_bool(&j, "full", opts.full);
+        jo_u64(&j, "tensors", rep.tensors_checked);
+        jo_u64(&j, "bytes", rep.bytes_hashed);
+        jo_f64(&j, "seconds", rep.seconds);
+        jo_f64(&j, "gb_per_s", gbs);
+        jo_u64(&j, "threads", (uint64_t)threads);
+        jo_begin_array(&j, "bad");
         for (uint64_t i = 0; i < n; i++) {
             if (st[i] == QM_OK) continue;
-            json_begin_object(&j, NULL);
-            json_cstring(&j, "name", qm_tensor_at(f, i)->name);
-            json_cstring(&j, "error", qm_status_name(st[i]));
-            json_end_object(&j);
+            jo_begin_object(&j, NULL);
+            jo_cstring(&j, "name", qm_tensor_at(f, i)->name);
+            jo_cstring(&j, "error", qm_status_name(st[i]));
+            jo_end_object(&j);
         }
-        json_end_array(&j);
-        json_end_object(&j);
+        jo_end_array(&j);
+        jo_end_object(&j);
         putchar('\n');
     } else if (!quiet) {
         for (uint64_t i = 0; i < n; i++)

@@ -29,22 +29,22 @@ static void key_only(json_out *j, const char *key)
     if (key) { raw_string(j->fp, key, strlen(key)); fputc(':', j->fp); }
 }
 
-void json_string(json_out *j, const char *key, const char *s, uint64_t len)
+void jo_string(json_out *j, const char *key, const char *s, uint64_t len)
 {
     key_only(j, key);
     raw_string(j->fp, s, len);
 }
 
-void json_cstring(json_out *j, const char *key, const char *s) { json_string(j, key, s, strlen(s)); }
-void json_begin_object(json_out *j, const char *key) { key_only(j, key); fputc('{', j->fp); j->need_comma[++j->depth] = false; }
-void json_end_object(json_out *j) { j->depth--; fputc('}', j->fp); }
-void json_begin_array(json_out *j, const char *key) { key_only(j, key); fputc('[', j->fp); j->need_comma[++j->depth] = false; }
-void json_end_array(json_out *j) { j->depth--; fputc(']', j->fp); }
-void json_u64(json_out *j, const char *key, uint64_t v) { key_only(j, key); fprintf(j->fp, "%llu", (unsigned long long)v); }
-void json_i64(json_out *j, const char *key, int64_t v) { key_only(j, key); fprintf(j->fp, "%lld", (long long)v); }
-void json_bool(json_out *j, const char *key, bool v) { key_only(j, key); fputs(v ? "true" : "false", j->fp); }
-void json_null(json_out *j, const char *key) { key_only(j, key); fputs("null", j->fp); }
-void json_f64(json_out *j, const char *key, double v)
+void jo_cstring(json_out *j, const char *key, const char *s) { jo_string(j, key, s, strlen(s)); }
+void jo_begin_object(json_out *j, const char *key) { key_only(j, key); fputc('{', j->fp); j->need_comma[++j->depth] = false; }
+void jo_end_object(json_out *j) { j->depth--; fputc('}', j->fp); }
+void jo_begin_array(json_out *j, const char *key) { key_only(j, key); fputc('[', j->fp); j->need_comma[++j->depth] = false; }
+void jo_end_array(json_out *j) { j->depth--; fputc(']', j->fp); }
+void jo_u64(json_out *j, const char *key, uint64_t v) { key_only(j, key); fprintf(j->fp, "%llu", (unsigned long long)v); }
+void jo_i64(json_out *j, const char *key, int64_t v) { key_only(j, key); fprintf(j->fp, "%lld", (long long)v); }
+void jo_bool(json_out *j, const char *key, bool v) { key_only(j, key); fputs(v ? "true" : "false", j->fp); }
+void jo_null(json_out *j, const char *key) { key_only(j, key); fputs("null", j->fp); }
+void jo_f64(json_out *j, const char *key, double v)
 {
     key_only(j, key);
     if (isfinite(v)) fprintf(j->fp, "%.17g", v);

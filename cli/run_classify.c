@@ -155,35 +155,35 @@ static void print_json(const qmap_model *m, const qmap_model_info *in, const cla
 {
     double acc = r->labels ? (double)r->right / (double)r->n : 0;
     json_out j = { .fp = stdout };
-    json_begin_object(&j, NULL);
-    json_cstring(&j, "model", in->path);
-    json_u64(&j, "rows", r->n);
-    json_u64(&j, "classes", r->k);
+    jo_begin_object(&j, NULL);
+    jo_cstring(&j, "model", in->path);
+    jo_u64(&j, "rows", r->n);
+    jo_u64(&j, "classes", r->k);
     if (in->has_class_names) {
-        json_begin_array(&j, "class_names");
+        jo_begin_array(&j, "class_names");
         for (size_t q = 0; q < r->k; q++) {
             size_t len;
             const char *name = qmap_model_class_name(m, (uint32_t)q, &len);
-            json_string(&j, NULL, name, len);
+            jo_string(&j, NULL, name, len);
         }
-        json_end_array(&j);
+        jo_end_array(&j);
     }
-    json_begin_array(&j, "predictions");
-    for (uint64_t i = 0; i < r->n; i++) json_u64(&j, NULL, r->pred[i]);
-    json_end_array(&j);
+    jo_begin_array(&j, "predictions");
+    for (uint64_t i = 0; i < r->n; i++) jo_u64(&j, NULL, r->pred[i]);
+    jo_end_array(&j);
     if (r->labels) {
-        json_f64(&j, "accuracy", acc);
-        json_begin_array(&j, "confusion");
+        jo_f64(&j, "accuracy", acc);
+        jo_begin_array(&j, "confusion");
         for (size_t row = 0; row < r->k; row++) {
-            json_begin_array(&j, NULL);
-            for (size_t q = 0; q < r->k; q++) json_u64(&j, NULL, r->confusion[row * r->k + q]);
-            json_end_array(&j);
+            jo_begin_array(&j, NULL);
+            for (size_t q = 0; q < r->k; q++) jo_u64(&j, NULL, r->confusion[row * r->k + q]);
+            jo_end_array(&j);
         }
-        json_end_array(&j);
+        jo_end_array(&j);
     }
-    json_f64(&j, "seconds", r->secs);
-    json_f64(&j, "rows_per_s", r->secs > 0 ? (double)r->n / r->secs : 0);
-    json_end_object(&j);
+    jo_f64(&j, "seconds", r->secs);
+    jo_f64(&j, "rows_per_s", r->secs > 0 ? (double)r->n / r->secs : 0);
+    jo_end_object(&j);
     fputc('\n', stdout);
 }
 

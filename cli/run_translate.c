@@ -93,176 +93,231 @@ static int parse_ids(const char *s, int32_t *ids, size_t cap, size_t *n, uint32_
     return 0;
 }
 
-int run_translate(qmap_model *m, const translate_args *a)
-{
+/* One run: the sentences (one -p / --tokens sentence, or -f FILE's lines), their source ids end to end with a
+ * length each, a hypothesis slot per sentence and rank, and a buffer for decoded text. */
+typedef struct tr_job {
+    qmap_model *m;
+    const translate_args *a;
     qmap_model_info in;
-    qmap_model_get_info(m, &in);
     qmap_translate_params tp;
-    qmap_translate_params_default(&tp);
-    tp.beam_size = (uint32_t)a->beam;
-    tp.n_best = (uint32_t)a->n_best;
-    tp.length_penalty = a->length_penalty;
-    tp.max_len = (uint32_t)a->max_len;
-    tp.max_batch = (uint32_t)(a->batch ? a->batch : 64);
-    tp.threads = (int)a->threads;
-    tp.act = a->act;
-    tp.kv_type = a->kv;
-    int status = 1;
-    char *file_text = NULL, **lines = NULL;
-    int32_t *ids = NULL;
-    uint32_t *lens = NULL;
-    qmap_hypothesis *hyp = NULL;
-    qmap_translator *t = NULL;
-    char *out_text = NULL;
+    char *file_text, **lines, *one[1];
+    char **text;
+    size_t n_sent, max_src;
+    int32_t *ids;
+    uint32_t *lens;
+    qmap_hypothesis *hyp;
+    char *out_text;
+    size_t n_out_tokens;
+    double secs;
+} tr_job;
+
+/* -p TEXT is one sentence, -f FILE one per line; --tokens is one sentence too (its text unused). */
+static bool read_sentences(tr_job *j)
+{
+    j->n_sent = 1;
+    j->one[0] = (char *)j->a->prompt;
+    j->text = j->one;
+    if (!j->a->file) return true;
+    size_t len;
+    qm_error fe;
+    if (!(j->file_text = cli_read_text(j->a->file, &len, &fe))) {
+        fprintf(stderr, "qmap run: -f: %s\n", fe.message);
+        return false;
+    }
+    j->n_sent = split_lines(j->file_text, len, &j->lines);
+    if (j->n_sent == SIZE_MAX) { fprintf(stderr, "qmap run: out of memory\n"); return false; }
+    if (j->n_sent == 0) {
+        fprintf(stderr, "qmap run: %s has no lines to translate\n", j->a->file);
+        return false;
+    }
+    j->text = j->lines;
+    return true;
+}
+
+/* Sentence i's source ids at ids, at most max_src of them; *n their count. */
+static bool encode_sentence(tr_job *j, size_t i, int32_t *ids, size_t *n)
+{
+    const translate_args *a = j->a;
+    if (a->tokens) return !parse_ids(a->tokens, ids, j->max_src, n, j->in.src_vocab_size);
     qmap_error err;
-    if (tp.n_best > tp.beam_size) {
-        fprintf(stderr, "qmap run: --n-best %u is more than --beam %u\n", tp.n_best, tp.beam_size);
-        return 1;
+    qmap_status ts = qmap_tokenize(j->m, j->text[i], strlen(j->text[i]), true, ids, j->max_src, n, &err);
+    if (ts == QMAP_ERR_INVALID_ARGUMENT && *n > j->max_src) {
+        fprintf(stderr, "qmap run: %s%zu: %zu source tokens; the model takes at most %zu\n",
+                a->file ? "line " : "sentence ", i + 1, *n, j->max_src);
+        return false;
     }
-    /* the sentences */
-    size_t n_sent = 1;
-    char *one[1] = { (char *)a->prompt };
-    if (a->file) {
-        size_t len;
-        qm_error fe;
-        if (!(file_text = cli_read_text(a->file, &len, &fe))) {
-            fprintf(stderr, "qmap run: -f: %s\n", fe.message);
-            goto done;
-        }
-        n_sent = split_lines(file_text, len, &lines);
-        if (n_sent == SIZE_MAX) { fprintf(stderr, "qmap run: out of memory\n"); goto done; }
-        if (n_sent == 0) {
-            fprintf(stderr, "qmap run: %s has no lines to translate\n", a->file);
-            goto done;
-        }
+    if (ts != QMAP_OK) {
+        fprintf(stderr, "qmap run: %s\n", err.message);
+        if (ts == QMAP_ERR_NOT_FOUND || ts == QMAP_ERR_UNSUPPORTED)
+            fprintf(stderr, "qmap run: give the source as ids with --tokens\n");
+        return false;
     }
-    char **text = lines ? lines : one;
-    size_t max_src = in.context_length;
-    if (!(ids = malloc(n_sent * max_src * sizeof *ids)) || !(lens = malloc(n_sent * sizeof *lens)) ||
-        !(hyp = malloc(n_sent * tp.n_best * sizeof *hyp)) || !(out_text = malloc(65536))) {
-        fprintf(stderr, "qmap run: out of memory\n");
-        goto done;
-    }
+    return true;
+}
+
+/* Every sentence's source ids, end to end; the unknown tokens among them said once on stderr. */
+static bool encode_sources(tr_job *j)
+{
     size_t total = 0, n_unk = 0;
-    int32_t unk = qmap_token_unk(m);
-    for (size_t i = 0; i < n_sent; i++) {
+    int32_t unk = qmap_token_unk(j->m);
+    for (size_t i = 0; i < j->n_sent; i++) {
         size_t n = 0;
-        if (a->tokens) {
-            if (parse_ids(a->tokens, ids + total, max_src, &n, in.src_vocab_size)) goto done;
-        } else {
-            qmap_status ts = qmap_tokenize(m, text[i], strlen(text[i]), true, ids + total, max_src, &n, &err);
-            if (ts == QMAP_ERR_INVALID_ARGUMENT && n > max_src) {
-                fprintf(stderr, "qmap run: %s%zu: %zu source tokens; the model takes at most %zu\n",
-                        a->file ? "line " : "sentence ", i + 1, n, max_src);
-                goto done;
-            }
-            if (ts != QMAP_OK) {
-                fprintf(stderr, "qmap run: %s\n", err.message);
-                if (ts == QMAP_ERR_NOT_FOUND || ts == QMAP_ERR_UNSUPPORTED)
-                    fprintf(stderr, "qmap run: give the source as ids with --tokens\n");
-                goto done;
-            }
-        }
+        if (!encode_sentence(j, i, j->ids + total, &n)) return false;
         if (n == 0) {
-            fprintf(stderr, "qmap run: %s%zu has no source tokens\n", a->file ? "line " : "sentence ", i + 1);
-            goto done;
+            fprintf(stderr, "qmap run: %s%zu has no source tokens\n", j->a->file ? "line " : "sentence ", i + 1);
+            return false;
         }
-        for (size_t k = 0; k < n; k++) n_unk += unk >= 0 && ids[total + k] == unk;
-        lens[i] = (uint32_t)n;
+        for (size_t k = 0; k < n; k++) n_unk += unk >= 0 && j->ids[total + k] == unk;
+        j->lens[i] = (uint32_t)n;
         total += n;
     }
-    if (n_unk && !a->quiet)
+    if (n_unk && !j->a->quiet)
         fprintf(stderr, "qmap run: %zu source token%s not in the model's source vocabulary; read as the unknown token\n",
                 n_unk, n_unk == 1 ? " is" : "s are");
-    /* --json lists every translation at the end: one call's results must hold them all */
-    if (a->json) {
-        if (n_sent > 65536) {
-            fprintf(stderr, "qmap run: --json takes at most 65536 sentences (this file has %zu)\n", n_sent);
-            goto done;
+    return true;
+}
+
+/* The hypotheses of sentences i .. i+k-1, as text (ids without a tokenizer), with rank and score for --n-best. */
+static void print_batch(tr_job *j, size_t i, size_t k)
+{
+    const uint32_t n_best = j->tp.n_best;
+    for (size_t s = i; s < i + k; s++) {
+        for (uint32_t r = 0; r < n_best; r++) {
+            const qmap_hypothesis *h = &j->hyp[s * n_best + r];
+            if (j->in.has_tokenizer) decode_text(j->m, h->ids, h->n_ids, j->out_text, 65536);
+            if (n_best > 1) printf("%s%zu.%u\t%.4f\t", r == 0 && s ? "\n" : "", s + 1, r + 1, (double)h->score);
+            if (j->in.has_tokenizer) fputs(j->out_text, stdout);
+            else
+                for (size_t q = 0; q < h->n_ids; q++) printf("%s%d", q ? " " : "", h->ids[q]);
+            putchar('\n');
         }
-        if (n_sent > tp.max_batch) tp.max_batch = (uint32_t)n_sent;
     }
-    if (qmap_translator_new(m, &tp, &t, &err) != QMAP_OK) {
-        fprintf(stderr, "qmap run: %s\n", err.message);
-        goto done;
-    }
-    /* translate, a batch of sentences per call */
+}
+
+/* Translate a batch of sentences per call, printing each batch as it comes (the next call overwrites its ids). */
+static bool translate_all(tr_job *j, qmap_translator *t)
+{
+    qmap_error err;
+    const uint32_t n_best = j->tp.n_best;
     double t0 = now_s();
-    size_t n_out_tokens = 0;
-    for (size_t i = 0, off = 0; i < n_sent;) {
-        size_t k = n_sent - i < tp.max_batch ? n_sent - i : tp.max_batch;
-        if (qmap_translate(t, ids + off, lens + i, k, hyp + i * tp.n_best, &err) != QMAP_OK) {
+    for (size_t i = 0, off = 0; i < j->n_sent;) {
+        size_t k = j->n_sent - i < j->tp.max_batch ? j->n_sent - i : j->tp.max_batch;
+        if (qmap_translate(t, j->ids + off, j->lens + i, k, j->hyp + i * n_best, &err) != QMAP_OK) {
             fprintf(stderr, "qmap run: %s\n", err.message);
-            goto done;
+            return false;
         }
         for (size_t s = i; s < i + k; s++) {
-            off += lens[s];
-            n_out_tokens += hyp[s * tp.n_best].n_ids + 1;
+            off += j->lens[s];
+            j->n_out_tokens += j->hyp[s * n_best].n_ids + 1;
         }
-        /* the ids of this batch are overwritten by the next call: print now */
-        for (size_t s = i; s < i + k; s++) {
-            for (uint32_t j = 0; j < tp.n_best; j++) {
-                const qmap_hypothesis *h = &hyp[s * tp.n_best + j];
-                if (a->json) continue;
-                if (in.has_tokenizer) decode_text(m, h->ids, h->n_ids, out_text, 65536);
-                if (tp.n_best > 1) printf("%s%zu.%u\t%.4f\t", j == 0 && s ? "\n" : "", s + 1, j + 1, (double)h->score);
-                if (in.has_tokenizer) fputs(out_text, stdout);
-                else
-                    for (size_t q = 0; q < h->n_ids; q++) printf("%s%d", q ? " " : "", h->ids[q]);
-                putchar('\n');
-            }
-        }
+        if (!j->a->json) print_batch(j, i, k);
         i += k;
     }
-    double secs = now_s() - t0;
-    if (a->json) {
-        /* one object: figures only when translating a file; hypotheses for -p / --tokens */
-        json_out j = { .fp = stdout };
-        json_begin_object(&j, NULL);
-        json_cstring(&j, "model", in.path);
-        json_u64(&j, "sentences", n_sent);
-        json_u64(&j, "beam", tp.beam_size);
-        {
-            json_begin_array(&j, "translations");
-            for (size_t s = 0; s < n_sent; s++) {
-                json_begin_array(&j, NULL);
-                for (uint32_t q = 0; q < tp.n_best; q++) {
-                    const qmap_hypothesis *h = &hyp[s * tp.n_best + q];
-                    json_begin_object(&j, NULL);
-                    if (in.has_tokenizer) {
-                        decode_text(m, h->ids, h->n_ids, out_text, 65536);
-                        json_cstring(&j, "text", out_text);
-                    }
-                    json_begin_array(&j, "ids");
-                    for (size_t k = 0; k < h->n_ids; k++) json_i64(&j, NULL, h->ids[k]);
-                    json_end_array(&j);
-                    json_f64(&j, "score", h->score);
-                    json_f64(&j, "log_prob", h->log_prob);
-                    json_end_object(&j);
-                }
-                json_end_array(&j);
+    j->secs = now_s() - t0;
+    return true;
+}
+
+/* One object: the hypotheses of every sentence, then the figures. */
+static void print_json(tr_job *j)
+{
+    const double secs = j->secs;
+    json_out o = { .fp = stdout };
+    jo_begin_object(&o, NULL);
+    jo_cstring(&o, "model", j->in.path);
+    jo_u64(&o, "sentences", j->n_sent);
+    jo_u64(&o, "beam", j->tp.beam_size);
+    jo_begin_array(&o, "translations");
+    for (size_t s = 0; s < j->n_sent; s++) {
+        jo_begin_array(&o, NULL);
+        for (uint32_t q = 0; q < j->tp.n_best; q++) {
+            const qmap_hypothesis *h = &j->hyp[s * j->tp.n_best + q];
+            jo_begin_object(&o, NULL);
+            if (j->in.has_tokenizer) {
+                decode_text(j->m, h->ids, h->n_ids, j->out_text, 65536);
+                jo_cstring(&o, "text", j->out_text);
             }
-            json_end_array(&j);
+            jo_begin_array(&o, "ids");
+            for (size_t k = 0; k < h->n_ids; k++) jo_i64(&o, NULL, h->ids[k]);
+            jo_end_array(&o);
+            jo_f64(&o, "score", h->score);
+            jo_f64(&o, "log_prob", h->log_prob);
+            jo_end_object(&o);
         }
-        json_u64(&j, "target_tokens", n_out_tokens);
-        json_f64(&j, "seconds", secs);
-        json_f64(&j, "sentences_per_s", secs > 0 ? (double)n_sent / secs : 0);
-        json_f64(&j, "target_tokens_per_s", secs > 0 ? (double)n_out_tokens / secs : 0);
-        json_end_object(&j);
-        fputc('\n', stdout);
-    } else if (!a->quiet) {
-        fprintf(stderr, "qmap run: %zu sentence%s in %.1f ms: %.1f sentences/s, %.0f target tokens/s (beam %u, %s)\n",
-                n_sent, n_sent == 1 ? "" : "s", secs * 1e3, secs > 0 ? (double)n_sent / secs : 0.0,
-                secs > 0 ? (double)n_out_tokens / secs : 0.0, tp.beam_size, in.file_type);
+        jo_end_array(&o);
     }
-    status = 0;
-done:
+    jo_end_array(&o);
+    jo_u64(&o, "target_tokens", j->n_out_tokens);
+    jo_f64(&o, "seconds", secs);
+    jo_f64(&o, "sentences_per_s", secs > 0 ? (double)j->n_sent / secs : 0);
+    jo_f64(&o, "target_tokens_per_s", secs > 0 ? (double)j->n_out_tokens / secs : 0);
+    jo_end_object(&o);
+    fputc('\n', stdout);
+}
+
+static void translate_params(const translate_args *a, qmap_translate_params *tp)
+{
+    qmap_translate_params_default(tp);
+    tp->beam_size = (uint32_t)a->beam;
+    tp->n_best = (uint32_t)a->n_best;
+    tp->length_penalty = a->length_penalty;
+    tp->max_len = (uint32_t)a->max_len;
+    tp->max_batch = (uint32_t)(a->batch ? a->batch : 64);
+    tp->threads = (int)a->threads;
+    tp->act = a->act;
+    tp->kv_type = a->kv;
+}
+
+/* Read and encode the sentences, make the translator, translate, report. */
+static bool translate_job(tr_job *j, qmap_translator **t)
+{
+    const translate_args *a = j->a;
+    if (!read_sentences(j)) return false;
+    j->max_src = j->in.context_length;
+    if (!(j->ids = malloc(j->n_sent * j->max_src * sizeof *j->ids)) || !(j->lens = malloc(j->n_sent * sizeof *j->lens)) ||
+        !(j->hyp = malloc(j->n_sent * j->tp.n_best * sizeof *j->hyp)) || !(j->out_text = malloc(65536))) {
+        fprintf(stderr, "qmap run: out of memory\n");
+        return false;
+    }
+    if (!encode_sources(j)) return false;
+    /* --json lists every translation at the end: one call's results must hold them all */
+    if (a->json) {
+        if (j->n_sent > 65536) {
+            fprintf(stderr, "qmap run: --json takes at most 65536 sentences (this file has %zu)\n", j->n_sent);
+            return false;
+        }
+        if (j->n_sent > j->tp.max_batch) j->tp.max_batch = (uint32_t)j->n_sent;
+    }
+    qmap_error err;
+    if (qmap_translator_new(j->m, &j->tp, t, &err) != QMAP_OK) {
+        fprintf(stderr, "qmap run: %s\n", err.message);
+        return false;
+    }
+    if (!translate_all(j, *t)) return false;
+    if (a->json) print_json(j);
+    else if (!a->quiet)
+        fprintf(stderr, "qmap run: %zu sentence%s in %.1f ms: %.1f sentences/s, %.0f target tokens/s (beam %u, %s)\n",
+                j->n_sent, j->n_sent == 1 ? "" : "s", j->secs * 1e3, j->secs > 0 ? (double)j->n_sent / j->secs : 0.0,
+                j->secs > 0 ? (double)j->n_out_tokens / j->secs : 0.0, j->tp.beam_size, j->in.file_type);
+    return true;
+}
+
+int run_translate(qmap_model *m, const translate_args *a)
+{
+    tr_job j = { .m = m, .a = a };
+    qmap_model_get_info(m, &j.in);
+    translate_params(a, &j.tp);
+    if (j.tp.n_best > j.tp.beam_size) {
+        fprintf(stderr, "qmap run: --n-best %u is more than --beam %u\n", j.tp.n_best, j.tp.beam_size);
+        return 1;
+    }
+    qmap_translator *t = NULL;
+    int status = translate_job(&j, &t) ? 0 : 1;
     qmap_translator_free(t);
-    free(file_text);
-    free(lines);
-    free(ids);
-    free(lens);
-    free(hyp);
-    free(out_text);
+    free(j.file_text);
+    free(j.lines);
+    free(j.ids);
+    free(j.lens);
+    free(j.hyp);
+    free(j.out_text);
     return status;
 }

@@ -590,6 +590,12 @@ typedef struct qmap_convert_params {
 /* Fill *p with the defaults above (every pointer NULL, every flag false, dtype F32, json_limit 0). */
 QMAP_API void qmap_convert_params_default(qmap_convert_params *p);
 
+/* The largest json_limit qmap_convert_params takes (1 TiB); above it is QMAP_ERR_INVALID_ARGUMENT. */
+#define QMAP_CONVERT_JSON_LIMIT_MAX (1ull << 40)
+
+/* The architectures qmap_convert_params.arch names, ", "-separated ("gpt2, gpt_neo, llama, ..."; static). */
+QMAP_API const char *qmap_convert_arch_list(void);
+
 typedef struct qmap_convert_result {
     const char *arch;                    /* the architecture written (static string) */
     char input_kind[160];                /* e.g. "safetensors (2 shards)" */

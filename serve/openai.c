@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_names.h"
+#include <jansson.h>
+
 #include "openai.h"
 
 static json_t *token_string(const qmap_model *m, int32_t id)
@@ -13,7 +14,7 @@ static json_t *token_string(const qmap_model *m, int32_t id)
     size_t len = 0;
     const char *p = qmap_token_piece(m, id, &len);
     json_t *s = p ? json_stringn(p, len) : NULL;
-    return s ? s : qs_json_str("");
+    return s ? s : json_string("");
 }
 
 /* Legacy completions logprobs: parallel lists of tokens, their logprobs and {token: logprob} alternatives. */
@@ -62,7 +63,7 @@ static json_t *chat_logprobs(const qmap_model *m, const serve_token_info *t, siz
 static json_t *logprobs_of(const serve_response_head *h, const qmap_model *m, const serve_token_info *t, size_t n,
                            bool logprobs)
 {
-    if (!logprobs) return qs_json_null();
+    if (!logprobs) return json_null();
     return h->chat ? chat_logprobs(m, t, n) : completion_logprobs(m, t, n);
 }
 
@@ -95,7 +96,7 @@ char *openai_completion(const serve_response_head *h, const qmap_model *m, const
     json_t *choice = h->chat ? json_pack("{s:i, s:{s:s, s:o}}", "index", 0, "message", "role", "assistant", "content", txt)
                              : json_pack("{s:i, s:o}", "index", 0, "text", txt);
     json_object_set_new(choice, "logprobs", logprobs_of(h, m, toks, n_toks, logprobs));
-    json_object_set_new(choice, "finish_reason", qs_json_str(o->finish_reason ? o->finish_reason : "stop"));
+    json_object_set_new(choice, "finish_reason", json_string(o->finish_reason ? o->finish_reason : "stop"));
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     json_object_set_new(root, "usage", usage(o));
     return dump(root);
@@ -110,13 +111,13 @@ char *openai_chunk(const serve_response_head *h, const qmap_model *m, const serv
     json_t *choice;
     if (h->chat) {
         json_t *delta = json_pack("{s:o}", "content", txt);
-        if (first) json_object_set_new(delta, "role", qs_json_str("assistant"));
+        if (first) json_object_set_new(delta, "role", json_string("assistant"));
         choice = json_pack("{s:i, s:o}", "index", 0, "delta", delta);
     } else {
         choice = json_pack("{s:i, s:o}", "index", 0, "text", txt);
     }
     json_object_set_new(choice, "logprobs", logprobs_of(h, m, c->tokens, c->n_tokens, logprobs));
-    json_object_set_new(choice, "finish_reason", qs_json_null());
+    json_object_set_new(choice, "finish_reason", json_null());
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     return dump(root);
 }
@@ -136,8 +137,8 @@ char *openai_stream_end(const serve_response_head *h, const serve_outcome *o, bo
 {
     json_t *last = head_object(h, h->chat ? "chat.completion.chunk" : "text_completion");
     json_t *choice = h->chat ? json_pack("{s:i, s:{}}", "index", 0, "delta") : json_pack("{s:i, s:s}", "index", 0, "text", "");
-    json_object_set_new(choice, "logprobs", qs_json_null());
-    json_object_set_new(choice, "finish_reason", qs_json_str(o->finish_reason ? o->finish_reason : "stop"));
+    json_object_set_new(choice, "logprobs", json_null());
+    json_object_set_new(choice, "finish_reason", json_string(o->finish_reason ? o->finish_reason : "stop"));
     json_object_set_new(last, "choices", json_pack("[o]", choice));
     char *a = dump(last), *b = NULL;
     if (include_usage) {
@@ -211,7 +212,7 @@ char *openai_classify(const qmap_model *m, const char *model_id, const float *sc
         const char *name = qmap_model_class_name(m, best, &name_len);
         json_t *label = name ? json_stringn(name, name_len) : NULL;
         json_array_append_new(data, json_pack("{s:I, s:I, s:o, s:o}", "index", (json_int_t)i, "class", (json_int_t)best,
-                                              "label", label ? label : qs_json_null(), "scores", arr));
+                                              "label", label ? label : json_null(), "scores", arr));
     }
     json_t *root = json_pack("{s:s, s:s, s:o}", "object", "list", "model", model_id, "data", data);
     char *out = root ? json_dumps(root, JSON_COMPACT) : NULL;
@@ -251,9 +252,9 @@ char *openai_translate(const qmap_model *m, const char *model_id, const qmap_hyp
         /* a sentence with no finished hypothesis has score -inf, which JSON cannot hold: null */
         bool found = isfinite(hyp[i].score);
         json_array_append_new(data, json_pack("{s:I, s:o, s:o, s:o, s:o}", "index", (json_int_t)i, "text",
-                                              text ? text : qs_json_str(""), "ids", ids,
-                                              "score", found ? json_real(hyp[i].score) : qs_json_null(),
-                                              "log_prob", found ? json_real(hyp[i].log_prob) : qs_json_null()));
+                                              text ? text : json_string(""), "ids", ids,
+                                              "score", found ? json_real(hyp[i].score) : json_null(),
+                                              "log_prob", found ? json_real(hyp[i].log_prob) : json_null()));
     }
     json_t *root = json_pack("{s:s, s:s, s:o}", "object", "list", "model", model_id, "data", data);
     char *out = root ? json_dumps(root, JSON_COMPACT) : NULL;

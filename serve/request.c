@@ -1,11 +1,12 @@
 /* request.c — OpenAI request bodies -> validated serve_request (see request.h). Every refusal names the field
  * and says what it needs, as the OpenAI API does, with status 400. */
-#include "json_names.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <jansson.h>
 
 #include "request.h"
 
@@ -26,8 +27,8 @@ bool serve_fail(serve_error *e, int status, const char *type, const char *code, 
 char *serve_error_json(const serve_error *e)
 {
     json_t *inner = json_pack("{s:s, s:s, s:o, s:o}", "message", e->message, "type", e->type ? e->type : "server_error",
-                              "param", e->param[0] ? qs_json_str(e->param) : qs_json_null(),
-                              "code", e->code ? qs_json_str(e->code) : qs_json_null());
+                              "param", e->param[0] ? json_string(e->param) : json_null(),
+                              "code", e->code ? json_string(e->code) : json_null());
     if (!inner) return NULL;
     json_t *root = json_pack("{s:o}", "error", inner);
     if (!root) return NULL;
