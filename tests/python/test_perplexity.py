@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import qmap
-from conftest import DATA, ROOT
+from conftest import DATA, ROOT, run_qmap
 from models.llama import LlamaForCausalLM
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "tools"))
@@ -54,3 +54,18 @@ def test_perplexity_equals_torch(kjv, heldout):
     want = torch_ppl(ids, bos)
     assert abs(got / want - 1) < 5e-5, (got, want)
     assert fewer != got
+
+
+@pytest.mark.parametrize("dtype", ["f32", "q8"])
+def test_perplexity_equals_qmap_perplexity(kjv, heldout, workdir, dtype):
+    """Model.perplexity is `qmap perplexity` (same windows, same KV type and act mode): equal to 1e-6 relative,
+    where a window shifted by one token moves the figure by about 1e-2."""
+    text = os.path.join(workdir, "heldout-ppl.txt")
+    with open(text, "w", encoding="utf-8") as f:
+        f.write(heldout)
+    cli = json.loads(run_qmap("perplexity", kjv[dtype], "-f", text, "-c", str(CTX), "--chunks", str(CHUNKS),
+                              "--kv", "f32", "-t", "2", "--json", "-q"))
+    with qmap.Model(kjv[dtype], threads=2, kv="f32") as m:
+        got = m.perplexity(heldout, ctx=CTX, chunks=CHUNKS)
+    assert cli["chunks"] == CHUNKS and cli["bos_first"]
+    assert abs(got / cli["ppl"] - 1) < 1e-6, (got, cli["ppl"])
