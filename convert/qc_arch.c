@@ -24,10 +24,11 @@
 
 /* ---- hyperparameters and shape symbols ---- */
 
-typedef enum sym { X_NONE = 0, X_V, X_CTX, X_D, X_3D, X_FF, X_Q, X_KV, X_SV, X_TV, X_ML, X_COUNT } sym;
+typedef enum sym { X_NONE = 0, X_V, X_CTX, X_D, X_3D, X_FF, X_Q, X_KV, X_SV, X_TV, X_ML, X_HD, X_COUNT } sym;
 static const char *const sym_name[X_COUNT] = {
     "", "vocab_size", "context_length", "dim", "3*dim", "ffn_dim", "n_heads*head_dim",
     "n_kv_heads*head_dim", "src_vocab_size", "tgt_vocab_size", "max_len",
+    "head_dim",
 };
 
 typedef struct hparams {
@@ -116,6 +117,8 @@ static const rule llama_rules[] = {
     { "layers.{i}.self_attn.k_proj.bias", QM_TENSOR_BLK_ATTN_K_B, PL | OPT, X_KV, 0 },
     { "layers.{i}.self_attn.v_proj.weight", QM_TENSOR_BLK_ATTN_V, PL, X_KV, X_D },
     { "layers.{i}.self_attn.v_proj.bias", QM_TENSOR_BLK_ATTN_V_B, PL | OPT, X_KV, 0 },
+    { "layers.{i}.self_attn.q_norm.weight", QM_TENSOR_BLK_ATTN_Q_NORM, PL | OPT, X_HD, 0 },
+    { "layers.{i}.self_attn.k_norm.weight", QM_TENSOR_BLK_ATTN_K_NORM, PL | OPT, X_HD, 0 },
     { "layers.{i}.self_attn.o_proj.weight", QM_TENSOR_BLK_ATTN_O, PL, X_D, X_Q },
     { "layers.{i}.post_attention_layernorm.weight", QM_TENSOR_BLK_FFN_NORM, PL, X_D, 0 },
     { "layers.{i}.mlp.gate_proj.weight", QM_TENSOR_BLK_FFN_GATE, PL, X_FF, X_D },
@@ -735,6 +738,27 @@ out:
     return st;
 }
 
+/* Whether the optional per-layer tensors `ids` are present: in every layer (true) or in none (false); some
+ * layers with them and some without is an error naming `what`. */
+static qm_status all_or_none(ctx *c, const arch_def *a, matched *m, uint32_t n_layers, const qm_tensor_id *ids,
+                             size_t n_ids, const char *what, bool *present)
+{
+    uint64_t with = 0, without = 0;
+    for (size_t k = 0; k < a->n_rules; k++)
+        for (size_t j = 0; j < n_ids; j++)
+            if (a->rules[k].dst == ids[j])
+                for (uint32_t l = 0; l < n_layers; l++) {
+                    if (*slot_at(m, k, l) >= 0) with++;
+                    else without++;
+                }
+    *present = with > 0;
+    if (with && without)
+        return qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, qm_tensor_pattern(ids[0]), QM_NO_OFFSET,
+                       "some layers have %s and some do not (%llu present, %llu missing)", what,
+                       (unsigned long long)with, (unsigned long long)without);
+    return QM_OK;
+}
+
 static qm_status plan_llama(ctx *c, const arch_def *a)
 {
     matched m = { 0 };
@@ -780,19 +804,15 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
     }
     bool tied;
     if ((st = resolve_head(c, a, &m, cfg_bool(c, KEYS("tie_word_embeddings"), 0), &tied))) goto out;
-    /* q/k/v biases (Qwen2): all layers or none */
-    int with_bias = 0, without = 0;
-    for (size_t k = 0; k < a->n_rules; k++)
-        if (strstr(a->rules[k].src, "_proj.bias"))
-            for (uint32_t l = 0; l < n_layers; l++) {
-                if (*slot_at(&m, k, l) >= 0) with_bias++;
-                else without++;
-            }
-    if (with_bias && without) {
-        st = qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, "q_proj.bias", QM_NO_OFFSET,
-                     "some layers have q/k/v biases and some do not (%d present, %d missing)", with_bias, without);
+    /* q/k/v biases (Qwen2) and per-head q/k norms (Qwen3): each all layers or none */
+    static const qm_tensor_id biases[] = { QM_TENSOR_BLK_ATTN_Q_B, QM_TENSOR_BLK_ATTN_K_B, QM_TENSOR_BLK_ATTN_V_B };
+    static const qm_tensor_id qk_norms[] = { QM_TENSOR_BLK_ATTN_Q_NORM, QM_TENSOR_BLK_ATTN_K_NORM };
+    bool with_bias, with_qk_norm;
+    if ((st = all_or_none(c, a, &m, n_layers, biases, N(biases), "q/k/v biases", &with_bias)) ||
+        (st = all_or_none(c, a, &m, n_layers, qk_norms, N(qk_norms), "q_norm/k_norm", &with_qk_norm)))
         goto out;
-    }
+    hp.v[X_HD] = head_dim;
+    hp.known[X_HD] = true;
     if (!hp.known[X_CTX]) hp.v[X_CTX] = 2048;
     if ((st = check_and_emit(c, a, &m, &hp, n_layers, 0)) || (st = unexpected(c))) goto out;
     double eps, theta;
@@ -807,7 +827,8 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
         (st = meta_u32(c, QM_HP_N_KV_HEADS, kv)) || (st = meta_u32(c, QM_HP_HEAD_DIM, head_dim)) ||
         (st = meta_u32(c, QM_HP_FFN_DIM, hp.v[X_FF])) || (st = meta_f32(c, QM_HP_NORM_EPS, eps)) ||
         (st = meta_f32(c, QM_HP_ROPE_THETA, theta)) || (st = meta_str(c, QM_HP_ROPE_STYLE, "half")) ||
-        (st = meta_u32(c, QM_HP_SLIDING_WINDOW, window)) || (st = meta_bool(c, QM_HP_QKV_BIAS, with_bias > 0)) ||
+        (st = meta_u32(c, QM_HP_SLIDING_WINDOW, window)) || (st = meta_bool(c, QM_HP_QKV_BIAS, with_bias)) ||
+        (st = meta_bool(c, QM_HP_QK_NORM, with_qk_norm)) ||
         (st = meta_str(c, QM_HP_ACTIVATION, cfg_str(c, KEYS("hidden_act"), "silu"))) ||
         (st = meta_bool(c, QM_HP_TIED_OUTPUT, tied)))
         goto out;
@@ -1129,6 +1150,7 @@ static qm_arch canonical_arch(const char *name)
 {
     static const struct { const char *alias; qm_arch arch; } aliases[] = {
         { "gpt-neo", QM_ARCH_GPT_NEO }, { "mistral", QM_ARCH_LLAMA }, { "qwen2", QM_ARCH_LLAMA },
+        { "qwen3", QM_ARCH_LLAMA },
         { "tinyllama", QM_ARCH_LLAMA }, { "transformer", QM_ARCH_SEQ2SEQ },
     };
     qm_arch a = qm_arch_from_name(name, strlen(name));

@@ -65,6 +65,8 @@ qm_arch qm_arch_from_name(const char *name, size_t len);
     X(BLK_ATTN_K_B,    "blk.%u.attn_k.bias") \
     X(BLK_ATTN_V,      "blk.%u.attn_v.weight") \
     X(BLK_ATTN_V_B,    "blk.%u.attn_v.bias") \
+    X(BLK_ATTN_Q_NORM, "blk.%u.attn_q_norm.weight") \
+    X(BLK_ATTN_K_NORM, "blk.%u.attn_k_norm.weight") \
     X(BLK_ATTN_OUT,    "blk.%u.attn_out.weight") \
     X(BLK_ATTN_OUT_B,  "blk.%u.attn_out.bias") \
     X(BLK_ATTN_O,      "blk.%u.attn_o.weight") \
@@ -162,6 +164,7 @@ int qm_tensor_name(char *buf, size_t cap, qm_tensor_id id, unsigned layer);
     X(ROPE_STYLE,       "rope_style") \
     X(SLIDING_WINDOW,   "sliding_window") \
     X(QKV_BIAS,         "qkv_bias") \
+    X(QK_NORM,          "qk_norm") \
     X(ATTENTION_LAYERS, "attention_layers") \
     X(WINDOW_SIZE,      "window_size") \
     X(ACTIVATIONS,      "activations") \

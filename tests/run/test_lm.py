@@ -19,7 +19,8 @@ checkpoint (torch.save or safetensors), converted by `qmap convert`, quantized b
 - Prefill in one batch = token by token (the decode path) within 1e-5 · max|logit|; batches of 7 = one
   batch; 1 and 2 threads bit for bit.
 - Cases that matter: gpt_neo and mistral run past their attention windows (asserted), llama has fewer kv
-  heads than heads, qwen2 has q/k/v biases and a tied head, gpt2 a tied head.
+  heads than heads, qwen2 has q/k/v biases and a tied head, qwen3 a head_dim set on its own (heads x head_dim != hidden),
+  per-head q/k RMSNorm and a tied head, gpt2 a tied head.
 - Errors: an id outside the vocabulary, a sequence past the context, a container that is not an LM, a
   tensor of the wrong shape, a missing metadata key — each refused with a message naming it.
 - No allocation in 100 decode steps (counted malloc family), and the counter itself seen to work.
@@ -60,6 +61,7 @@ CASES = [
     ("llama", llama, dict(variant="llama", max_position_embeddings=CTX), save_safetensors, None),
     ("mistral", llama, dict(variant="mistral", max_position_embeddings=CTX, sliding_window=8), save_torch, 8),
     ("qwen2", llama, dict(variant="qwen2", max_position_embeddings=CTX), save_safetensors, None),
+    ("qwen3", llama, dict(variant="qwen3", max_position_embeddings=CTX), save_safetensors, None),
 ]
 
 
