@@ -46,6 +46,7 @@ enum {
     HEAD = 32,   /* the output head: dropped when tied to the token embedding */
     DEC = 64,    /* per decoder layer (seq2seq): counted by n_dec_layers */
     NOPFX = 128, /* matched against the full source name (no model prefix) */
+    PART = 256,  /* one part of a fused source: rows split[0] .., split[1] .., ... of it; this is part `part` */
 };
 
 typedef struct rule {
@@ -55,12 +56,28 @@ typedef struct rule {
     sym s0, s1;                           /* expected container shape; X_NONE ends it */
 } rule;
 
+/* Where a PART rule's container tensor lies in its fused source: rows split[0], then split[1], ... */
+typedef struct part_def {
+    qm_tensor_id dst;
+    unsigned part;                        /* which part it is (its rows: split[part]) */
+    sym split[3];                         /* the rows of each part in order; X_NONE ends it */
+} part_def;
+
+struct ctx;
+
+/* One source layout: the names that choose it (a canonical name of format/qm_names.h and the HF
+ * model_types that share it), the container architecture it becomes, its tensor rules and its plan. */
 typedef struct arch_def {
+    const char *names[5];                 /* model_type / --arch values; NULL ends the list */
     qm_arch arch;
+    const char *markers[2];               /* a source tensor name containing one of these guesses this row */
     const char *prefix;                   /* optional model prefix on source names */
     const rule *rules;
     size_t n_rules;
     qm_tensor_id embd;                    /* the token embedding (for tying); NO_DST: none */
+    const part_def *parts;                /* [n_parts]: the PART rules' places in their fused sources */
+    size_t n_parts;
+    qm_status (*plan)(struct ctx *c, const struct arch_def *a);
 } arch_def;
 
 static const rule gpt2_rules[] = {
@@ -129,6 +146,34 @@ static const rule llama_rules[] = {
     { "lm_head.weight", QM_TENSOR_OUTPUT, HEAD | OPT | NOPFX, X_V, X_D },
 };
 
+/* Phi-3's fused projections are split at convert time into llama's q/k/v and gate/up: the runtime already
+ * runs q/k/v (and gate/up) as one product over the same rows (qr_linear_many), so a fused matrix would
+ * gain nothing there, while split ones keep one container layout, one runtime family and quantize's
+ * per-tensor rules; Q8_ROW scales are per row, so a part quantizes exactly as its rows of the fused one. */
+static const rule phi3_rules[] = {
+    { "embed_tokens.weight", QM_TENSOR_TOK_EMBD, 0, X_V, X_D },
+    { "layers.{i}.input_layernorm.weight", QM_TENSOR_BLK_ATTN_NORM, PL, X_D, 0 },
+    { "layers.{i}.self_attn.qkv_proj.weight", QM_TENSOR_BLK_ATTN_Q, PL | PART, X_Q, X_D },
+    { "layers.{i}.self_attn.qkv_proj.weight", QM_TENSOR_BLK_ATTN_K, PL | PART, X_KV, X_D },
+    { "layers.{i}.self_attn.qkv_proj.weight", QM_TENSOR_BLK_ATTN_V, PL | PART, X_KV, X_D },
+    { "layers.{i}.self_attn.o_proj.weight", QM_TENSOR_BLK_ATTN_O, PL, X_D, X_Q },
+    { "layers.{i}.post_attention_layernorm.weight", QM_TENSOR_BLK_FFN_NORM, PL, X_D, 0 },
+    { "layers.{i}.mlp.gate_up_proj.weight", QM_TENSOR_BLK_FFN_GATE, PL | PART, X_FF, X_D },
+    { "layers.{i}.mlp.gate_up_proj.weight", QM_TENSOR_BLK_FFN_UP, PL | PART, X_FF, X_D },
+    { "layers.{i}.mlp.down_proj.weight", QM_TENSOR_BLK_FFN_DOWN, PL, X_D, X_FF },
+    { "norm.weight", QM_TENSOR_OUT_NORM, 0, X_D, 0 },
+    { "lm_head.weight", QM_TENSOR_OUTPUT, HEAD | OPT | NOPFX, X_V, X_D },
+};
+/* HF's Phi3Attention: q, k, v = qkv[:, :H·h], qkv[:, H·h : H·h + K·h], the rest; Phi3MLP: gate, up =
+ * gate_up.chunk(2) */
+static const part_def phi3_parts[] = {
+    { QM_TENSOR_BLK_ATTN_Q, 0, { X_Q, X_KV, X_KV } },
+    { QM_TENSOR_BLK_ATTN_K, 1, { X_Q, X_KV, X_KV } },
+    { QM_TENSOR_BLK_ATTN_V, 2, { X_Q, X_KV, X_KV } },
+    { QM_TENSOR_BLK_FFN_GATE, 0, { X_FF, X_FF, X_NONE } },
+    { QM_TENSOR_BLK_FFN_UP, 1, { X_FF, X_FF, X_NONE } },
+};
+
 #define ENC "transformer.encoder.layers.{i}."
 #define DECL "transformer.decoder.layers.{i}."
 static const rule seq2seq_rules[] = {
@@ -174,12 +219,6 @@ static const rule seq2seq_rules[] = {
 };
 
 #define N(a) (sizeof a / sizeof a[0])
-static const arch_def archs[] = {
-    { QM_ARCH_GPT2, "transformer.", gpt2_rules, N(gpt2_rules), QM_TENSOR_TOK_EMBD },
-    { QM_ARCH_GPT_NEO, "transformer.", gpt_neo_rules, N(gpt_neo_rules), QM_TENSOR_TOK_EMBD },
-    { QM_ARCH_LLAMA, "model.", llama_rules, N(llama_rules), QM_TENSOR_TOK_EMBD },
-    { QM_ARCH_SEQ2SEQ, "", seq2seq_rules, N(seq2seq_rules), NO_DST },
-};
 
 /* The architectures convert plans, from the names table. */
 const char *qc_arch_list(void)
@@ -463,7 +502,7 @@ static qm_status match_all(ctx *c, const arch_def *a, matched *m)
                 long *ml = &m->max_layer[(ru->flags & DEC) ? 1 : 0];
                 if (layer > *ml) *ml = layer;
             }
-            break;
+            if (!(ru->flags & PART)) break;   /* the other parts of a fused source match it too */
         }
     }
     return QM_OK;
@@ -474,7 +513,7 @@ static void infer(const ctx *c, const arch_def *a, matched *m, hparams *hp, qm_t
 {
     if (hp->known[s]) return;
     for (size_t k = 0; k < a->n_rules; k++) {
-        if (a->rules[k].dst != canon) continue;
+        if (a->rules[k].dst != canon || (a->rules[k].flags & PART)) continue;
         int64_t r = *slot_at(m, k, 0);
         if (r < 0) return;
         const qc_tensor *t = ref_tensor(c, (uint64_t)r);
@@ -485,6 +524,21 @@ static void infer(const ctx *c, const arch_def *a, matched *m, hparams *hp, qm_t
         if ((uint32_t)dim < n) { hp->v[s] = dims[dim]; hp->known[s] = true; }
         return;
     }
+}
+
+/* A PART rule's source rows: *row0 = the rows of the parts before it; *rows = its own rows when the fused
+ * source has exactly the rows of all its parts, else left as the source's (so the shape check names it). */
+static void part_rows(const arch_def *a, const rule *ru, const hparams *hp, uint64_t *row0, uint64_t *rows)
+{
+    const part_def *pd = NULL;
+    for (size_t i = 0; i < a->n_parts; i++) if (a->parts[i].dst == ru->dst) pd = &a->parts[i];
+    uint64_t before = 0, total = 0;
+    for (unsigned j = 0; pd && j < N(pd->split) && pd->split[j] != X_NONE; j++) {
+        if (j < pd->part) before += hp->v[pd->split[j]];
+        total += hp->v[pd->split[j]];
+    }
+    *row0 = before;
+    if (pd && *rows == total) *rows = hp->v[pd->split[pd->part]];
 }
 
 static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hparams *hp, uint32_t n_layers,
@@ -520,6 +574,8 @@ static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hpa
                 uint64_t dims[QM_MAX_RANK];
                 qm_status st = container_shape(c, (uint64_t)r, ru->flags, &rank, dims);
                 if (st != QM_OK) return st;
+                uint64_t row0 = 0;
+                if (ru->flags & PART) part_rows(a, ru, hp, &row0, &dims[0]);
                 uint64_t want[2] = { hp->v[ru->s0], ru->s1 ? hp->v[ru->s1] : 0 };
                 uint32_t want_rank = ru->s1 ? 2 : 1;
                 if (rank != want_rank || dims[0] != want[0] || (want_rank == 2 && dims[1] != want[1])) {
@@ -535,6 +591,10 @@ static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hpa
                                    c->config ? ", from the config and the other tensors" : "");
                 }
                 if ((st = add_out(c, dst, (uint64_t)r, ru->flags)) != QM_OK) return st;
+                if (ru->flags & PART) {
+                    c->plan->out[c->plan->n_out - 1].row0 = row0;
+                    c->plan->out[c->plan->n_out - 1].dims[0] = dims[0];
+                }
             }
         }
     }
@@ -802,6 +862,13 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
                      "rope_scaling is not supported (plain RoPE only)");
         goto out;
     }
+    double rotary_part;
+    if ((st = cfg_f64(c, KEYS("partial_rotary_factor"), 1.0, &rotary_part))) goto out;
+    if (rotary_part != 1.0) {
+        st = qm_fail(c->err, QM_ERR_UNSUPPORTED, c->config_name, "partial_rotary_factor", QM_NO_OFFSET,
+                     "partial_rotary_factor = %g is not supported (RoPE over the whole head only)", rotary_part);
+        goto out;
+    }
     bool tied;
     if ((st = resolve_head(c, a, &m, cfg_bool(c, KEYS("tie_word_embeddings"), 0), &tied))) goto out;
     /* q/k/v biases (Qwen2) and per-head q/k norms (Qwen3): each all layers or none */
@@ -966,8 +1033,9 @@ static int natural_cmp(const char *a, const char *b)
 
 typedef struct mlp_layer { int64_t w, b; char act[16]; } mlp_layer;
 
-static qm_status plan_mlp(ctx *c)
+static qm_status plan_mlp(ctx *c, const arch_def *row)
 {
+    (void)row;   /* no fixed names: the layers come from the manifest or the tensor names */
     json_t *layers = c->manifest ? json_object_get(c->manifest, "layers") : NULL;
     /* one slot per linear layer: a layer list may name one weight in several layers, so it can hold more
      * linear layers than there are tensors */
@@ -1127,8 +1195,9 @@ out:
 
 /* Every source tensor under its own name and shape, no architecture rules, no hyperparameters. Only float
  * tensors: a container holds weights, and a non-float buffer is refused by name. */
-static qm_status plan_none(ctx *c)
+static qm_status plan_none(ctx *c, const arch_def *row)
 {
+    (void)row;
     for (uint64_t r = 0; r < c->n_refs; r++) {
         const char *name = c->refs[r].name;
         size_t n = strlen(name);
@@ -1144,31 +1213,42 @@ static qm_status plan_none(ctx *c)
 
 /* ---- choosing the architecture ---- */
 
-/* The architecture a config's model_type (or --arch, or the manifest) names: a canonical name of
- * format/qm_names.h, or one of the HF model_types that share a layout. QM_ARCH_COUNT if none. */
-static qm_arch canonical_arch(const char *name)
+static qm_status plan_gpt2(ctx *c, const arch_def *a) { return plan_gpt(c, a, false); }
+static qm_status plan_gpt_neo(ctx *c, const arch_def *a) { return plan_gpt(c, a, true); }
+
+/* Every source layout convert reads, in guessing order (a fused qkv_proj before llama's embed_tokens). */
+static const arch_def archs[] = {
+    { { "none" }, QM_ARCH_NONE, { NULL }, "", NULL, 0, NO_DST, NULL, 0, plan_none },
+    { { "mlp" }, QM_ARCH_MLP, { NULL }, "", NULL, 0, NO_DST, NULL, 0, plan_mlp },
+    { { "gpt2" }, QM_ARCH_GPT2, { "attn.c_attn." }, "transformer.", gpt2_rules, N(gpt2_rules), QM_TENSOR_TOK_EMBD,
+      NULL, 0, plan_gpt2 },
+    { { "gpt_neo", "gpt-neo" }, QM_ARCH_GPT_NEO, { "attn.attention.q_proj." }, "transformer.", gpt_neo_rules,
+      N(gpt_neo_rules), QM_TENSOR_TOK_EMBD, NULL, 0, plan_gpt_neo },
+    { { "phi3" }, QM_ARCH_LLAMA, { "self_attn.qkv_proj." }, "model.", phi3_rules, N(phi3_rules), QM_TENSOR_TOK_EMBD,
+      phi3_parts, N(phi3_parts), plan_llama },
+    { { "llama", "mistral", "qwen2", "qwen3", "tinyllama" }, QM_ARCH_LLAMA, { "self_attn.q_proj.", "embed_tokens." },
+      "model.", llama_rules, N(llama_rules), QM_TENSOR_TOK_EMBD, NULL, 0, plan_llama },
+    { { "seq2seq", "transformer" }, QM_ARCH_SEQ2SEQ, { "transformer.encoder.layers." }, "", seq2seq_rules,
+      N(seq2seq_rules), NO_DST, NULL, 0, plan_seq2seq },
+};
+
+/* The row a config's model_type (or --arch, or the manifest) names; NULL if none. */
+static const arch_def *arch_named(const char *name)
 {
-    static const struct { const char *alias; qm_arch arch; } aliases[] = {
-        { "gpt-neo", QM_ARCH_GPT_NEO }, { "mistral", QM_ARCH_LLAMA }, { "qwen2", QM_ARCH_LLAMA },
-        { "qwen3", QM_ARCH_LLAMA },
-        { "tinyllama", QM_ARCH_LLAMA }, { "transformer", QM_ARCH_SEQ2SEQ },
-    };
-    qm_arch a = qm_arch_from_name(name, strlen(name));
-    if (a != QM_ARCH_COUNT) return a;
-    for (size_t i = 0; i < N(aliases); i++) if (!strcmp(aliases[i].alias, name)) return aliases[i].arch;
-    return QM_ARCH_COUNT;
+    for (size_t i = 0; i < N(archs); i++)
+        for (size_t k = 0; k < N(archs[i].names) && archs[i].names[k]; k++)
+            if (!strcmp(archs[i].names[k], name)) return &archs[i];
+    return NULL;
 }
 
-static qm_arch guess_arch(const ctx *c)
+/* The first row (in table order) one of whose markers some source tensor name contains; NULL if none. */
+static const arch_def *arch_guessed(const ctx *c)
 {
-    for (uint64_t r = 0; r < c->n_refs; r++) {
-        const char *n = c->refs[r].name;
-        if (strstr(n, "attn.c_attn.")) return QM_ARCH_GPT2;
-        if (strstr(n, "attn.attention.q_proj.")) return QM_ARCH_GPT_NEO;
-        if (strstr(n, "self_attn.q_proj.") || strstr(n, "embed_tokens.")) return QM_ARCH_LLAMA;
-        if (strstr(n, "transformer.encoder.layers.")) return QM_ARCH_SEQ2SEQ;
-    }
-    return QM_ARCH_COUNT;
+    for (size_t i = 0; i < N(archs); i++)
+        for (size_t k = 0; k < N(archs[i].markers) && archs[i].markers[k]; k++)
+            for (uint64_t r = 0; r < c->n_refs; r++)
+                if (strstr(c->refs[r].name, archs[i].markers[k])) return &archs[i];
+    return NULL;
 }
 
 qm_status qc_plan_build(const char *arch, qc_source *const *srcs, uint32_t n_srcs, const char *config_json,
@@ -1191,35 +1271,25 @@ qm_status qc_plan_build(const char *arch, qc_source *const *srcs, uint32_t n_src
     const char *how = "--arch";
     if (!arch && c.manifest) { arch = json_string_value(json_object_get(c.manifest, "arch")); how = "the manifest's \"arch\""; }
     if (!arch && c.config) { arch = json_string_value(json_object_get(c.config, "model_type")); how = "the config's \"model_type\""; }
-    qm_arch canon = QM_ARCH_COUNT;
-    if (!arch) { canon = guess_arch(&c); how = "the tensor names"; }
-    if (!arch && canon == QM_ARCH_COUNT && c.manifest && json_is_array(json_object_get(c.manifest, "layers")))
-        canon = QM_ARCH_MLP;
-    if (!arch && canon == QM_ARCH_COUNT) {
+    const arch_def *row = NULL;
+    if (!arch) { row = arch_guessed(&c); how = "the tensor names"; }
+    if (!arch && !row && c.manifest && json_is_array(json_object_get(c.manifest, "layers"))) row = arch_named("mlp");
+    if (!arch && !row) {
         st = qm_fail(err, QM_ERR_UNKNOWN_ARCH, srcs[0]->path, NULL, QM_NO_OFFSET,
                      "cannot tell the architecture from the config or the tensor names; give --arch (%s; "
                      "--arch none stores the tensors as they are)",
                      qc_arch_list());
         goto out;
     }
-    if (arch) canon = canonical_arch(arch);
-    if (canon == QM_ARCH_COUNT) {
+    if (arch) row = arch_named(arch);
+    if (!row) {
         st = qm_fail(err, QM_ERR_UNKNOWN_ARCH, srcs[0]->path, NULL, QM_NO_OFFSET,
                      "architecture \"%s\" (from %s) is not one qmap knows: %s (--arch none stores the tensors "
                      "as they are)", arch, how, qc_arch_list());
         goto out;
     }
-    plan->arch = qm_arch_name(canon);
-    if (canon == QM_ARCH_NONE) st = plan_none(&c);
-    else if (canon == QM_ARCH_MLP) st = plan_mlp(&c);
-    else
-        for (size_t i = 0; i < N(archs); i++) {
-            if (archs[i].arch != canon) continue;
-            if (canon == QM_ARCH_GPT2) st = plan_gpt(&c, &archs[i], false);
-            else if (canon == QM_ARCH_GPT_NEO) st = plan_gpt(&c, &archs[i], true);
-            else if (canon == QM_ARCH_LLAMA) st = plan_llama(&c, &archs[i]);
-            else st = plan_seq2seq(&c, &archs[i]);
-        }
+    plan->arch = qm_arch_name(row->arch);
+    st = row->plan(&c, row);
 out:
     json_decref(c.config);
     json_decref(c.manifest);

@@ -27,6 +27,8 @@ typedef struct qc_out {
     uint32_t rank;                   /* container shape: 1..4 */
     uint64_t dims[4];
     bool transpose;                  /* the container holds the transpose of the (2-D) source */
+    uint64_t row0;                   /* the container holds source rows row0 .. row0 + dims[0] - 1: one part
+                                      * of a fused tensor (Phi-3's qkv_proj); 0 and every row otherwise */
 } qc_out;
 
 /* One metadata entry the architecture adds. */
