@@ -161,6 +161,7 @@ static const rule phi3_rules[] = {
     { "layers.{i}.mlp.gate_up_proj.weight", QM_TENSOR_BLK_FFN_GATE, PL | PART, X_FF, X_D },
     { "layers.{i}.mlp.gate_up_proj.weight", QM_TENSOR_BLK_FFN_UP, PL | PART, X_FF, X_D },
     { "layers.{i}.mlp.down_proj.weight", QM_TENSOR_BLK_FFN_DOWN, PL, X_D, X_FF },
+    { "layers.{i}.self_attn.rotary_emb.inv_freq", NO_DST, PL | IGN | OPT, 0, 0 },
     { "norm.weight", QM_TENSOR_OUT_NORM, 0, X_D, 0 },
     { "lm_head.weight", QM_TENSOR_OUTPUT, HEAD | OPT | NOPFX, X_V, X_D },
 };
