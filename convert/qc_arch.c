@@ -175,6 +175,26 @@ static const part_def phi3_parts[] = {
     { QM_TENSOR_BLK_FFN_UP, 1, { X_FF, X_FF, X_NONE } },
 };
 
+/* Gemma 2: llama's names plus a norm after attention and a pair around the feed-forward (stored as HF
+ * stores them: the runtime multiplies by 1 + w) */
+static const rule gemma2_rules[] = {
+    { "embed_tokens.weight", QM_TENSOR_TOK_EMBD, 0, X_V, X_D },
+    { "layers.{i}.input_layernorm.weight", QM_TENSOR_BLK_ATTN_NORM, PL, X_D, 0 },
+    { "layers.{i}.self_attn.q_proj.weight", QM_TENSOR_BLK_ATTN_Q, PL, X_Q, X_D },
+    { "layers.{i}.self_attn.k_proj.weight", QM_TENSOR_BLK_ATTN_K, PL, X_KV, X_D },
+    { "layers.{i}.self_attn.v_proj.weight", QM_TENSOR_BLK_ATTN_V, PL, X_KV, X_D },
+    { "layers.{i}.self_attn.o_proj.weight", QM_TENSOR_BLK_ATTN_O, PL, X_D, X_Q },
+    { "layers.{i}.post_attention_layernorm.weight", QM_TENSOR_BLK_POST_ATTN_NORM, PL, X_D, 0 },
+    { "layers.{i}.pre_feedforward_layernorm.weight", QM_TENSOR_BLK_FFN_NORM, PL, X_D, 0 },
+    { "layers.{i}.mlp.gate_proj.weight", QM_TENSOR_BLK_FFN_GATE, PL, X_FF, X_D },
+    { "layers.{i}.mlp.up_proj.weight", QM_TENSOR_BLK_FFN_UP, PL, X_FF, X_D },
+    { "layers.{i}.mlp.down_proj.weight", QM_TENSOR_BLK_FFN_DOWN, PL, X_D, X_FF },
+    { "layers.{i}.post_feedforward_layernorm.weight", QM_TENSOR_BLK_POST_FFN_NORM, PL, X_D, 0 },
+    { "layers.{i}.self_attn.rotary_emb.inv_freq", NO_DST, PL | IGN | OPT, 0, 0 },
+    { "norm.weight", QM_TENSOR_OUT_NORM, 0, X_D, 0 },
+    { "lm_head.weight", QM_TENSOR_OUTPUT, HEAD | OPT | NOPFX, X_V, X_D },
+};
+
 #define ENC "transformer.encoder.layers.{i}."
 #define DECL "transformer.decoder.layers.{i}."
 static const rule seq2seq_rules[] = {
@@ -224,10 +244,7 @@ static const rule seq2seq_rules[] = {
 /* The architectures convert plans, from the names table. */
 const char *qc_arch_list(void)
 {
-#define QM_X(id, name) ", " name
-    static const char all[] = QM_ARCH_LIST(QM_X);
-#undef QM_X
-    return all + 2;   /* past the first separator */
+    return qm_arch_list();
 }
 
 /* ---- source tensor index: every tensor of every shard, by name ---- */
@@ -871,7 +888,9 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
         goto out;
     }
     bool tied;
-    if ((st = resolve_head(c, a, &m, cfg_bool(c, KEYS("tie_word_embeddings"), 0), &tied))) goto out;
+    /* HF's Gemma2Config ties by default, LlamaConfig does not */
+    bool tie_default = cfg_bool(c, KEYS("tie_word_embeddings"), a->arch == QM_ARCH_GEMMA2);
+    if ((st = resolve_head(c, a, &m, tie_default, &tied))) goto out;
     /* q/k/v biases (Qwen2) and per-head q/k norms (Qwen3): each all layers or none */
     static const qm_tensor_id biases[] = { QM_TENSOR_BLK_ATTN_Q_B, QM_TENSOR_BLK_ATTN_K_B, QM_TENSOR_BLK_ATTN_V_B };
     static const qm_tensor_id qk_norms[] = { QM_TENSOR_BLK_ATTN_Q_NORM, QM_TENSOR_BLK_ATTN_K_NORM };
@@ -897,12 +916,33 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
         (st = meta_f32(c, QM_HP_ROPE_THETA, theta)) || (st = meta_str(c, QM_HP_ROPE_STYLE, "half")) ||
         (st = meta_u32(c, QM_HP_SLIDING_WINDOW, window)) || (st = meta_bool(c, QM_HP_QKV_BIAS, with_bias)) ||
         (st = meta_bool(c, QM_HP_QK_NORM, with_qk_norm)) ||
-        (st = meta_str(c, QM_HP_ACTIVATION, cfg_str(c, KEYS("hidden_act"), "silu"))) ||
+        (st = meta_str(c, QM_HP_ACTIVATION, cfg_str(c, KEYS("hidden_activation", "hidden_act"), "silu"))) ||
         (st = meta_bool(c, QM_HP_TIED_OUTPUT, tied)))
         goto out;
 out:
     free(m.slot);
     return st;
+}
+
+/* Gemma 2: llama's plan, then its scalars (absent soft caps are 0: none) */
+static qm_status plan_gemma2(ctx *c, const arch_def *a)
+{
+    qm_status st = plan_llama(c, a);
+    double attn_cap, final_cap, query_scale;
+    uint64_t head_dim;
+    bool found;
+    if (st || (st = cfg_f64(c, KEYS("attn_logit_softcapping"), 0.0, &attn_cap)) ||
+        (st = cfg_f64(c, KEYS("final_logit_softcapping"), 0.0, &final_cap)) ||
+        (st = cfg_u64(c, KEYS("head_dim"), &head_dim, &found)) ||
+        (st = cfg_f64(c, KEYS("query_pre_attn_scalar"), found ? (double)head_dim : 0.0, &query_scale)))
+        return st;
+    if (!(query_scale > 0.0))
+        return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "query_pre_attn_scalar", QM_NO_OFFSET,
+                       "query_pre_attn_scalar (or head_dim) must be given and positive");
+    if ((st = meta_f32(c, QM_HP_ATTN_SOFTCAP, attn_cap)) || (st = meta_f32(c, QM_HP_FINAL_SOFTCAP, final_cap)) ||
+        (st = meta_f32(c, QM_HP_QUERY_SCALE, query_scale)))
+        return st;
+    return QM_OK;
 }
 
 static qm_status plan_seq2seq(ctx *c, const arch_def *a)
@@ -1217,7 +1257,8 @@ static qm_status plan_none(ctx *c, const arch_def *row)
 static qm_status plan_gpt2(ctx *c, const arch_def *a) { return plan_gpt(c, a, false); }
 static qm_status plan_gpt_neo(ctx *c, const arch_def *a) { return plan_gpt(c, a, true); }
 
-/* Every source layout convert reads, in guessing order (a fused qkv_proj before llama's embed_tokens). */
+/* Every source layout convert reads, in guessing order (Gemma 2's extra norms and Phi-3's fused qkv_proj
+ * before llama's names, which both also have). */
 static const arch_def archs[] = {
     { { "none" }, QM_ARCH_NONE, { NULL }, "", NULL, 0, NO_DST, NULL, 0, plan_none },
     { { "mlp" }, QM_ARCH_MLP, { NULL }, "", NULL, 0, NO_DST, NULL, 0, plan_mlp },
@@ -1225,6 +1266,8 @@ static const arch_def archs[] = {
       NULL, 0, plan_gpt2 },
     { { "gpt_neo", "gpt-neo" }, QM_ARCH_GPT_NEO, { "attn.attention.q_proj." }, "transformer.", gpt_neo_rules,
       N(gpt_neo_rules), QM_TENSOR_TOK_EMBD, NULL, 0, plan_gpt_neo },
+    { { "gemma2" }, QM_ARCH_GEMMA2, { "pre_feedforward_layernorm." }, "model.", gemma2_rules, N(gemma2_rules),
+      QM_TENSOR_TOK_EMBD, NULL, 0, plan_gemma2 },
     { { "phi3" }, QM_ARCH_LLAMA, { "self_attn.qkv_proj." }, "model.", phi3_rules, N(phi3_rules), QM_TENSOR_TOK_EMBD,
       phi3_parts, N(phi3_parts), plan_llama },
     { { "llama", "mistral", "qwen2", "qwen3", "tinyllama" }, QM_ARCH_LLAMA, { "self_attn.q_proj.", "embed_tokens." },

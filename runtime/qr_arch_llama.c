@@ -162,7 +162,7 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *
     const size_t d = hp->dim, f = hp->ffn_dim, hd = hp->head_dim;
     const size_t q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd, ldqkv = s->qkv_stride;
     float *q = s->qkv, *k = s->qkv + q_dim, *v = s->qkv + q_dim + kv_dim;
-    const qr_attn_shape shape = { hp->n_heads, hp->n_kv_heads, (uint32_t)hd, 1.0f / sqrtf((float)hd) };
+    const qr_attn_shape shape = { hp->n_heads, hp->n_kv_heads, (uint32_t)hd, 1.0f / sqrtf((float)hd), 0.0f };
     const float eps = w->norm_eps;
     const size_t n = r->n;   /* every row of every sequence: the products run once over all of them */
 

@@ -21,7 +21,8 @@ checkpoint (torch.save or safetensors), converted by `qmap convert`, quantized b
 - Cases that matter: gpt_neo and mistral run past their attention windows (asserted), llama has fewer kv
   heads than heads, qwen2 has q/k/v biases and a tied head, qwen3 a head_dim set on its own (heads x head_dim != hidden),
   per-head q/k RMSNorm and a tied head, phi3 fused qkv_proj/gate_up_proj (split by convert) and a sliding
-  window it runs past, gpt2 a tied head.
+  window it runs past, gemma2 (1 + w) norms around attention and FFN, GeGLU, a scaled embedding, soft-capped
+  scores and logits, sliding windows on even layers only (run past), gpt2 a tied head.
 - Errors: an id outside the vocabulary, a sequence past the context, a container that is not an LM, a
   tensor of the wrong shape, a missing metadata key — each refused with a message naming it.
 - No allocation in 100 decode steps (counted malloc family), and the counter itself seen to work.
@@ -47,7 +48,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "convert"))
 import spec_reader  # noqa: E402
 import spec_writer  # noqa: E402
 from checks import Checks, fresh_dir  # noqa: E402
-from models import gpt2, gpt_neo, llama, mlp, phi3  # noqa: E402
+from models import gemma2, gpt2, gpt_neo, llama, mlp, phi3  # noqa: E402
 from savers import save_safetensors, save_torch  # noqa: E402
 
 T = 64          # tokens of the compared sequence
@@ -65,6 +66,7 @@ CASES = [
     ("qwen3", llama, dict(variant="qwen3", max_position_embeddings=CTX), save_safetensors, None),
     ("phi3", phi3, dict(max_position_embeddings=CTX, original_max_position_embeddings=CTX, sliding_window=8),
      save_safetensors, 8),
+    ("gemma2", gemma2, dict(max_position_embeddings=CTX, sliding_window=8), save_safetensors, 8),
 ]
 
 
