@@ -49,7 +49,7 @@ import spec_reader  # noqa: E402
 import spec_writer  # noqa: E402
 from checks import Checks, fresh_dir  # noqa: E402
 from models import gemma2, gpt2, gpt_neo, llama, mlp, phi3  # noqa: E402
-from savers import save_safetensors, save_torch  # noqa: E402
+from savers import drop_shared, save_safetensors, save_torch, write_json, write_safetensors  # noqa: E402
 
 T = 64          # tokens of the compared sequence
 GREEDY = 64     # tokens of the greedy continuation
@@ -698,6 +698,21 @@ def error_cases(env, llama_f32, workdir, mistral_f32=None):
             and jr.get("act") == "precise", r.stdout + r.stderr)
 
 
+def fused_shape_case(env, workdir):
+    """A Phi-3 qkv_proj one row short of (H + 2·KV)·hd cannot be split: refused naming the tensor."""
+    model, cfg = phi3.build(seed=3)
+    d = fresh_dir(os.path.join(workdir, "phi3-bad"))
+    sd = drop_shared(model.state_dict())
+    name = "model.layers.1.self_attn.qkv_proj.weight"
+    sd[name] = sd[name][:-1].clone()
+    write_json(os.path.join(d, "config.json"), cfg)
+    path = os.path.join(d, "model.safetensors")
+    write_safetensors(path, sd, metadata={"format": "pt"})
+    r = run([env.qmap, "convert", path, "-o", os.path.join(d, "o.qmap"), "--no-tokenizer", "--quiet"])
+    env.c.check("phi3", "a fused qkv_proj of the wrong row count is refused naming it",
+                r.returncode != 0 and name in r.stderr and "QM_ERR_SHAPE" in r.stderr, r.stderr.strip())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qmap", required=True)
@@ -715,6 +730,8 @@ def main():
     for name, mod, kw, saver, window in CASES:
         if c.want(name):
             f32s[name] = family_case(env, name, mod, kw, saver, window, args.workdir, summary)
+    if c.want("phi3"):
+        fused_shape_case(env, args.workdir)
     llama_f32 = f32s.get("llama")
     if llama_f32 and c.want("errors"):
         error_cases(env, llama_f32, args.workdir, f32s.get("mistral"))
