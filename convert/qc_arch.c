@@ -544,19 +544,19 @@ static void infer(const ctx *c, const arch_def *a, matched *m, hparams *hp, qm_t
     }
 }
 
-/* A PART rule's source rows: *row0 = the rows of the parts before it; *rows = its own rows when the fused
- * source has exactly the rows of all its parts, else left as the source's (so the shape check names it). */
-static void part_rows(const arch_def *a, const rule *ru, const hparams *hp, uint64_t *row0, uint64_t *rows)
+/* A PART rule's place in its fused source: *row0 = the rows of the parts before it, *rows = its own,
+ * *total = the rows of all its parts (what the source must have). */
+static void part_rows(const arch_def *a, const rule *ru, const hparams *hp, uint64_t *row0, uint64_t *rows,
+                      uint64_t *total)
 {
     const part_def *pd = NULL;
     for (size_t i = 0; i < a->n_parts; i++) if (a->parts[i].dst == ru->dst) pd = &a->parts[i];
-    uint64_t before = 0, total = 0;
+    *row0 = *rows = *total = 0;
     for (unsigned j = 0; pd && j < N(pd->split) && pd->split[j] != X_NONE; j++) {
-        if (j < pd->part) before += hp->v[pd->split[j]];
-        total += hp->v[pd->split[j]];
+        if (j < pd->part) *row0 += hp->v[pd->split[j]];
+        if (j == pd->part) *rows = hp->v[pd->split[j]];
+        *total += hp->v[pd->split[j]];
     }
-    *row0 = before;
-    if (pd && *rows == total) *rows = hp->v[pd->split[pd->part]];
 }
 
 static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hparams *hp, uint32_t n_layers,
@@ -592,9 +592,12 @@ static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hpa
                 uint64_t dims[QM_MAX_RANK];
                 qm_status st = container_shape(c, (uint64_t)r, ru->flags, &rank, dims);
                 if (st != QM_OK) return st;
-                uint64_t row0 = 0;
-                if (ru->flags & PART) part_rows(a, ru, hp, &row0, &dims[0]);
+                uint64_t row0 = 0, part = 0, fused = 0;
                 uint64_t want[2] = { hp->v[ru->s0], ru->s1 ? hp->v[ru->s1] : 0 };
+                if (ru->flags & PART) {   /* the fused source is checked whole, then this part taken */
+                    part_rows(a, ru, hp, &row0, &part, &fused);
+                    want[0] = fused;
+                }
                 uint32_t want_rank = ru->s1 ? 2 : 1;
                 if (rank != want_rank || dims[0] != want[0] || (want_rank == 2 && dims[1] != want[1])) {
                     const qc_tensor *t = ref_tensor(c, (uint64_t)r);
@@ -605,13 +608,13 @@ static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hpa
                     return qm_fail(c->err, QM_ERR_SHAPE, ref_file(c, (uint64_t)r), t->name, QM_NO_OFFSET,
                                    "tensor '%s' (container '%s') has shape %s but the model needs %s (%s%s%s%s%s)",
                                    t->name, dst, have_s, want_s, (ru->flags & TR) ? "transposed: " : "",
-                                   sym_name[ru->s0], ru->s1 ? " x " : "", ru->s1 ? sym_name[ru->s1] : "",
+                                   (ru->flags & PART) ? "the rows of all its parts" : sym_name[ru->s0], ru->s1 ? " x " : "", ru->s1 ? sym_name[ru->s1] : "",
                                    c->config ? ", from the config and the other tensors" : "");
                 }
                 if ((st = add_out(c, dst, (uint64_t)r, ru->flags)) != QM_OK) return st;
                 if (ru->flags & PART) {
                     c->plan->out[c->plan->n_out - 1].row0 = row0;
-                    c->plan->out[c->plan->n_out - 1].dims[0] = dims[0];
+                    c->plan->out[c->plan->n_out - 1].dims[0] = part;
                 }
             }
         }
