@@ -27,16 +27,13 @@ static void copy_meta_string(const qm_file *f, const char *key, char *buf, size_
     else snprintf(buf, cap, "%s", def);
 }
 
+/* The names table's kind column (format/qm_names.h), whose values are qmap_model_kind's. */
 static qmap_model_kind kind_of(qm_arch a)
 {
-    switch (a) {
-    case QM_ARCH_GPT2:
-    case QM_ARCH_GPT_NEO:
-    case QM_ARCH_LLAMA: return QMAP_KIND_LM;
-    case QM_ARCH_MLP: return QMAP_KIND_CLASSIFIER;
-    case QM_ARCH_SEQ2SEQ: return QMAP_KIND_SEQ2SEQ;
-    default: return QMAP_KIND_NONE;
-    }
+    _Static_assert((int)QM_KIND_LM == (int)QMAP_KIND_LM && (int)QM_KIND_CLASSIFIER == (int)QMAP_KIND_CLASSIFIER &&
+                   (int)QM_KIND_SEQ2SEQ == (int)QMAP_KIND_SEQ2SEQ && (int)QM_KIND_NONE == (int)QMAP_KIND_NONE,
+                   "qm_arch_kind and qmap_model_kind differ");
+    return (qmap_model_kind)qm_arch_kind_of(a);
 }
 
 /* Bytes of one row of a tensor viewed as rows × last dim (Q8_ROW rows carry their scale and sum too). */
@@ -215,8 +212,8 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
     m->arch = qm_arch_from_name(arch, (size_t)arch_len);
     if (m->arch == QM_ARCH_COUNT) {
         st = qm_fail(&e, QM_ERR_UNKNOWN_ARCH, path, QM_KEY_ARCHITECTURE, QM_NO_OFFSET,
-                     "architecture \"%.*s\" is not one this library runs (gpt2, gpt_neo, llama, mlp, seq2seq)",
-                     (int)(arch_len > 64 ? 64 : arch_len), arch);
+                     "architecture \"%.*s\" is not one this library runs (%s)",
+                     (int)(arch_len > 64 ? 64 : arch_len), arch, qm_arch_list());
         goto fail;
     }
     snprintf(m->arch_name, sizeof m->arch_name, "%s", qm_arch_name(m->arch));

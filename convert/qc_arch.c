@@ -24,10 +24,11 @@
 
 /* ---- hyperparameters and shape symbols ---- */
 
-typedef enum sym { X_NONE = 0, X_V, X_CTX, X_D, X_3D, X_FF, X_Q, X_KV, X_SV, X_TV, X_ML, X_COUNT } sym;
+typedef enum sym { X_NONE = 0, X_V, X_CTX, X_D, X_3D, X_FF, X_Q, X_KV, X_SV, X_TV, X_ML, X_HD, X_COUNT } sym;
 static const char *const sym_name[X_COUNT] = {
     "", "vocab_size", "context_length", "dim", "3*dim", "ffn_dim", "n_heads*head_dim",
     "n_kv_heads*head_dim", "src_vocab_size", "tgt_vocab_size", "max_len",
+    "head_dim",
 };
 
 typedef struct hparams {
@@ -45,6 +46,7 @@ enum {
     HEAD = 32,   /* the output head: dropped when tied to the token embedding */
     DEC = 64,    /* per decoder layer (seq2seq): counted by n_dec_layers */
     NOPFX = 128, /* matched against the full source name (no model prefix) */
+    PART = 256,  /* one part of a fused source: rows split[0] .., split[1] .., ... of it; this is part `part` */
 };
 
 typedef struct rule {
@@ -54,12 +56,28 @@ typedef struct rule {
     sym s0, s1;                           /* expected container shape; X_NONE ends it */
 } rule;
 
+/* Where a PART rule's container tensor lies in its fused source: rows split[0], then split[1], ... */
+typedef struct part_def {
+    qm_tensor_id dst;
+    unsigned part;                        /* which part it is (its rows: split[part]) */
+    sym split[3];                         /* the rows of each part in order; X_NONE ends it */
+} part_def;
+
+struct ctx;
+
+/* One source layout: the names that choose it (a canonical name of format/qm_names.h and the HF
+ * model_types that share it), the container architecture it becomes, its tensor rules and its plan. */
 typedef struct arch_def {
+    const char *names[5];                 /* model_type / --arch values; NULL ends the list */
     qm_arch arch;
+    const char *markers[2];               /* a source tensor name containing one of these guesses this row */
     const char *prefix;                   /* optional model prefix on source names */
     const rule *rules;
     size_t n_rules;
     qm_tensor_id embd;                    /* the token embedding (for tying); NO_DST: none */
+    const part_def *parts;                /* [n_parts]: the PART rules' places in their fused sources */
+    size_t n_parts;
+    qm_status (*plan)(struct ctx *c, const struct arch_def *a);
 } arch_def;
 
 static const rule gpt2_rules[] = {
@@ -116,11 +134,62 @@ static const rule llama_rules[] = {
     { "layers.{i}.self_attn.k_proj.bias", QM_TENSOR_BLK_ATTN_K_B, PL | OPT, X_KV, 0 },
     { "layers.{i}.self_attn.v_proj.weight", QM_TENSOR_BLK_ATTN_V, PL, X_KV, X_D },
     { "layers.{i}.self_attn.v_proj.bias", QM_TENSOR_BLK_ATTN_V_B, PL | OPT, X_KV, 0 },
+    { "layers.{i}.self_attn.q_norm.weight", QM_TENSOR_BLK_ATTN_Q_NORM, PL | OPT, X_HD, 0 },
+    { "layers.{i}.self_attn.k_norm.weight", QM_TENSOR_BLK_ATTN_K_NORM, PL | OPT, X_HD, 0 },
     { "layers.{i}.self_attn.o_proj.weight", QM_TENSOR_BLK_ATTN_O, PL, X_D, X_Q },
     { "layers.{i}.post_attention_layernorm.weight", QM_TENSOR_BLK_FFN_NORM, PL, X_D, 0 },
     { "layers.{i}.mlp.gate_proj.weight", QM_TENSOR_BLK_FFN_GATE, PL, X_FF, X_D },
     { "layers.{i}.mlp.up_proj.weight", QM_TENSOR_BLK_FFN_UP, PL, X_FF, X_D },
     { "layers.{i}.mlp.down_proj.weight", QM_TENSOR_BLK_FFN_DOWN, PL, X_D, X_FF },
+    { "layers.{i}.self_attn.rotary_emb.inv_freq", NO_DST, PL | IGN | OPT, 0, 0 },
+    { "norm.weight", QM_TENSOR_OUT_NORM, 0, X_D, 0 },
+    { "lm_head.weight", QM_TENSOR_OUTPUT, HEAD | OPT | NOPFX, X_V, X_D },
+};
+
+/* Phi-3's fused projections are split at convert time into llama's q/k/v and gate/up: the runtime already
+ * runs q/k/v (and gate/up) as one product over the same rows (qr_linear_many), so a fused matrix would
+ * gain nothing there, while split ones keep one container layout, one runtime family and quantize's
+ * per-tensor rules; Q8_ROW scales are per row, so a part quantizes exactly as its rows of the fused one. */
+static const rule phi3_rules[] = {
+    { "embed_tokens.weight", QM_TENSOR_TOK_EMBD, 0, X_V, X_D },
+    { "layers.{i}.input_layernorm.weight", QM_TENSOR_BLK_ATTN_NORM, PL, X_D, 0 },
+    { "layers.{i}.self_attn.qkv_proj.weight", QM_TENSOR_BLK_ATTN_Q, PL | PART, X_Q, X_D },
+    { "layers.{i}.self_attn.qkv_proj.weight", QM_TENSOR_BLK_ATTN_K, PL | PART, X_KV, X_D },
+    { "layers.{i}.self_attn.qkv_proj.weight", QM_TENSOR_BLK_ATTN_V, PL | PART, X_KV, X_D },
+    { "layers.{i}.self_attn.o_proj.weight", QM_TENSOR_BLK_ATTN_O, PL, X_D, X_Q },
+    { "layers.{i}.post_attention_layernorm.weight", QM_TENSOR_BLK_FFN_NORM, PL, X_D, 0 },
+    { "layers.{i}.mlp.gate_up_proj.weight", QM_TENSOR_BLK_FFN_GATE, PL | PART, X_FF, X_D },
+    { "layers.{i}.mlp.gate_up_proj.weight", QM_TENSOR_BLK_FFN_UP, PL | PART, X_FF, X_D },
+    { "layers.{i}.mlp.down_proj.weight", QM_TENSOR_BLK_FFN_DOWN, PL, X_D, X_FF },
+    { "layers.{i}.self_attn.rotary_emb.inv_freq", NO_DST, PL | IGN | OPT, 0, 0 },
+    { "norm.weight", QM_TENSOR_OUT_NORM, 0, X_D, 0 },
+    { "lm_head.weight", QM_TENSOR_OUTPUT, HEAD | OPT | NOPFX, X_V, X_D },
+};
+/* HF's Phi3Attention: q, k, v = qkv[:, :H·h], qkv[:, H·h : H·h + K·h], the rest; Phi3MLP: gate, up =
+ * gate_up.chunk(2) */
+static const part_def phi3_parts[] = {
+    { QM_TENSOR_BLK_ATTN_Q, 0, { X_Q, X_KV, X_KV } },
+    { QM_TENSOR_BLK_ATTN_K, 1, { X_Q, X_KV, X_KV } },
+    { QM_TENSOR_BLK_ATTN_V, 2, { X_Q, X_KV, X_KV } },
+    { QM_TENSOR_BLK_FFN_GATE, 0, { X_FF, X_FF, X_NONE } },
+    { QM_TENSOR_BLK_FFN_UP, 1, { X_FF, X_FF, X_NONE } },
+};
+
+/* Gemma 2: llama's names plus a norm after attention and a pair around the feed-forward (stored as HF
+ * stores them: the runtime multiplies by 1 + w) */
+static const rule gemma2_rules[] = {
+    { "embed_tokens.weight", QM_TENSOR_TOK_EMBD, 0, X_V, X_D },
+    { "layers.{i}.input_layernorm.weight", QM_TENSOR_BLK_ATTN_NORM, PL, X_D, 0 },
+    { "layers.{i}.self_attn.q_proj.weight", QM_TENSOR_BLK_ATTN_Q, PL, X_Q, X_D },
+    { "layers.{i}.self_attn.k_proj.weight", QM_TENSOR_BLK_ATTN_K, PL, X_KV, X_D },
+    { "layers.{i}.self_attn.v_proj.weight", QM_TENSOR_BLK_ATTN_V, PL, X_KV, X_D },
+    { "layers.{i}.self_attn.o_proj.weight", QM_TENSOR_BLK_ATTN_O, PL, X_D, X_Q },
+    { "layers.{i}.post_attention_layernorm.weight", QM_TENSOR_BLK_POST_ATTN_NORM, PL, X_D, 0 },
+    { "layers.{i}.pre_feedforward_layernorm.weight", QM_TENSOR_BLK_FFN_NORM, PL, X_D, 0 },
+    { "layers.{i}.mlp.gate_proj.weight", QM_TENSOR_BLK_FFN_GATE, PL, X_FF, X_D },
+    { "layers.{i}.mlp.up_proj.weight", QM_TENSOR_BLK_FFN_UP, PL, X_FF, X_D },
+    { "layers.{i}.mlp.down_proj.weight", QM_TENSOR_BLK_FFN_DOWN, PL, X_D, X_FF },
+    { "layers.{i}.post_feedforward_layernorm.weight", QM_TENSOR_BLK_POST_FFN_NORM, PL, X_D, 0 },
     { "layers.{i}.self_attn.rotary_emb.inv_freq", NO_DST, PL | IGN | OPT, 0, 0 },
     { "norm.weight", QM_TENSOR_OUT_NORM, 0, X_D, 0 },
     { "lm_head.weight", QM_TENSOR_OUTPUT, HEAD | OPT | NOPFX, X_V, X_D },
@@ -171,20 +240,11 @@ static const rule seq2seq_rules[] = {
 };
 
 #define N(a) (sizeof a / sizeof a[0])
-static const arch_def archs[] = {
-    { QM_ARCH_GPT2, "transformer.", gpt2_rules, N(gpt2_rules), QM_TENSOR_TOK_EMBD },
-    { QM_ARCH_GPT_NEO, "transformer.", gpt_neo_rules, N(gpt_neo_rules), QM_TENSOR_TOK_EMBD },
-    { QM_ARCH_LLAMA, "model.", llama_rules, N(llama_rules), QM_TENSOR_TOK_EMBD },
-    { QM_ARCH_SEQ2SEQ, "", seq2seq_rules, N(seq2seq_rules), NO_DST },
-};
 
 /* The architectures convert plans, from the names table. */
 const char *qc_arch_list(void)
 {
-#define QM_X(id, name) ", " name
-    static const char all[] = QM_ARCH_LIST(QM_X);
-#undef QM_X
-    return all + 2;   /* past the first separator */
+    return qm_arch_list();
 }
 
 /* ---- source tensor index: every tensor of every shard, by name ---- */
@@ -460,7 +520,7 @@ static qm_status match_all(ctx *c, const arch_def *a, matched *m)
                 long *ml = &m->max_layer[(ru->flags & DEC) ? 1 : 0];
                 if (layer > *ml) *ml = layer;
             }
-            break;
+            if (!(ru->flags & PART)) break;   /* the other parts of a fused source match it too */
         }
     }
     return QM_OK;
@@ -471,7 +531,7 @@ static void infer(const ctx *c, const arch_def *a, matched *m, hparams *hp, qm_t
 {
     if (hp->known[s]) return;
     for (size_t k = 0; k < a->n_rules; k++) {
-        if (a->rules[k].dst != canon) continue;
+        if (a->rules[k].dst != canon || (a->rules[k].flags & PART)) continue;
         int64_t r = *slot_at(m, k, 0);
         if (r < 0) return;
         const qc_tensor *t = ref_tensor(c, (uint64_t)r);
@@ -481,6 +541,21 @@ static void infer(const ctx *c, const arch_def *a, matched *m, hparams *hp, qm_t
         if (a->rules[k].flags & TR) { uint64_t x = dims[0]; dims[0] = dims[1]; dims[1] = x; }
         if ((uint32_t)dim < n) { hp->v[s] = dims[dim]; hp->known[s] = true; }
         return;
+    }
+}
+
+/* A PART rule's place in its fused source: *row0 = the rows of the parts before it, *rows = its own,
+ * *total = the rows of all its parts (what the source must have). */
+static void part_rows(const arch_def *a, const rule *ru, const hparams *hp, uint64_t *row0, uint64_t *rows,
+                      uint64_t *total)
+{
+    const part_def *pd = NULL;
+    for (size_t i = 0; i < a->n_parts; i++) if (a->parts[i].dst == ru->dst) pd = &a->parts[i];
+    *row0 = *rows = *total = 0;
+    for (unsigned j = 0; pd && j < N(pd->split) && pd->split[j] != X_NONE; j++) {
+        if (j < pd->part) *row0 += hp->v[pd->split[j]];
+        if (j == pd->part) *rows = hp->v[pd->split[j]];
+        *total += hp->v[pd->split[j]];
     }
 }
 
@@ -517,7 +592,12 @@ static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hpa
                 uint64_t dims[QM_MAX_RANK];
                 qm_status st = container_shape(c, (uint64_t)r, ru->flags, &rank, dims);
                 if (st != QM_OK) return st;
+                uint64_t row0 = 0, part = 0, fused = 0;
                 uint64_t want[2] = { hp->v[ru->s0], ru->s1 ? hp->v[ru->s1] : 0 };
+                if (ru->flags & PART) {   /* the fused source is checked whole, then this part taken */
+                    part_rows(a, ru, hp, &row0, &part, &fused);
+                    want[0] = fused;
+                }
                 uint32_t want_rank = ru->s1 ? 2 : 1;
                 if (rank != want_rank || dims[0] != want[0] || (want_rank == 2 && dims[1] != want[1])) {
                     const qc_tensor *t = ref_tensor(c, (uint64_t)r);
@@ -528,10 +608,14 @@ static qm_status check_and_emit(ctx *c, const arch_def *a, matched *m, const hpa
                     return qm_fail(c->err, QM_ERR_SHAPE, ref_file(c, (uint64_t)r), t->name, QM_NO_OFFSET,
                                    "tensor '%s' (container '%s') has shape %s but the model needs %s (%s%s%s%s%s)",
                                    t->name, dst, have_s, want_s, (ru->flags & TR) ? "transposed: " : "",
-                                   sym_name[ru->s0], ru->s1 ? " x " : "", ru->s1 ? sym_name[ru->s1] : "",
+                                   (ru->flags & PART) ? "the rows of all its parts" : sym_name[ru->s0], ru->s1 ? " x " : "", ru->s1 ? sym_name[ru->s1] : "",
                                    c->config ? ", from the config and the other tensors" : "");
                 }
                 if ((st = add_out(c, dst, (uint64_t)r, ru->flags)) != QM_OK) return st;
+                if (ru->flags & PART) {
+                    c->plan->out[c->plan->n_out - 1].row0 = row0;
+                    c->plan->out[c->plan->n_out - 1].dims[0] = part;
+                }
             }
         }
     }
@@ -735,6 +819,27 @@ out:
     return st;
 }
 
+/* Whether the optional per-layer tensors `ids` are present: in every layer (true) or in none (false); some
+ * layers with them and some without is an error naming `what`. */
+static qm_status all_or_none(ctx *c, const arch_def *a, matched *m, uint32_t n_layers, const qm_tensor_id *ids,
+                             size_t n_ids, const char *what, bool *present)
+{
+    uint64_t with = 0, without = 0;
+    for (size_t k = 0; k < a->n_rules; k++)
+        for (size_t j = 0; j < n_ids; j++)
+            if (a->rules[k].dst == ids[j])
+                for (uint32_t l = 0; l < n_layers; l++) {
+                    if (*slot_at(m, k, l) >= 0) with++;
+                    else without++;
+                }
+    *present = with > 0;
+    if (with && without)
+        return qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, qm_tensor_pattern(ids[0]), QM_NO_OFFSET,
+                       "some layers have %s and some do not (%llu present, %llu missing)", what,
+                       (unsigned long long)with, (unsigned long long)without);
+    return QM_OK;
+}
+
 static qm_status plan_llama(ctx *c, const arch_def *a)
 {
     matched m = { 0 };
@@ -778,21 +883,26 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
                      "rope_scaling is not supported (plain RoPE only)");
         goto out;
     }
-    bool tied;
-    if ((st = resolve_head(c, a, &m, cfg_bool(c, KEYS("tie_word_embeddings"), 0), &tied))) goto out;
-    /* q/k/v biases (Qwen2): all layers or none */
-    int with_bias = 0, without = 0;
-    for (size_t k = 0; k < a->n_rules; k++)
-        if (strstr(a->rules[k].src, "_proj.bias"))
-            for (uint32_t l = 0; l < n_layers; l++) {
-                if (*slot_at(&m, k, l) >= 0) with_bias++;
-                else without++;
-            }
-    if (with_bias && without) {
-        st = qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, "q_proj.bias", QM_NO_OFFSET,
-                     "some layers have q/k/v biases and some do not (%d present, %d missing)", with_bias, without);
+    double rotary_part;
+    if ((st = cfg_f64(c, KEYS("partial_rotary_factor"), 1.0, &rotary_part))) goto out;
+    if (rotary_part != 1.0) {
+        st = qm_fail(c->err, QM_ERR_UNSUPPORTED, c->config_name, "partial_rotary_factor", QM_NO_OFFSET,
+                     "partial_rotary_factor = %g is not supported (RoPE over the whole head only)", rotary_part);
         goto out;
     }
+    bool tied;
+    /* HF's Gemma2Config ties by default, LlamaConfig does not */
+    bool tie_default = cfg_bool(c, KEYS("tie_word_embeddings"), a->arch == QM_ARCH_GEMMA2);
+    if ((st = resolve_head(c, a, &m, tie_default, &tied))) goto out;
+    /* q/k/v biases (Qwen2) and per-head q/k norms (Qwen3): each all layers or none */
+    static const qm_tensor_id biases[] = { QM_TENSOR_BLK_ATTN_Q_B, QM_TENSOR_BLK_ATTN_K_B, QM_TENSOR_BLK_ATTN_V_B };
+    static const qm_tensor_id qk_norms[] = { QM_TENSOR_BLK_ATTN_Q_NORM, QM_TENSOR_BLK_ATTN_K_NORM };
+    bool with_bias, with_qk_norm;
+    if ((st = all_or_none(c, a, &m, n_layers, biases, N(biases), "q/k/v biases", &with_bias)) ||
+        (st = all_or_none(c, a, &m, n_layers, qk_norms, N(qk_norms), "q_norm/k_norm", &with_qk_norm)))
+        goto out;
+    hp.v[X_HD] = head_dim;
+    hp.known[X_HD] = true;
     if (!hp.known[X_CTX]) hp.v[X_CTX] = 2048;
     if ((st = check_and_emit(c, a, &m, &hp, n_layers, 0)) || (st = unexpected(c))) goto out;
     double eps, theta;
@@ -807,13 +917,35 @@ static qm_status plan_llama(ctx *c, const arch_def *a)
         (st = meta_u32(c, QM_HP_N_KV_HEADS, kv)) || (st = meta_u32(c, QM_HP_HEAD_DIM, head_dim)) ||
         (st = meta_u32(c, QM_HP_FFN_DIM, hp.v[X_FF])) || (st = meta_f32(c, QM_HP_NORM_EPS, eps)) ||
         (st = meta_f32(c, QM_HP_ROPE_THETA, theta)) || (st = meta_str(c, QM_HP_ROPE_STYLE, "half")) ||
-        (st = meta_u32(c, QM_HP_SLIDING_WINDOW, window)) || (st = meta_bool(c, QM_HP_QKV_BIAS, with_bias > 0)) ||
-        (st = meta_str(c, QM_HP_ACTIVATION, cfg_str(c, KEYS("hidden_act"), "silu"))) ||
+        (st = meta_u32(c, QM_HP_SLIDING_WINDOW, window)) || (st = meta_bool(c, QM_HP_QKV_BIAS, with_bias)) ||
+        (st = meta_bool(c, QM_HP_QK_NORM, with_qk_norm)) ||
+        (st = meta_str(c, QM_HP_ACTIVATION, cfg_str(c, KEYS("hidden_activation", "hidden_act"), "silu"))) ||
         (st = meta_bool(c, QM_HP_TIED_OUTPUT, tied)))
         goto out;
 out:
     free(m.slot);
     return st;
+}
+
+/* Gemma 2: llama's plan, then its scalars (absent soft caps are 0: none) */
+static qm_status plan_gemma2(ctx *c, const arch_def *a)
+{
+    qm_status st = plan_llama(c, a);
+    double attn_cap, final_cap, query_scale;
+    uint64_t head_dim;
+    bool found;
+    if (st || (st = cfg_f64(c, KEYS("attn_logit_softcapping"), 0.0, &attn_cap)) ||
+        (st = cfg_f64(c, KEYS("final_logit_softcapping"), 0.0, &final_cap)) ||
+        (st = cfg_u64(c, KEYS("head_dim"), &head_dim, &found)) ||
+        (st = cfg_f64(c, KEYS("query_pre_attn_scalar"), found ? (double)head_dim : 0.0, &query_scale)))
+        return st;
+    if (!(query_scale > 0.0))
+        return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "query_pre_attn_scalar", QM_NO_OFFSET,
+                       "query_pre_attn_scalar (or head_dim) must be given and positive");
+    if ((st = meta_f32(c, QM_HP_ATTN_SOFTCAP, attn_cap)) || (st = meta_f32(c, QM_HP_FINAL_SOFTCAP, final_cap)) ||
+        (st = meta_f32(c, QM_HP_QUERY_SCALE, query_scale)))
+        return st;
+    return QM_OK;
 }
 
 static qm_status plan_seq2seq(ctx *c, const arch_def *a)
@@ -945,8 +1077,9 @@ static int natural_cmp(const char *a, const char *b)
 
 typedef struct mlp_layer { int64_t w, b; char act[16]; } mlp_layer;
 
-static qm_status plan_mlp(ctx *c)
+static qm_status plan_mlp(ctx *c, const arch_def *row)
 {
+    (void)row;   /* no fixed names: the layers come from the manifest or the tensor names */
     json_t *layers = c->manifest ? json_object_get(c->manifest, "layers") : NULL;
     /* one slot per linear layer: a layer list may name one weight in several layers, so it can hold more
      * linear layers than there are tensors */
@@ -1106,8 +1239,9 @@ out:
 
 /* Every source tensor under its own name and shape, no architecture rules, no hyperparameters. Only float
  * tensors: a container holds weights, and a non-float buffer is refused by name. */
-static qm_status plan_none(ctx *c)
+static qm_status plan_none(ctx *c, const arch_def *row)
 {
+    (void)row;
     for (uint64_t r = 0; r < c->n_refs; r++) {
         const char *name = c->refs[r].name;
         size_t n = strlen(name);
@@ -1123,30 +1257,45 @@ static qm_status plan_none(ctx *c)
 
 /* ---- choosing the architecture ---- */
 
-/* The architecture a config's model_type (or --arch, or the manifest) names: a canonical name of
- * format/qm_names.h, or one of the HF model_types that share a layout. QM_ARCH_COUNT if none. */
-static qm_arch canonical_arch(const char *name)
+static qm_status plan_gpt2(ctx *c, const arch_def *a) { return plan_gpt(c, a, false); }
+static qm_status plan_gpt_neo(ctx *c, const arch_def *a) { return plan_gpt(c, a, true); }
+
+/* Every source layout convert reads, in guessing order (Gemma 2's extra norms and Phi-3's fused qkv_proj
+ * before llama's names, which both also have). */
+static const arch_def archs[] = {
+    { { "none" }, QM_ARCH_NONE, { NULL }, "", NULL, 0, NO_DST, NULL, 0, plan_none },
+    { { "mlp" }, QM_ARCH_MLP, { NULL }, "", NULL, 0, NO_DST, NULL, 0, plan_mlp },
+    { { "gpt2" }, QM_ARCH_GPT2, { "attn.c_attn." }, "transformer.", gpt2_rules, N(gpt2_rules), QM_TENSOR_TOK_EMBD,
+      NULL, 0, plan_gpt2 },
+    { { "gpt_neo", "gpt-neo" }, QM_ARCH_GPT_NEO, { "attn.attention.q_proj." }, "transformer.", gpt_neo_rules,
+      N(gpt_neo_rules), QM_TENSOR_TOK_EMBD, NULL, 0, plan_gpt_neo },
+    { { "gemma2" }, QM_ARCH_GEMMA2, { "pre_feedforward_layernorm." }, "model.", gemma2_rules, N(gemma2_rules),
+      QM_TENSOR_TOK_EMBD, NULL, 0, plan_gemma2 },
+    { { "phi3" }, QM_ARCH_LLAMA, { "self_attn.qkv_proj." }, "model.", phi3_rules, N(phi3_rules), QM_TENSOR_TOK_EMBD,
+      phi3_parts, N(phi3_parts), plan_llama },
+    { { "llama", "mistral", "qwen2", "qwen3", "tinyllama" }, QM_ARCH_LLAMA, { "self_attn.q_proj.", "embed_tokens." },
+      "model.", llama_rules, N(llama_rules), QM_TENSOR_TOK_EMBD, NULL, 0, plan_llama },
+    { { "seq2seq", "transformer" }, QM_ARCH_SEQ2SEQ, { "transformer.encoder.layers." }, "", seq2seq_rules,
+      N(seq2seq_rules), NO_DST, NULL, 0, plan_seq2seq },
+};
+
+/* The row a config's model_type (or --arch, or the manifest) names; NULL if none. */
+static const arch_def *arch_named(const char *name)
 {
-    static const struct { const char *alias; qm_arch arch; } aliases[] = {
-        { "gpt-neo", QM_ARCH_GPT_NEO }, { "mistral", QM_ARCH_LLAMA }, { "qwen2", QM_ARCH_LLAMA },
-        { "tinyllama", QM_ARCH_LLAMA }, { "transformer", QM_ARCH_SEQ2SEQ },
-    };
-    qm_arch a = qm_arch_from_name(name, strlen(name));
-    if (a != QM_ARCH_COUNT) return a;
-    for (size_t i = 0; i < N(aliases); i++) if (!strcmp(aliases[i].alias, name)) return aliases[i].arch;
-    return QM_ARCH_COUNT;
+    for (size_t i = 0; i < N(archs); i++)
+        for (size_t k = 0; k < N(archs[i].names) && archs[i].names[k]; k++)
+            if (!strcmp(archs[i].names[k], name)) return &archs[i];
+    return NULL;
 }
 
-static qm_arch guess_arch(const ctx *c)
+/* The first row (in table order) one of whose markers some source tensor name contains; NULL if none. */
+static const arch_def *arch_guessed(const ctx *c)
 {
-    for (uint64_t r = 0; r < c->n_refs; r++) {
-        const char *n = c->refs[r].name;
-        if (strstr(n, "attn.c_attn.")) return QM_ARCH_GPT2;
-        if (strstr(n, "attn.attention.q_proj.")) return QM_ARCH_GPT_NEO;
-        if (strstr(n, "self_attn.q_proj.") || strstr(n, "embed_tokens.")) return QM_ARCH_LLAMA;
-        if (strstr(n, "transformer.encoder.layers.")) return QM_ARCH_SEQ2SEQ;
-    }
-    return QM_ARCH_COUNT;
+    for (size_t i = 0; i < N(archs); i++)
+        for (size_t k = 0; k < N(archs[i].markers) && archs[i].markers[k]; k++)
+            for (uint64_t r = 0; r < c->n_refs; r++)
+                if (strstr(c->refs[r].name, archs[i].markers[k])) return &archs[i];
+    return NULL;
 }
 
 qm_status qc_plan_build(const char *arch, qc_source *const *srcs, uint32_t n_srcs, const char *config_json,
@@ -1169,35 +1318,25 @@ qm_status qc_plan_build(const char *arch, qc_source *const *srcs, uint32_t n_src
     const char *how = "--arch";
     if (!arch && c.manifest) { arch = json_string_value(json_object_get(c.manifest, "arch")); how = "the manifest's \"arch\""; }
     if (!arch && c.config) { arch = json_string_value(json_object_get(c.config, "model_type")); how = "the config's \"model_type\""; }
-    qm_arch canon = QM_ARCH_COUNT;
-    if (!arch) { canon = guess_arch(&c); how = "the tensor names"; }
-    if (!arch && canon == QM_ARCH_COUNT && c.manifest && json_is_array(json_object_get(c.manifest, "layers")))
-        canon = QM_ARCH_MLP;
-    if (!arch && canon == QM_ARCH_COUNT) {
+    const arch_def *row = NULL;
+    if (!arch) { row = arch_guessed(&c); how = "the tensor names"; }
+    if (!arch && !row && c.manifest && json_is_array(json_object_get(c.manifest, "layers"))) row = arch_named("mlp");
+    if (!arch && !row) {
         st = qm_fail(err, QM_ERR_UNKNOWN_ARCH, srcs[0]->path, NULL, QM_NO_OFFSET,
                      "cannot tell the architecture from the config or the tensor names; give --arch (%s; "
                      "--arch none stores the tensors as they are)",
                      qc_arch_list());
         goto out;
     }
-    if (arch) canon = canonical_arch(arch);
-    if (canon == QM_ARCH_COUNT) {
+    if (arch) row = arch_named(arch);
+    if (!row) {
         st = qm_fail(err, QM_ERR_UNKNOWN_ARCH, srcs[0]->path, NULL, QM_NO_OFFSET,
                      "architecture \"%s\" (from %s) is not one qmap knows: %s (--arch none stores the tensors "
                      "as they are)", arch, how, qc_arch_list());
         goto out;
     }
-    plan->arch = qm_arch_name(canon);
-    if (canon == QM_ARCH_NONE) st = plan_none(&c);
-    else if (canon == QM_ARCH_MLP) st = plan_mlp(&c);
-    else
-        for (size_t i = 0; i < N(archs); i++) {
-            if (archs[i].arch != canon) continue;
-            if (canon == QM_ARCH_GPT2) st = plan_gpt(&c, &archs[i], false);
-            else if (canon == QM_ARCH_GPT_NEO) st = plan_gpt(&c, &archs[i], true);
-            else if (canon == QM_ARCH_LLAMA) st = plan_llama(&c, &archs[i]);
-            else st = plan_seq2seq(&c, &archs[i]);
-        }
+    plan->arch = qm_arch_name(row->arch);
+    st = row->plan(&c, row);
 out:
     json_decref(c.config);
     json_decref(c.manifest);

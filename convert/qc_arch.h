@@ -27,6 +27,8 @@ typedef struct qc_out {
     uint32_t rank;                   /* container shape: 1..4 */
     uint64_t dims[4];
     bool transpose;                  /* the container holds the transpose of the (2-D) source */
+    uint64_t row0;                   /* the container holds source rows row0 .. row0 + dims[0] - 1: one part
+                                      * of a fused tensor (Phi-3's qkv_proj); 0 and every row otherwise */
 } qc_out;
 
 /* One metadata entry the architecture adds. */
@@ -41,7 +43,7 @@ typedef struct qc_meta_item {
 } qc_meta_item;
 
 typedef struct qc_plan {
-    const char *arch;                /* static: "mlp", "gpt2", "gpt_neo", "llama", "seq2seq" */
+    const char *arch;                /* static: a name of format/qm_names.h's QM_ARCH_LIST */
     qc_out *out; uint64_t n_out;
     qc_meta_item *meta; uint64_t n_meta;
     uint64_t n_skipped;              /* buffers recognised and skipped (masks, inv_freq, tied head) */
@@ -59,7 +61,7 @@ qm_status qc_plan_build(const char *arch, qc_source *const *srcs, uint32_t n_src
 qm_status qc_plan_write_meta(const qc_plan *plan, qm_writer *w, qm_error *err);
 void qc_plan_free(qc_plan *plan);
 
-/* "mlp, gpt2, gpt_neo, llama, seq2seq" */
+/* every container architecture, from the names table: "none, mlp, gpt2, gpt_neo, llama, gemma2, seq2seq" */
 const char *qc_arch_list(void);
 
 #endif /* QC_ARCH_H */

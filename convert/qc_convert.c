@@ -436,6 +436,11 @@ static qm_status write_tensor(job *j, qm_writer *w, uint64_t ti, uint32_t dst_dt
     size_t es = qc_dtype_size(t->dtype);
     view v = make_view(t, o->transpose);
     uint64_t n = qc_tensor_elements(t);
+    if (v.rank >= 1 && o->dims[0] != v.shape[0]) {   /* one part of a fused tensor: rows row0 .. */
+        v.offset += o->row0 * (uint64_t)v.stride[0];
+        n = n / v.shape[0] * o->dims[0];
+        v.shape[0] = o->dims[0];
+    }
     bool same = (dst_dtype == QM_DTYPE_F32 && t->dtype == QC_F32) || (dst_dtype == QM_DTYPE_F16 && t->dtype == QC_F16);
     if (same && view_contiguous(&v)) {
         /* Straight from the mapping (or a loaded zip entry's buffer) into the writer, in slices for

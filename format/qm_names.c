@@ -5,11 +5,24 @@
 #include <string.h>
 
 static const char *const arch_names[] = {
-#define QM_X(id, name) name,
+#define QM_X(id, name, kind) name,
+    QM_ARCH_LIST(QM_X)
+#undef QM_X
+};
+static const qm_arch_kind arch_kinds[] = {
+#define QM_X(id, name, kind) kind,
     QM_ARCH_LIST(QM_X)
 #undef QM_X
 };
 const char *qm_arch_name(qm_arch a) { return (unsigned)a < QM_ARCH_COUNT ? arch_names[a] : NULL; }
+const char *qm_arch_list(void)
+{
+#define QM_X(id, name, kind) ", " name
+    static const char all[] = QM_ARCH_LIST(QM_X);
+#undef QM_X
+    return all + 2;   /* past the first separator */
+}
+qm_arch_kind qm_arch_kind_of(qm_arch a) { return (unsigned)a < QM_ARCH_COUNT ? arch_kinds[a] : QM_KIND_NONE; }
 qm_arch qm_arch_from_name(const char *name, size_t len)
 {
     for (int i = 0; i < QM_ARCH_COUNT; i++)

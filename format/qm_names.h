@@ -12,17 +12,23 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* ---- architectures (spec/ARCHITECTURES.md §3–§7; "none" is the plain tensor store) ------------------ */
+/* ---- architectures (spec/ARCHITECTURES.md §3–§7; "none" is the plain tensor store) ------------------
+ * One row per container architecture: its id, its name, and what kind of model it is (the api's
+ * qmap_model_kind has the same values). convert/qc_arch.c's archs[] adds the source layouts and HF
+ * model_types of each; runtime/qr_model.c's family table its forward pass. */
+typedef enum qm_arch_kind { QM_KIND_NONE = 0, QM_KIND_LM = 1, QM_KIND_CLASSIFIER = 2, QM_KIND_SEQ2SEQ = 3 } qm_arch_kind;
+
 #define QM_ARCH_LIST(X) \
-    X(NONE, "none") \
-    X(MLP, "mlp") \
-    X(GPT2, "gpt2") \
-    X(GPT_NEO, "gpt_neo") \
-    X(LLAMA, "llama") \
-    X(SEQ2SEQ, "seq2seq")
+    X(NONE, "none", QM_KIND_NONE) \
+    X(MLP, "mlp", QM_KIND_CLASSIFIER) \
+    X(GPT2, "gpt2", QM_KIND_LM) \
+    X(GPT_NEO, "gpt_neo", QM_KIND_LM) \
+    X(LLAMA, "llama", QM_KIND_LM) \
+    X(GEMMA2, "gemma2", QM_KIND_LM) \
+    X(SEQ2SEQ, "seq2seq", QM_KIND_SEQ2SEQ)
 
 typedef enum qm_arch {
-#define QM_X(id, name) QM_ARCH_##id,
+#define QM_X(id, name, kind) QM_ARCH_##id,
     QM_ARCH_LIST(QM_X)
 #undef QM_X
     QM_ARCH_COUNT
@@ -30,6 +36,10 @@ typedef enum qm_arch {
 
 /* "llama"; NULL for a value outside the list. */
 const char *qm_arch_name(qm_arch a);
+/* Every architecture's name, ", "-separated, in the list's order: "none, mlp, gpt2, ..." (for messages). */
+const char *qm_arch_list(void);
+/* What kind of model `a` is; QM_KIND_NONE for a value outside the list. */
+qm_arch_kind qm_arch_kind_of(qm_arch a);
 /* The architecture called `name` (len bytes, need not be NUL-terminated); QM_ARCH_COUNT if none is. */
 qm_arch qm_arch_from_name(const char *name, size_t len);
 
@@ -50,13 +60,15 @@ qm_arch qm_arch_from_name(const char *name, size_t len);
     X(ENC_NORM_B,      "enc_norm.bias") \
     X(DEC_NORM,        "dec_norm.weight") \
     X(DEC_NORM_B,      "dec_norm.bias") \
-    /* decoder-LM blocks: gpt2, gpt_neo, llama */ \
+    /* decoder-LM blocks: gpt2, gpt_neo, llama, gemma2 */ \
     X(BLK_LN1,         "blk.%u.ln1.weight") \
     X(BLK_LN1_B,       "blk.%u.ln1.bias") \
     X(BLK_LN2,         "blk.%u.ln2.weight") \
     X(BLK_LN2_B,       "blk.%u.ln2.bias") \
     X(BLK_ATTN_NORM,   "blk.%u.attn_norm.weight") \
     X(BLK_FFN_NORM,    "blk.%u.ffn_norm.weight") \
+    X(BLK_POST_ATTN_NORM, "blk.%u.post_attn_norm.weight") \
+    X(BLK_POST_FFN_NORM,  "blk.%u.post_ffn_norm.weight") \
     X(BLK_ATTN_QKV,    "blk.%u.attn_qkv.weight") \
     X(BLK_ATTN_QKV_B,  "blk.%u.attn_qkv.bias") \
     X(BLK_ATTN_Q,      "blk.%u.attn_q.weight") \
@@ -65,6 +77,8 @@ qm_arch qm_arch_from_name(const char *name, size_t len);
     X(BLK_ATTN_K_B,    "blk.%u.attn_k.bias") \
     X(BLK_ATTN_V,      "blk.%u.attn_v.weight") \
     X(BLK_ATTN_V_B,    "blk.%u.attn_v.bias") \
+    X(BLK_ATTN_Q_NORM, "blk.%u.attn_q_norm.weight") \
+    X(BLK_ATTN_K_NORM, "blk.%u.attn_k_norm.weight") \
     X(BLK_ATTN_OUT,    "blk.%u.attn_out.weight") \
     X(BLK_ATTN_OUT_B,  "blk.%u.attn_out.bias") \
     X(BLK_ATTN_O,      "blk.%u.attn_o.weight") \
@@ -162,6 +176,10 @@ int qm_tensor_name(char *buf, size_t cap, qm_tensor_id id, unsigned layer);
     X(ROPE_STYLE,       "rope_style") \
     X(SLIDING_WINDOW,   "sliding_window") \
     X(QKV_BIAS,         "qkv_bias") \
+    X(QK_NORM,          "qk_norm") \
+    X(ATTN_SOFTCAP,     "attn_softcap") \
+    X(FINAL_SOFTCAP,    "final_softcap") \
+    X(QUERY_SCALE,      "query_pre_attn_scalar") \
     X(ATTENTION_LAYERS, "attention_layers") \
     X(WINDOW_SIZE,      "window_size") \
     X(ACTIVATIONS,      "activations") \

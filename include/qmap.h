@@ -75,7 +75,7 @@ typedef struct qmap_model qmap_model;
 
 typedef enum qmap_model_kind {
     QMAP_KIND_NONE = 0,        /* a plain tensor store (general.architecture "none"): nothing to run */
-    QMAP_KIND_LM = 1,          /* decoder language model: gpt2, gpt_neo, llama */
+    QMAP_KIND_LM = 1,          /* decoder language model: gpt2, gpt_neo, llama, gemma2 */
     QMAP_KIND_CLASSIFIER = 2,  /* mlp */
     QMAP_KIND_SEQ2SEQ = 3,     /* encoder-decoder */
 } qmap_model_kind;
@@ -131,7 +131,7 @@ QMAP_API qmap_status qmap_exit_on_mapped_file_change(const char *message, int ex
 typedef struct qmap_model_info {
     const char *path;          /* as given to qmap_model_open */
     const char *arch;          /* "gpt2", "gpt_neo", "llama", "mlp", "seq2seq" (NUL-terminated) */
-    const char *variant;       /* llama.variant ("llama", "mistral", "qwen2", ...) or the arch */
+    const char *variant;       /* llama.variant ("llama", "mistral", "qwen2", "qwen3", "phi3", ...) or the arch */
     const char *file_type;     /* general.file_type: "f32", "f16", "q8_row" ("" if absent) */
     qmap_model_kind kind;
     uint32_t vocab_size;       /* rows of the token embedding (LM) / output classes (classifier) */

@@ -100,10 +100,10 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
     bool plain = have_arch && a == QM_ARCH_NONE;
     const bool auto_panels = o->panel_cols == QQ_PANEL_AUTO;
     /* the decoder LMs, whose FFN down projection ARCHITECTURES.md §4-§6 lets be stored in column panels */
-    const bool lm = a == QM_ARCH_LLAMA || a == QM_ARCH_GPT2 || a == QM_ARCH_GPT_NEO;
+    const bool lm = qm_arch_kind_of(a) == QM_KIND_LM;
     if (o->panel_cols && !auto_panels && !lm)
         return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, QM_KEY_ARCHITECTURE, QM_NO_OFFSET,
-                       "--panel-cols applies to decoder LM containers (gpt2, gpt_neo, llama/mistral/qwen2) only");
+                       "--panel-cols applies to decoder LM containers only");
     for (uint64_t i = 0; i < qm_tensor_count(f); i++) {
         const qm_tensor *t = qm_tensor_at(f, i);
         plan_item *p = &items[i];

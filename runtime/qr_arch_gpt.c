@@ -161,7 +161,7 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const qr_lm_rows *r)
     const qr_lm_hparams *hp = &w->hp;
     const size_t d = hp->dim, f = hp->ffn_dim, ldqkv = s->qkv_stride;
     float *q = s->qkv, *k = s->qkv + d, *v = s->qkv + 2 * d;
-    const qr_attn_shape shape = { hp->n_heads, hp->n_heads, hp->head_dim, w->attn_scale };
+    const qr_attn_shape shape = { hp->n_heads, hp->n_heads, hp->head_dim, w->attn_scale, 0.0f };
     const float eps = w->norm_eps;
     const size_t n = r->n;   /* every row of every sequence: the products run once over all of them */
 

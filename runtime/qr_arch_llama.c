@@ -1,7 +1,8 @@
-/* qr_arch_llama.c — Llama 2/3, TinyLlama, Mistral and Qwen2 (spec/ARCHITECTURES.md §6).
+/* qr_arch_llama.c — Llama 2/3, TinyLlama, Mistral, Qwen2 and Qwen3 (spec/ARCHITECTURES.md §6).
  *
  * RMSNorm, rotary positions in HF's rotate-half layout, grouped-query attention (optionally over a sliding
- * window: Mistral), optional q/k/v biases (Qwen2), a SwiGLU feed-forward, tied or untied output head.
+ * window: Mistral), optional q/k/v biases (Qwen2), optional RMSNorm of each query and key head before the
+ * rotation (Qwen3, whose head_dim is set on its own), a SwiGLU feed-forward, tied or untied output head.
  * The forward pass mirrors HF's LlamaForCausalLM line by line; the comments quote the PyTorch it follows.
  */
 #include <math.h>
@@ -17,6 +18,7 @@ typedef struct llama_layer {
     qr_matrix wq;               /* (n_heads*head_dim, dim)    q_proj */
     qr_matrix wk, wv;           /* (n_kv_heads*head_dim, dim) k_proj, v_proj */
     const float *bq, *bk, *bv;  /* their biases (Qwen2), else NULL */
+    const float *q_norm, *k_norm; /* (head_dim)               q_norm, k_norm (Qwen3), else NULL */
     qr_matrix wo;               /* (dim, n_heads*head_dim)    o_proj */
     const float *ffn_norm;      /* (dim)                      post_attention_layernorm.weight */
     qr_matrix w_gate, w_up;     /* (ffn_dim, dim)             gate_proj, up_proj */
@@ -57,7 +59,7 @@ static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
     qr_lm_hparams *hp = &w->hp;
     uint32_t window;
     float theta;
-    bool qkv_bias;
+    bool qkv_bias, qk_norm;
     const char *s;
     uint64_t len;
     TRY(qr_load_u32(ld, QM_HP_VOCAB_SIZE, &hp->vocab));
@@ -72,6 +74,7 @@ static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
     TRY(qr_load_f32(ld, QM_HP_NORM_EPS, &w->norm_eps));
     TRY(qr_load_f32_opt(ld, QM_HP_ROPE_THETA, 10000.0f, &theta));
     TRY(qr_load_bool_opt(ld, QM_HP_QKV_BIAS, false, &qkv_bias));
+    TRY(qr_load_bool_opt(ld, QM_HP_QK_NORM, false, &qk_norm));
     TRY(qr_load_bool_opt(ld, QM_HP_TIED_OUTPUT, false, &w->tied));
     TRY(qr_check_range(ld, QM_HP_VOCAB_SIZE, hp->vocab, 1, 1u << 24));
     TRY(qr_check_range(ld, QM_HP_CONTEXT_LENGTH, hp->ctx, 1, 1u << 24));
@@ -120,6 +123,10 @@ static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
             TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_K_B, l, kv_dim, &L->bk));
             TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_V_B, l, kv_dim, &L->bv));
         }
+        if (qk_norm) {
+            TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_Q_NORM, l, hp->head_dim, &L->q_norm));
+            TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_K_NORM, l, hp->head_dim, &L->k_norm));
+        }
         TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_O, l, d, q_dim, &L->wo));
         TRY(qr_load_vector(ld, QM_TENSOR_BLK_FFN_NORM, l, d, &L->ffn_norm));
         TRY(qr_load_matrix(ld, QM_TENSOR_BLK_FFN_GATE, l, f, d, &L->w_gate));
@@ -138,6 +145,16 @@ static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
 
 #define TRY(expr) do { qm_status st_ = (expr); if (st_ != QM_OK) return st_; } while (0)
 
+/* Each of the first `heads` heads (hd values) of n rows (ld apart) RMS-normed in place with weight w. */
+static void heads_rmsnorm(float *x, size_t ld, size_t n, size_t heads, size_t hd, const float *w, float eps)
+{
+    for (size_t i = 0; i < n; i++)
+        for (size_t h = 0; h < heads; h++) {
+            float *y = x + i * ld + h * hd;
+            qr_rmsnorm(y, y, w, hd, eps);
+        }
+}
+
 static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *r)
 {
     const llama_weights *w = p;
@@ -145,7 +162,7 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *
     const size_t d = hp->dim, f = hp->ffn_dim, hd = hp->head_dim;
     const size_t q_dim = hp->n_heads * hd, kv_dim = hp->n_kv_heads * hd, ldqkv = s->qkv_stride;
     float *q = s->qkv, *k = s->qkv + q_dim, *v = s->qkv + q_dim + kv_dim;
-    const qr_attn_shape shape = { hp->n_heads, hp->n_kv_heads, (uint32_t)hd, 1.0f / sqrtf((float)hd) };
+    const qr_attn_shape shape = { hp->n_heads, hp->n_kv_heads, (uint32_t)hd, 1.0f / sqrtf((float)hd), 0.0f };
     const float eps = w->norm_eps;
     const size_t n = r->n;   /* every row of every sequence: the products run once over all of them */
 
@@ -161,6 +178,11 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *
         const float *qkv_b[3] = { L->bq, L->bk, L->bv };
         float *qkv_y[3] = { q, k, v };
         TRY(qr_linear_many(s, QR_X_NORMED, qkv_w, qkv_b, 3, n, s->xb, d, qkv_y, ldqkv));
+        /* Qwen3: q, k = q_norm(q.view(.., heads, head_dim)), k_norm(k.view(..)), per head before the rotation */
+        if (L->q_norm) {
+            heads_rmsnorm(q, ldqkv, n, hp->n_heads, hd, L->q_norm, eps);
+            heads_rmsnorm(k, ldqkv, n, hp->n_kv_heads, hd, L->k_norm, eps);
+        }
         /* q, k = apply_rotary_pos_emb(q, k, cos, sin), each sequence's rows at its own positions */
         qr_lm_rope(s, r, q, ldqkv, hp->n_heads, hd, w->inv_freq);
         qr_lm_rope(s, r, k, ldqkv, hp->n_kv_heads, hd, w->inv_freq);

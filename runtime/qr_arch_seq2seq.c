@@ -291,7 +291,7 @@ static qm_status ffn(const qr_s2s *m, qr_s2s_state *s, const qr_s2s_layer *L, co
 
 static qr_attn_shape attn_shape(const qr_s2s *m)
 {
-    return (qr_attn_shape){ m->n_heads, m->n_heads, m->head_dim, 1.0f / sqrtf((float)m->head_dim) };
+    return (qr_attn_shape){ m->n_heads, m->n_heads, m->head_dim, 1.0f / sqrtf((float)m->head_dim), 0.0f };
 }
 
 qm_status qr_s2s_encode(const qr_s2s *m, qr_s2s_state *s, const int32_t *ids, const uint32_t *lens, size_t n_sent,

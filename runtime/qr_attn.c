@@ -190,7 +190,15 @@ static double sum_range(const float *x, size_t n)
     return (a[0] + a[1]) + (a[2] + a[3]);
 }
 
-static void attend_block(const qr_attn_kernels *kr, const kv_view *w, float scale, const block_rows *B, float *sc)
+/* Gemma 2's soft cap of the scores of a tile: cap·tanh(s / cap), before the mask and the softmax. */
+static void softcap_tile(float *sc, size_t nr, size_t n, float cap)
+{
+    for (size_t r = 0; r < nr; r++)
+        for (size_t t = 0; t < n; t++) sc[r * QR_ATTN_TILE + t] = cap * tanhf(sc[r * QR_ATTN_TILE + t] / cap);
+}
+
+static void attend_block(const qr_attn_kernels *kr, const kv_view *w, float scale, float softcap, const block_rows *B,
+                         float *sc)
 {
     const size_t hd = w->hd;
     float m[QR_ATTN_MAX_ROWS];
@@ -207,6 +215,7 @@ static void attend_block(const qr_attn_kernels *kr, const kv_view *w, float scal
         uint32_t a = t0 > lo ? t0 : lo, b = t0 + (QR_ATTN_TILE - 1) < hi ? t0 + (QR_ATTN_TILE - 1) : hi;
         size_t n = (size_t)(b - a) + 1;
         tile_scores(kr, w, B, a, b, scale, sc);
+        if (softcap > 0.0f) softcap_tile(sc, B->nr, n, softcap);
         for (size_t r = 0; r < B->nr; r++) {
             float *s = sc + r * QR_ATTN_TILE;
             /* the keys of this tile row r sees: [va, vb] as offsets into the tile (empty when va > vb) */
@@ -321,7 +330,7 @@ static void run_block(void *ctx, size_t bi, int worker)
     }
     kv_view w = head_view(J, g);
     float *sc = bj->scratch + (size_t)worker * QR_ATTN_MAX_ROWS * QR_ATTN_TILE;
-    attend_block(bj->kr, &w, s->scale, &B, sc);
+    attend_block(bj->kr, &w, s->scale, s->softcap, &B, sc);
 }
 
 static void run_job(const attn_job *J, float *scratch, qr_pool *pool)

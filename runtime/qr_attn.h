@@ -26,6 +26,7 @@
 typedef struct qr_attn_shape {
     uint32_t n_heads, n_kv_heads, head_dim;   /* n_heads a multiple of n_kv_heads; head_dim as the cache's */
     float scale;                               /* scores = scale·q·k: 1/sqrt(head_dim) normally, 1 for GPT-Neo */
+    float softcap;                             /* > 0: scores = softcap·tanh(scores / softcap) (Gemma 2); 0: none */
 } qr_attn_shape;
 
 /* Floats of scratch qr_attn_causal needs for a pool of `threads` threads (qr_pool_threads; <= 0 counts as

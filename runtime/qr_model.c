@@ -570,7 +570,8 @@ qm_status qr_lm_logits(qr_lm_state *s, const qr_matrix *head, const float *head_
 
 const qr_lm_family *qr_lm_family_for(qm_arch arch)
 {
-    static const qr_lm_family *const families[] = { &qr_family_gpt2, &qr_family_gpt_neo, &qr_family_llama };
+    static const qr_lm_family *const families[] = { &qr_family_gpt2, &qr_family_gpt_neo, &qr_family_llama,
+                                                    &qr_family_gemma2 };
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         if (families[i]->arch == arch) return families[i];
     return NULL;

@@ -58,6 +58,7 @@ RULES = {
         (r"layers\.(\d+)\.input_layernorm\.weight", "blk.{0}.attn_norm.weight", None),
         (r"layers\.(\d+)\.self_attn\.([qkvo])_proj\.weight", "blk.{0}.attn_{1}.weight", None),
         (r"layers\.(\d+)\.self_attn\.([qkv])_proj\.bias", "blk.{0}.attn_{1}.bias", None),
+        (r"layers\.(\d+)\.self_attn\.([qk])_norm\.weight", "blk.{0}.attn_{1}_norm.weight", None),
         (r"layers\.(\d+)\.post_attention_layernorm\.weight", "blk.{0}.ffn_norm.weight", None),
         (r"layers\.(\d+)\.mlp\.(gate|up|down)_proj\.weight", "blk.{0}.ffn_{1}.weight", None),
         (r"norm\.weight", "out_norm.weight", None),
@@ -90,7 +91,7 @@ RULES = {
 
 # Our variant names -> the container's architecture.
 ARCH_OF = {"mlp": "mlp", "gpt2": "gpt2", "gpt_neo": "gpt_neo", "llama": "llama", "mistral": "llama",
-           "qwen2": "llama", "seq2seq": "seq2seq"}
+           "qwen2": "llama", "qwen3": "llama", "seq2seq": "seq2seq"}
 
 
 class Expected:
@@ -212,15 +213,16 @@ def expected_metadata(variant, cfg, tied):
     elif arch == "llama":
         d, heads = cfg["hidden_size"], cfg["num_attention_heads"]
         window = cfg.get("sliding_window") or 0
-        if cfg["model_type"] == "qwen2" and not cfg.get("use_sliding_window", False):
+        if cfg["model_type"] in ("qwen2", "qwen3") and not cfg.get("use_sliding_window", False):
             window = 0
         m = {"variant": ("STRING", cfg["model_type"]), "vocab_size": u32(cfg["vocab_size"]),
              "context_length": u32(cfg["max_position_embeddings"]), "dim": u32(d),
              "n_layers": u32(cfg["num_hidden_layers"]), "n_heads": u32(heads),
-             "n_kv_heads": u32(cfg["num_key_value_heads"]), "head_dim": u32(d // heads),
+             "n_kv_heads": u32(cfg["num_key_value_heads"]), "head_dim": u32(cfg.get("head_dim") or d // heads),
              "ffn_dim": u32(cfg["intermediate_size"]), "sliding_window": u32(window),
              "norm_eps": f32(cfg["rms_norm_eps"]), "rope_theta": f32(cfg["rope_theta"]),
              "rope_style": ("STRING", "half"), "qkv_bias": ("BOOL", cfg["model_type"] == "qwen2"),
+             "qk_norm": ("BOOL", cfg["model_type"] == "qwen3"),
              "tied_output": ("BOOL", tied), "activation": ("STRING", cfg["hidden_act"])}
     elif arch == "seq2seq":
         m = {"src_vocab_size": u32(cfg["src_vocab_size"]), "tgt_vocab_size": u32(cfg["tgt_vocab_size"]),

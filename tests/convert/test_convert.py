@@ -3,7 +3,7 @@
 
     /usr/bin/python3 tests/convert/test_convert.py --qmap build/qmap --workdir build/tests/convert [-k FILTER]
 
-For every model variant (tests/models: mlp, gpt2, gpt_neo, llama, mistral, qwen2, seq2seq) and every save
+For every model variant (tests/models: mlp, gpt2, gpt_neo, llama, mistral, qwen2, qwen3, seq2seq) and every save
 route (tests/convert/savers.py: raw dump, torch.save zip, wrapped checkpoint, safetensors, sharded
 safetensors by index and by shard list, sharded torch, npz, compressed npz) the model is saved, converted,
 and the container read back with the independent tests/spec_reader.py. What must hold:

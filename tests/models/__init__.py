@@ -7,13 +7,13 @@ nn.Sequential for mlp) and whose forward() is the reference the runtime is compa
 Every module exposes
     make_config(**overrides) -> dict        the HF-style config.json contents (our own keys for mlp/seq2seq)
     build(seed=0, **overrides) -> (model, config)
-and `VARIANTS` below names the models the tests use (llama.py also builds Mistral- and Qwen2-style ones).
+and `VARIANTS` below names the models the tests use (llama.py also builds Mistral-, Qwen2- and Qwen3-style ones).
 
 Only torch and the standard library are used: no transformers package.
 """
 from . import gpt2, gpt_neo, llama, mlp, seq2seq
 
-# name -> (module, keyword overrides for build()). The converter maps mistral/qwen2 onto "llama".
+# name -> (module, keyword overrides for build()). The converter maps mistral/qwen2/qwen3 onto "llama".
 VARIANTS = {
     "mlp": (mlp, {}),
     "gpt2": (gpt2, {}),
@@ -21,6 +21,7 @@ VARIANTS = {
     "llama": (llama, {}),
     "mistral": (llama, {"variant": "mistral"}),
     "qwen2": (llama, {"variant": "qwen2"}),
+    "qwen3": (llama, {"variant": "qwen3"}),
     "seq2seq": (seq2seq, {}),
 }
 

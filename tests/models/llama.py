@@ -1,10 +1,11 @@
-"""A tiny Llama (and Mistral / Qwen2 variants) with the exact parameter names of Hugging Face's
-LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM.
+"""A tiny Llama (and Mistral / Qwen2 / Qwen3 variants) with the exact parameter names of Hugging Face's
+LlamaForCausalLM / MistralForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM.
 
     model.embed_tokens.weight [V, d]
     model.layers.{i}.self_attn.q_proj.weight [H*hd, d]     (+ .bias [H*hd] for Qwen2)
     model.layers.{i}.self_attn.k_proj.weight [KV*hd, d]    (+ .bias for Qwen2)
     model.layers.{i}.self_attn.v_proj.weight [KV*hd, d]    (+ .bias for Qwen2)
+    model.layers.{i}.self_attn.{q,k}_norm.weight [hd]      (Qwen3 only)
     model.layers.{i}.self_attn.o_proj.weight [d, H*hd]
     model.layers.{i}.self_attn.rotary_emb.inv_freq [hd/2]  buffer, persistent as in older checkpoints
     model.layers.{i}.mlp.{gate,up}_proj.weight [ff, d]     model.layers.{i}.mlp.down_proj.weight [d, ff]
@@ -17,7 +18,9 @@ h // (H / KV)), SwiGLU MLP down(silu(gate(x)) * up(x)), causal mask. Mistral's s
 see key j when 0 <= i - j < sliding_window; Qwen2 has it only when use_sliding_window is true.
 
 Variants (build(variant=...)): "llama" untied head, GQA 4/2; "mistral" untied, sliding window 8, GQA 4/2;
-"qwen2" q/k/v biases, tied head, GQA 4/1.
+"qwen2" q/k/v biases, tied head, GQA 4/1; "qwen3" (modeling_qwen3.py) head_dim set on its own (4 heads of
+32 over hidden 64, so H*hd != d), q_norm/k_norm: the RMSNorm (weight [hd], rms_norm_eps) of each query and key
+head after the projection and before the rotation, tied head, GQA 4/2, no biases, no window.
 """
 import math
 
@@ -41,6 +44,11 @@ _VARIANTS = {
         "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
         "num_key_value_heads": 1, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": True,
         "use_sliding_window": False, "sliding_window": 32768,
+    },
+    "qwen3": {
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 32,
+        "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": True,
+        "use_sliding_window": False, "sliding_window": None, "max_window_layers": 2,
     },
 }
 
@@ -68,7 +76,7 @@ def has_qkv_bias(cfg):
 
 def sliding_window(cfg):
     """The attention window in positions, or None for plain causal attention."""
-    if cfg["model_type"] == "qwen2" and not cfg.get("use_sliding_window", False):
+    if cfg["model_type"] in ("qwen2", "qwen3") and not cfg.get("use_sliding_window", False):
         return None
     return cfg.get("sliding_window")
 
@@ -114,19 +122,25 @@ class Attention(nn.Module):
         d = cfg["hidden_size"]
         self.n_head = cfg["num_attention_heads"]
         self.n_kv = cfg["num_key_value_heads"]
-        self.head_dim = d // self.n_head
+        self.head_dim = cfg.get("head_dim") or d // self.n_head
         self.window = sliding_window(cfg)
         bias = has_qkv_bias(cfg)
         self.q_proj = nn.Linear(d, self.n_head * self.head_dim, bias=bias)
         self.k_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=bias)
         self.v_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=bias)
         self.o_proj = nn.Linear(self.n_head * self.head_dim, d, bias=False)
+        if cfg["model_type"] == "qwen3":
+            self.q_norm = RMSNorm(self.head_dim, cfg["rms_norm_eps"])
+            self.k_norm = RMSNorm(self.head_dim, cfg["rms_norm_eps"])
         self.rotary_emb = RotaryEmbedding(self.head_dim, cfg["rope_theta"])
 
     def forward(self, x):
         B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)     # [B, H, T, hd]
-        k = self.k_proj(x).view(B, T, self.n_kv, self.head_dim).transpose(1, 2)       # [B, KV, T, hd]
+        q = self.q_proj(x).view(B, T, self.n_head, self.head_dim)
+        k = self.k_proj(x).view(B, T, self.n_kv, self.head_dim)
+        if hasattr(self, "q_norm"):                                                    # Qwen3: per head
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)                                    # [B, H|KV, T, hd]
         v = self.v_proj(x).view(B, T, self.n_kv, self.head_dim).transpose(1, 2)
         cos, sin = self.rotary_emb(T)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)

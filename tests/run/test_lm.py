@@ -19,7 +19,10 @@ checkpoint (torch.save or safetensors), converted by `qmap convert`, quantized b
 - Prefill in one batch = token by token (the decode path) within 1e-5 · max|logit|; batches of 7 = one
   batch; 1 and 2 threads bit for bit.
 - Cases that matter: gpt_neo and mistral run past their attention windows (asserted), llama has fewer kv
-  heads than heads, qwen2 has q/k/v biases and a tied head, gpt2 a tied head.
+  heads than heads, qwen2 has q/k/v biases and a tied head, qwen3 a head_dim set on its own (heads x head_dim != hidden),
+  per-head q/k RMSNorm and a tied head, phi3 fused qkv_proj/gate_up_proj (split by convert) and a sliding
+  window it runs past, gemma2 (1 + w) norms around attention and FFN, GeGLU, a scaled embedding, soft-capped
+  scores and logits, sliding windows on even layers only (run past), gpt2 a tied head.
 - Errors: an id outside the vocabulary, a sequence past the context, a container that is not an LM, a
   tensor of the wrong shape, a missing metadata key — each refused with a message naming it.
 - No allocation in 100 decode steps (counted malloc family), and the counter itself seen to work.
@@ -45,8 +48,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "convert"))
 import spec_reader  # noqa: E402
 import spec_writer  # noqa: E402
 from checks import Checks, fresh_dir  # noqa: E402
-from models import gpt2, gpt_neo, llama, mlp  # noqa: E402
-from savers import save_safetensors, save_torch  # noqa: E402
+from models import gemma2, gpt2, gpt_neo, llama, mlp, phi3  # noqa: E402
+from savers import drop_shared, save_safetensors, save_torch, write_json, write_safetensors  # noqa: E402
 
 T = 64          # tokens of the compared sequence
 GREEDY = 64     # tokens of the greedy continuation
@@ -60,6 +63,10 @@ CASES = [
     ("llama", llama, dict(variant="llama", max_position_embeddings=CTX), save_safetensors, None),
     ("mistral", llama, dict(variant="mistral", max_position_embeddings=CTX, sliding_window=8), save_torch, 8),
     ("qwen2", llama, dict(variant="qwen2", max_position_embeddings=CTX), save_safetensors, None),
+    ("qwen3", llama, dict(variant="qwen3", max_position_embeddings=CTX), save_safetensors, None),
+    ("phi3", phi3, dict(max_position_embeddings=CTX, original_max_position_embeddings=CTX, sliding_window=8),
+     save_safetensors, 8),
+    ("gemma2", gemma2, dict(max_position_embeddings=CTX, sliding_window=8), save_safetensors, 8),
 ]
 
 
@@ -691,6 +698,21 @@ def error_cases(env, llama_f32, workdir, mistral_f32=None):
             and jr.get("act") == "precise", r.stdout + r.stderr)
 
 
+def fused_shape_case(env, workdir):
+    """A Phi-3 qkv_proj one row short of (H + 2·KV)·hd cannot be split: refused naming the tensor."""
+    model, cfg = phi3.build(seed=3)
+    d = fresh_dir(os.path.join(workdir, "phi3-bad"))
+    sd = drop_shared(model.state_dict())
+    name = "model.layers.1.self_attn.qkv_proj.weight"
+    sd[name] = sd[name][:-1].clone()
+    write_json(os.path.join(d, "config.json"), cfg)
+    path = os.path.join(d, "model.safetensors")
+    write_safetensors(path, sd, metadata={"format": "pt"})
+    r = run([env.qmap, "convert", path, "-o", os.path.join(d, "o.qmap"), "--no-tokenizer", "--quiet"])
+    env.c.check("phi3", "a fused qkv_proj of the wrong row count is refused naming it",
+                r.returncode != 0 and name in r.stderr and "QM_ERR_SHAPE" in r.stderr, r.stderr.strip())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qmap", required=True)
@@ -708,6 +730,8 @@ def main():
     for name, mod, kw, saver, window in CASES:
         if c.want(name):
             f32s[name] = family_case(env, name, mod, kw, saver, window, args.workdir, summary)
+    if c.want("phi3"):
+        fused_shape_case(env, args.workdir)
     llama_f32 = f32s.get("llama")
     if llama_f32 and c.want("errors"):
         error_cases(env, llama_f32, args.workdir, f32s.get("mistral"))

@@ -138,8 +138,8 @@ static void run_case(const attn_case *c)
         }
         qr_kv_store(&kv, pos, n, kb, kw + 1, vb, kw + 2);
         for (size_t i = 0; i < nb_max * ldo; i++) o1[i] = o2[i] = GUARD;
-        qr_attn_causal(&(qr_attn_shape){ nh, nkv, hd, scale }, &kv, pos, n, qb, ldq, o1, ldo, scr1, pools_get(1));
-        qr_attn_causal(&(qr_attn_shape){ nh, nkv, hd, scale }, &kv, pos, n, qb, ldq, o2, ldo, scr2, pools_get(2));
+        qr_attn_causal(&(qr_attn_shape){ nh, nkv, hd, scale, 0.0f }, &kv, pos, n, qb, ldq, o1, ldo, scr1, pools_get(1));
+        qr_attn_causal(&(qr_attn_shape){ nh, nkv, hd, scale, 0.0f }, &kv, pos, n, qb, ldq, o2, ldo, scr2, pools_get(2));
         if (memcmp(o1, o2, nb_max * ldo * sizeof *o1) != 0)
             fail_msg("%s: pos0 %u n %u: threads 1 and 2 differ", c->name, pos, n);
         for (uint32_t i = 0; i < n; i++) {
@@ -239,7 +239,7 @@ static void batch_vs_decode(uint32_t nh, uint32_t nkv, uint32_t hd, uint32_t win
     for (size_t i = 0; i < T * qw; i++) Q[i] = frand(&st, -q_range, q_range);
     for (size_t i = 0; i < T * kw; i++) K[i] = frand(&st, -2.0f, 2.0f);
     for (size_t i = 0; i < T * kw; i++) V[i] = frand(&st, -1.0f, 1.0f);
-    qr_attn_shape sh = { nh, nkv, hd, 1.0f / sqrtf((float)hd) };
+    qr_attn_shape sh = { nh, nkv, hd, 1.0f / sqrtf((float)hd), 0.0f };
     float *ob = malloc(T * qw * sizeof *ob), *od = malloc(T * qw * sizeof *od);
     for (int mode = 0; mode < 2; mode++) {
         uint32_t nb = mode == 0 ? T : 1;
@@ -413,7 +413,7 @@ static void full_case(uint32_t nh, uint32_t nkv, uint32_t hd, size_t n_q, size_t
     float *o1 = malloc(n_q * ldo * sizeof *o1), *o2 = malloc(n_q * ldo * sizeof *o2);
     for (size_t i = 0; i < n_q * ldo; i++) o1[i] = o2[i] = GUARD;
     float *s1 = malloc(qr_attn_full_scratch_floats(1) * sizeof(float)), *s2 = malloc(qr_attn_full_scratch_floats(2) * sizeof(float));
-    qr_attn_shape sh = { nh, nkv, hd, scale };
+    qr_attn_shape sh = { nh, nkv, hd, scale, 0.0f };
     qr_attn_full(&sh, n_q, Q, ldq, n_k, K, ldk, V, ldv, o1, ldo, s1, pools_get(1));
     qr_attn_full(&sh, n_q, Q, ldq, n_k, K, ldk, V, ldv, o2, ldo, s2, pools_get(2));
     assert_memory_equal(o1, o2, n_q * ldo * sizeof *o1);
@@ -615,7 +615,7 @@ static void test_kv_copy(void **state)
         float q[4 * 9], o1[4 * 9], o2[4 * 9];
         for (int i = 0; i < 36; i++) q[i] = frand(&st, -1, 1);
         float *scr = malloc(qr_attn_scratch_floats(&a, 1) * sizeof(float));
-        qr_attn_shape sh = { 4, nkv, hd, 0.3f };
+        qr_attn_shape sh = { 4, nkv, hd, 0.3f, 0.0f };
         qr_attn_causal(&sh, &a, 16, 1, q, 36, o1, 36, scr, pools_get(1));
         qr_attn_causal(&sh, &c, 16, 1, q, 36, o2, 36, scr, pools_get(1));
         assert_memory_equal(o1, o2, sizeof o1);
