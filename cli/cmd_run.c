@@ -89,7 +89,7 @@ static int parse_run_args(int argc, char **argv, run_args *a, int *first)
         .name = "run",
         .usage = "qmap run MODEL.qmap (-p TEXT | -f FILE | --tokens IDS | --input X.npy) [options]",
         .description =
-            "Generate text with a decoder language model (gpt2, gpt_neo, llama/mistral/qwen2) read in place from\n"
+            "Generate text with a decoder language model (gpt2, gpt_neo, llama and its variants, gemma2) read in place from\n"
             "the container: F32, F16 and Q8_ROW weights are used where they lie, nothing is dequantized or copied.\n"
             "The prompt runs in batches through the matrix-matrix kernels, then one token at a time. Text streams to\n"
             "stdout as it is generated; generation stops at the end-of-sequence token, after -n tokens, at the\n"

@@ -1077,6 +1077,87 @@ static int natural_cmp(const char *a, const char *b)
 
 typedef struct mlp_layer { int64_t w, b; char act[16]; } mlp_layer;
 
+/* The linear layers of a "layers" list in the manifest (with their activations), and the output. */
+static qm_status mlp_layers_listed(ctx *c, json_t *layers, mlp_layer *L, uint32_t *n, const char **output)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(layers, i, e) {
+        const char *type = json_string_value(json_object_get(e, "type"));
+        if (!type) {
+            return qm_fail(c->err, QM_ERR_BAD_SOURCE, c->srcs[0]->path, "layers", QM_NO_OFFSET,
+                         "layers[%zu] has no \"type\"", i);
+        }
+        if (!strcmp(type, "linear")) {
+            const char *w = json_string_value(json_object_get(e, "weight"));
+            const char *b = json_string_value(json_object_get(e, "bias"));
+            int64_t rw = w ? find_ref(c, w) : -1, rb = b ? find_ref(c, b) : -1;
+            if (rw < 0 || (b && rb < 0)) {
+                return qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, w ? w : "layers", QM_NO_OFFSET,
+                             "layers[%zu]: tensor '%s' is missing", i, rw < 0 ? (w ? w : "(no weight)") : b);
+            }
+            L[(*n)++] = (mlp_layer){ rw, rb, "identity" };
+        } else if (is_activation(type)) {
+            if (!*n || strcmp(L[*n - 1].act, "identity")) {
+                return qm_fail(c->err, QM_ERR_UNSUPPORTED, c->srcs[0]->path, "layers", QM_NO_OFFSET,
+                             "layers[%zu] (%s) must follow a linear layer directly", i, type);
+            }
+            snprintf(L[*n - 1].act, sizeof L[*n - 1].act, "%s", type);
+        } else if (!strcmp(type, "softmax") || !strcmp(type, "log_softmax")) {
+            if (i + 1 != json_array_size(layers)) {
+                return qm_fail(c->err, QM_ERR_UNSUPPORTED, c->srcs[0]->path, "layers", QM_NO_OFFSET,
+                             "layers[%zu] (%s) is only supported as the last layer", i, type);
+            }
+            *output = type;
+        } else if (strcmp(type, "flatten") && strcmp(type, "dropout") && strcmp(type, "identity")) {
+            return qm_fail(c->err, QM_ERR_UNSUPPORTED, c->srcs[0]->path, "layers", QM_NO_OFFSET,
+                         "layers[%zu] has type \"%s\"; an MLP has linear, relu, gelu, tanh, sigmoid, silu, "
+                         "flatten, dropout, identity, softmax, log_softmax", i, type);
+        }
+    }
+    return QM_OK;
+}
+
+/* No layer list: every 2-D "<x>weight" is a Linear, in natural name order; "<x>bias" its bias. */
+static qm_status mlp_layers_by_name(ctx *c, mlp_layer *L, uint32_t *n, const char **output)
+{
+    int64_t *ws = calloc(c->n_refs ? c->n_refs : 1, sizeof *ws);
+    if (!ws) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
+    uint32_t nw = 0;
+    for (uint64_t r = 0; r < c->n_refs; r++) {
+        size_t len = strlen(c->refs[r].name);
+        if (ref_tensor(c, r)->rank == 2 && len >= 6 && !strcmp(c->refs[r].name + len - 6, "weight")) ws[nw++] = (int64_t)r;
+    }
+    for (uint32_t i = 1; i < nw; i++)          /* insertion sort: layer counts are small */
+        for (uint32_t j = i; j > 0 && natural_cmp(c->refs[ws[j - 1]].name, c->refs[ws[j]].name) > 0; j--) {
+            int64_t x = ws[j]; ws[j] = ws[j - 1]; ws[j - 1] = x;
+        }
+    json_t *al = cfg_get(c, KEYS("activations"));
+    const char *act = cfg_str(c, KEYS("activation"), "relu");
+    if (al && (!json_is_array(al) || json_array_size(al) != nw)) {
+        free(ws);
+        return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "activations", QM_NO_OFFSET,
+                     "\"activations\" must list one activation per linear layer (%u)", nw);
+    }
+    for (uint32_t i = 0; i < nw; i++) {
+        char bname[QC_NAME_MAX * 2];
+        const char *wn = c->refs[ws[i]].name;
+        snprintf(bname, sizeof bname, "%.*sbias", (int)(strlen(wn) - 6), wn);
+        const char *a = al ? json_string_value(json_array_get(al, i)) : (i + 1 < nw ? act : "identity");
+        if (!a || (!is_activation(a) && strcmp(a, "identity"))) {
+            free(ws);
+            return qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "activation", QM_NO_OFFSET,
+                         "unknown activation \"%s\" (relu, gelu, tanh, sigmoid, silu, identity)", a ? a : "(not a string)");
+        }
+        L[*n] = (mlp_layer){ ws[i], find_ref(c, bname), "" };
+        snprintf(L[*n].act, sizeof L[*n].act, "%s", a);
+        (*n)++;
+    }
+    free(ws);
+    *output = cfg_str(c, KEYS("output"), "logits");
+    return QM_OK;
+}
+
 static qm_status plan_mlp(ctx *c, const arch_def *row)
 {
     (void)row;   /* no fixed names: the layers come from the manifest or the tensor names */
@@ -1090,86 +1171,8 @@ static qm_status plan_mlp(ctx *c, const arch_def *row)
     qm_status st = QM_OK;
     const char *output = "logits";
     if (!L) return qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");
-    if (json_is_array(layers)) {
-        size_t i;
-        json_t *e;
-        json_array_foreach(layers, i, e) {
-            const char *type = json_string_value(json_object_get(e, "type"));
-            if (!type) {
-                st = qm_fail(c->err, QM_ERR_BAD_SOURCE, c->srcs[0]->path, "layers", QM_NO_OFFSET,
-                             "layers[%zu] has no \"type\"", i);
-                goto out;
-            }
-            if (!strcmp(type, "linear")) {
-                const char *w = json_string_value(json_object_get(e, "weight"));
-                const char *b = json_string_value(json_object_get(e, "bias"));
-                int64_t rw = w ? find_ref(c, w) : -1, rb = b ? find_ref(c, b) : -1;
-                if (rw < 0 || (b && rb < 0)) {
-                    st = qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, w ? w : "layers", QM_NO_OFFSET,
-                                 "layers[%zu]: tensor '%s' is missing", i, rw < 0 ? (w ? w : "(no weight)") : b);
-                    goto out;
-                }
-                L[n++] = (mlp_layer){ rw, rb, "identity" };
-            } else if (is_activation(type)) {
-                if (!n || strcmp(L[n - 1].act, "identity")) {
-                    st = qm_fail(c->err, QM_ERR_UNSUPPORTED, c->srcs[0]->path, "layers", QM_NO_OFFSET,
-                                 "layers[%zu] (%s) must follow a linear layer directly", i, type);
-                    goto out;
-                }
-                snprintf(L[n - 1].act, sizeof L[n - 1].act, "%s", type);
-            } else if (!strcmp(type, "softmax") || !strcmp(type, "log_softmax")) {
-                if (i + 1 != json_array_size(layers)) {
-                    st = qm_fail(c->err, QM_ERR_UNSUPPORTED, c->srcs[0]->path, "layers", QM_NO_OFFSET,
-                                 "layers[%zu] (%s) is only supported as the last layer", i, type);
-                    goto out;
-                }
-                output = type;
-            } else if (strcmp(type, "flatten") && strcmp(type, "dropout") && strcmp(type, "identity")) {
-                st = qm_fail(c->err, QM_ERR_UNSUPPORTED, c->srcs[0]->path, "layers", QM_NO_OFFSET,
-                             "layers[%zu] has type \"%s\"; an MLP has linear, relu, gelu, tanh, sigmoid, silu, "
-                             "flatten, dropout, identity, softmax, log_softmax", i, type);
-                goto out;
-            }
-        }
-    } else {
-        /* No layer list: every 2-D "<x>weight" is a Linear, in natural name order; "<x>bias" its bias. */
-        int64_t *ws = calloc(c->n_refs ? c->n_refs : 1, sizeof *ws);
-        if (!ws) { st = qm_fail(c->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory"); goto out; }
-        uint32_t nw = 0;
-        for (uint64_t r = 0; r < c->n_refs; r++) {
-            size_t len = strlen(c->refs[r].name);
-            if (ref_tensor(c, r)->rank == 2 && len >= 6 && !strcmp(c->refs[r].name + len - 6, "weight")) ws[nw++] = (int64_t)r;
-        }
-        for (uint32_t i = 1; i < nw; i++)          /* insertion sort: layer counts are small */
-            for (uint32_t j = i; j > 0 && natural_cmp(c->refs[ws[j - 1]].name, c->refs[ws[j]].name) > 0; j--) {
-                int64_t x = ws[j]; ws[j] = ws[j - 1]; ws[j - 1] = x;
-            }
-        json_t *al = cfg_get(c, KEYS("activations"));
-        const char *act = cfg_str(c, KEYS("activation"), "relu");
-        if (al && (!json_is_array(al) || json_array_size(al) != nw)) {
-            free(ws);
-            st = qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "activations", QM_NO_OFFSET,
-                         "\"activations\" must list one activation per linear layer (%u)", nw);
-            goto out;
-        }
-        for (uint32_t i = 0; i < nw; i++) {
-            char bname[QC_NAME_MAX * 2];
-            const char *wn = c->refs[ws[i]].name;
-            snprintf(bname, sizeof bname, "%.*sbias", (int)(strlen(wn) - 6), wn);
-            const char *a = al ? json_string_value(json_array_get(al, i)) : (i + 1 < nw ? act : "identity");
-            if (!a || (!is_activation(a) && strcmp(a, "identity"))) {
-                free(ws);
-                st = qm_fail(c->err, QM_ERR_BAD_CONFIG, c->config_name, "activation", QM_NO_OFFSET,
-                             "unknown activation \"%s\" (relu, gelu, tanh, sigmoid, silu, identity)", a ? a : "(not a string)");
-                goto out;
-            }
-            L[n] = (mlp_layer){ ws[i], find_ref(c, bname), "" };
-            snprintf(L[n].act, sizeof L[n].act, "%s", a);
-            n++;
-        }
-        free(ws);
-        output = cfg_str(c, KEYS("output"), "logits");
-    }
+    st = json_is_array(layers) ? mlp_layers_listed(c, layers, L, &n, &output) : mlp_layers_by_name(c, L, &n, &output);
+    if (st) goto out;
     if (n == 0) {
         st = qm_fail(c->err, QM_ERR_MISSING_TENSOR, c->srcs[0]->path, NULL, QM_NO_OFFSET,
                      "an MLP needs at least one linear layer (a 2-D '<name>.weight' tensor)");
