@@ -920,10 +920,10 @@ static qm_status set_source_with_sides(qc_tokenizer *t, const char *main1, const
 /* ---------------------------------------------------------------------------------------------- */
 /* the three source kinds */
 
-static qm_status load_hf_json(qc_tokenizer *t, const char *path, const json_t *root, const side_files *sf,
-                              qm_error *err)
+/* model and model.type of a tokenizer.json; *bpe tells BPE from WordLevel, the only two supported. */
+static qm_status hf_model_type(const char *path, const json_t *root, const json_t **model_out, bool *bpe,
+                               qm_error *err)
 {
-    qm_status s;
     const json_t *model = json_object_get(root, "model");
     if (!json_is_object(model))
         return qm_fail(err, QM_ERR_BAD_SOURCE, path, "model", QM_NO_OFFSET, "missing or not an object");
@@ -931,11 +931,40 @@ static qm_status load_hf_json(qc_tokenizer *t, const char *path, const json_t *r
     /* Files written before "type" was serialised are recognised by their merges. */
     if (!type && json_object_get(model, "merges")) type = "BPE";
     if (!type) return qm_fail(err, QM_ERR_BAD_SOURCE, path, "model.type", QM_NO_OFFSET, "missing");
-    bool bpe = strcmp(type, "BPE") == 0;
-    if (!bpe && strcmp(type, "WordLevel") != 0)
+    *bpe = strcmp(type, "BPE") == 0;
+    if (!*bpe && strcmp(type, "WordLevel") != 0)
         return qm_fail(err, QM_ERR_UNSUPPORTED, path, "model.type", QM_NO_OFFSET,
                        "tokenizer model type \"%.40s\" is not supported (only BPE and WordLevel)", type);
+    *model_out = model;
+    return QM_OK;
+}
 
+static qm_status hf_put_added_tokens(qc_tokenizer *t, const char *path, const json_t *added, qm_error *err)
+{
+    qm_status s;
+    for (size_t i = 0; i < json_array_size(added); i++) {
+        const json_t *a = json_array_get(added, i);
+        char fld[48];
+        snprintf(fld, sizeof fld, "added_tokens[%zu]", i);
+        const json_t *id = json_object_get(a, "id"), *content = json_object_get(a, "content");
+        if (!json_is_integer(id) || !json_is_string(content))
+            return qm_fail(err, QM_ERR_BAD_SOURCE, path, fld, QM_NO_OFFSET,
+                           "needs an integer \"id\" and a string \"content\"");
+        tri special;
+        if ((s = get_tri(path, a, "special", fld, &special, err)) != QM_OK) return s;
+        if ((s = put_token(t, path, fld, json_integer_value(id), json_string_value(content),
+                           json_string_length(content), (uint8_t)(TF_ADDED | (special == 1 ? TF_SPECIAL : 0)),
+                           err)) != QM_OK)
+            return s;
+    }
+    return QM_OK;
+}
+
+/* Every token of model.vocab and added_tokens into t's slots; *vocab_out is model.vocab for the merges. */
+static qm_status hf_load_tokens(qc_tokenizer *t, const char *path, const json_t *root, const json_t *model,
+                                const json_t **vocab_out, qm_error *err)
+{
+    qm_status s;
     const json_t *vocab = json_object_get(model, "vocab");
     if (!json_is_object(vocab))
         return qm_fail(err, QM_ERR_BAD_SOURCE, path, "model.vocab", QM_NO_OFFSET, "missing or not an object");
@@ -955,107 +984,132 @@ static qm_status load_hf_json(qc_tokenizer *t, const char *path, const json_t *r
             return qm_fail(err, QM_ERR_BAD_SOURCE, path, fld, QM_NO_OFFSET, "id is not an integer");
         if ((s = put_token(t, path, fld, json_integer_value(v), key, strlen(key), 0, err)) != QM_OK) return s;
     }
-    for (size_t i = 0; i < json_array_size(added); i++) {
-        const json_t *a = json_array_get(added, i);
-        char fld[48];
-        snprintf(fld, sizeof fld, "added_tokens[%zu]", i);
-        const json_t *id = json_object_get(a, "id"), *content = json_object_get(a, "content");
-        if (!json_is_integer(id) || !json_is_string(content))
-            return qm_fail(err, QM_ERR_BAD_SOURCE, path, fld, QM_NO_OFFSET,
-                           "needs an integer \"id\" and a string \"content\"");
-        tri special;
-        if ((s = get_tri(path, a, "special", fld, &special, err)) != QM_OK) return s;
-        if ((s = put_token(t, path, fld, json_integer_value(id), json_string_value(content),
-                           json_string_length(content), (uint8_t)(TF_ADDED | (special == 1 ? TF_SPECIAL : 0)),
-                           err)) != QM_OK)
-            return s;
-    }
+    if ((s = hf_put_added_tokens(t, path, added, err)) != QM_OK) return s;
     if ((s = finish_ids(t, path, err)) != QM_OK) return s;
+    *vocab_out = vocab;
+    return QM_OK;
+}
 
-    sp_claim own[SP_N];
-    memset(own, 0, sizeof own);
+/* Walks normalizer, pre_tokenizer, decoder and post_processor into p, the specials the file names into own. */
+static qm_status hf_walk_pipeline(qc_tokenizer *t, const char *path, const json_t *root, const json_t *model,
+                                  pipeline *p, sp_claim own[SP_N], qm_error *err)
+{
+    qm_status s;
+    memset(own, 0, SP_N * sizeof own[0]);
     const json_t *unk = json_object_get(model, "unk_token");
     if (json_is_string(unk)) claim_name(&own[SP_UNK], "model.unk_token", json_string_value(unk),
                                         json_string_length(unk));
 
-    pipeline p;
-    memset(&p, 0, sizeof p);
-    if ((s = walk_normalizer(t, &p, path, json_object_get(root, "normalizer"), "normalizer", 0, err)) != QM_OK)
+    memset(p, 0, sizeof *p);
+    if ((s = walk_normalizer(t, p, path, json_object_get(root, "normalizer"), "normalizer", 0, err)) != QM_OK)
         return s;
-    if ((s = walk_pre(t, &p, path, json_object_get(root, "pre_tokenizer"), "pre_tokenizer", 0, err)) != QM_OK)
+    if ((s = walk_pre(t, p, path, json_object_get(root, "pre_tokenizer"), "pre_tokenizer", 0, err)) != QM_OK)
         return s;
-    walk_decoder(&p, json_object_get(root, "decoder"), 0);
-    if (p.norm_prepend) t->add_prefix_space = 1;
+    walk_decoder(p, json_object_get(root, "decoder"), 0);
+    if (p->norm_prepend) t->add_prefix_space = 1;
     tri add_bos = -1, add_eos = -1;
     walk_processor(own, json_object_get(root, "post_processor"), 0, &add_bos, &add_eos);
     t->add_bos = add_bos;
     t->add_eos = add_eos;
+    return QM_OK;
+}
 
-    if (bpe) {
-        const json_t *sfx = json_object_get(model, "end_of_word_suffix");
-        const json_t *pfx = json_object_get(model, "continuing_subword_prefix");
-        if ((json_is_string(sfx) && json_string_length(sfx) > 0) || (json_is_string(pfx) && json_string_length(pfx) > 0))
-            return qm_fail(err, QM_ERR_UNSUPPORTED, path, "model", QM_NO_OFFSET,
-                           "BPE with end_of_word_suffix or continuing_subword_prefix is not supported");
-        const json_t *dropout = json_object_get(model, "dropout");
-        if (json_is_number(dropout) && json_number_value(dropout) > 0)
-            return qm_fail(err, QM_ERR_UNSUPPORTED, path, "model.dropout", QM_NO_OFFSET,
-                           "BPE dropout is not supported");
-        if ((s = get_tri(path, model, "byte_fallback", "model.byte_fallback", &t->byte_fallback, err)) != QM_OK)
-            return s;
-        if ((s = get_tri(path, model, "ignore_merges", "model.ignore_merges", &t->ignore_merges, err)) != QM_OK)
-            return s;
-        if ((s = json_merges(t, path, model, vocab, err)) != QM_OK) return s;
+/* The BPE model's options; refuses those the encoder does not implement. */
+static qm_status hf_bpe_options(qc_tokenizer *t, const char *path, const json_t *model, qm_error *err)
+{
+    qm_status s;
+    const json_t *sfx = json_object_get(model, "end_of_word_suffix");
+    const json_t *pfx = json_object_get(model, "continuing_subword_prefix");
+    if ((json_is_string(sfx) && json_string_length(sfx) > 0) || (json_is_string(pfx) && json_string_length(pfx) > 0))
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "model", QM_NO_OFFSET,
+                       "BPE with end_of_word_suffix or continuing_subword_prefix is not supported");
+    const json_t *dropout = json_object_get(model, "dropout");
+    if (json_is_number(dropout) && json_number_value(dropout) > 0)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "model.dropout", QM_NO_OFFSET,
+                       "BPE dropout is not supported");
+    if ((s = get_tri(path, model, "byte_fallback", "model.byte_fallback", &t->byte_fallback, err)) != QM_OK)
+        return s;
+    return get_tri(path, model, "ignore_merges", "model.ignore_merges", &t->ignore_merges, err);
+}
 
-        bool bytelevel = p.pre_bytelevel || (!p.pre_metaspace && p.dec_bytelevel);
-        bool spiece = p.pre_metaspace || p.norm_replace_space || p.dec_metaspace || t->byte_fallback == 1;
-        if (bytelevel && spiece)
-            return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
-                           "BPE that is both byte-level and sentencepiece-style is not supported");
-        if (!bytelevel && !spiece)
-            return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
-                           "BPE with neither a ByteLevel nor a Metaspace/sentencepiece setup is not supported");
-        if (p.ws_pattern)
-            return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
-                           "Whitespace pre-tokenizers are only supported with WordLevel");
-        if (bytelevel) {
-            t->kind = "bpe_bytelevel";
-            t->byte_fallback = -1;
-            if (p.split_regex && p.pre_bytelevel_regex)
-                return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
-                               "a Split pre-tokenizer together with ByteLevel use_regex is not supported");
-            if (p.split_regex)
-                s = set_pre_split(t, path, p.split_field, json_string_value(p.split_regex),
-                                  json_string_length(p.split_regex), err);
-            else if (p.pre_bytelevel_regex)
-                s = set_pre_split(t, path, "pre_tokenizer", k_gpt2_pattern, strlen(k_gpt2_pattern), err);
-            if (s != QM_OK) return s;
-        } else {
-            t->kind = "bpe_sentencepiece";
-            if (p.split_regex)
-                return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
-                               "a Split pre-tokenizer with sentencepiece-style BPE is not supported");
-            if (t->byte_fallback < 0) t->byte_fallback = 0;
-        }
-        if (t->ignore_merges < 0) t->ignore_merges = 0;
-    } else {
-        t->kind = "wordlevel";
-        if (p.pre_bytelevel || p.pre_metaspace || p.norm_prepend || p.norm_replace_space)
-            return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
-                           "WordLevel with ByteLevel or Metaspace processing is not supported");
-        if (p.split_regex && p.ws_pattern)
-            return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
-                           "Split together with a Whitespace pre-tokenizer is not supported");
-        if (p.split_regex)
-            s = set_pre_split(t, path, p.split_field, json_string_value(p.split_regex),
-                              json_string_length(p.split_regex), err);
-        else if (p.ws_pattern)
-            s = set_pre_split(t, path, "pre_tokenizer", p.ws_pattern, strlen(p.ws_pattern), err);
-        if (s != QM_OK) return s;
-        t->add_prefix_space = -1;
+/* BPE is either byte-level (GPT-2 style) or sentencepiece-style (Metaspace, byte fallback), never both. */
+static qm_status hf_setup_bpe(qc_tokenizer *t, const char *path, const json_t *model, const json_t *vocab,
+                              const pipeline *p, qm_error *err)
+{
+    qm_status s;
+    if ((s = hf_bpe_options(t, path, model, err)) != QM_OK) return s;
+    if ((s = json_merges(t, path, model, vocab, err)) != QM_OK) return s;
+
+    bool bytelevel = p->pre_bytelevel || (!p->pre_metaspace && p->dec_bytelevel);
+    bool spiece = p->pre_metaspace || p->norm_replace_space || p->dec_metaspace || t->byte_fallback == 1;
+    if (bytelevel && spiece)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
+                       "BPE that is both byte-level and sentencepiece-style is not supported");
+    if (!bytelevel && !spiece)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
+                       "BPE with neither a ByteLevel nor a Metaspace/sentencepiece setup is not supported");
+    if (p->ws_pattern)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
+                       "Whitespace pre-tokenizers are only supported with WordLevel");
+    if (bytelevel) {
+        t->kind = "bpe_bytelevel";
         t->byte_fallback = -1;
-        t->ignore_merges = -1;
+        if (p->split_regex && p->pre_bytelevel_regex)
+            return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
+                           "a Split pre-tokenizer together with ByteLevel use_regex is not supported");
+        if (p->split_regex)
+            s = set_pre_split(t, path, p->split_field, json_string_value(p->split_regex),
+                              json_string_length(p->split_regex), err);
+        else if (p->pre_bytelevel_regex)
+            s = set_pre_split(t, path, "pre_tokenizer", k_gpt2_pattern, strlen(k_gpt2_pattern), err);
+        if (s != QM_OK) return s;
+    } else {
+        t->kind = "bpe_sentencepiece";
+        if (p->split_regex)
+            return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
+                           "a Split pre-tokenizer with sentencepiece-style BPE is not supported");
+        if (t->byte_fallback < 0) t->byte_fallback = 0;
     }
+    if (t->ignore_merges < 0) t->ignore_merges = 0;
+    return QM_OK;
+}
+
+/* WordLevel splits on a Split regex or a Whitespace pattern and has none of BPE's options. */
+static qm_status hf_setup_wordlevel(qc_tokenizer *t, const char *path, const pipeline *p, qm_error *err)
+{
+    qm_status s = QM_OK;
+    t->kind = "wordlevel";
+    if (p->pre_bytelevel || p->pre_metaspace || p->norm_prepend || p->norm_replace_space)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
+                       "WordLevel with ByteLevel or Metaspace processing is not supported");
+    if (p->split_regex && p->ws_pattern)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, path, "pre_tokenizer", QM_NO_OFFSET,
+                       "Split together with a Whitespace pre-tokenizer is not supported");
+    if (p->split_regex)
+        s = set_pre_split(t, path, p->split_field, json_string_value(p->split_regex),
+                          json_string_length(p->split_regex), err);
+    else if (p->ws_pattern)
+        s = set_pre_split(t, path, "pre_tokenizer", p->ws_pattern, strlen(p->ws_pattern), err);
+    if (s != QM_OK) return s;
+    t->add_prefix_space = -1;
+    t->byte_fallback = -1;
+    t->ignore_merges = -1;
+    return QM_OK;
+}
+
+static qm_status load_hf_json(qc_tokenizer *t, const char *path, const json_t *root, const side_files *sf,
+                              qm_error *err)
+{
+    qm_status s;
+    const json_t *model = NULL, *vocab = NULL;
+    bool bpe = false;
+    if ((s = hf_model_type(path, root, &model, &bpe, err)) != QM_OK) return s;
+    if ((s = hf_load_tokens(t, path, root, model, &vocab, err)) != QM_OK) return s;
+    sp_claim own[SP_N];
+    pipeline p;
+    if ((s = hf_walk_pipeline(t, path, root, model, &p, own, err)) != QM_OK) return s;
+    s = bpe ? hf_setup_bpe(t, path, model, vocab, &p, err) : hf_setup_wordlevel(t, path, &p, err);
+    if (s != QM_OK) return s;
     if ((s = resolve_specials(t, path, sf, own, true, err)) != QM_OK) return s;
     return set_source_with_sides(t, path, NULL, sf, err);
 }

@@ -366,17 +366,8 @@ static void write_meta_file(const char *path, meta_exp *exp, size_t *n_exp) {
     tu_tensor_free(&t);
 }
 
-static void test_metadata_roundtrip(void **state) {
-    (void)state;
-    char path[TU_PATH_MAX];
-    tu_path(path, "meta.qmap");
-    meta_exp exp[64];
-    size_t ne;
-    write_meta_file(path, exp, &ne);
-    size_t len;
-    uint8_t *img = tu_read_file(path, &len);
-    tu_check_image(img, len, 4096);
-    qm_file *f = open_ok(path);
+/* Entries in declaration order, each right after the previous, found by key. */
+static void check_meta_layout(qm_file *f, const meta_exp *exp, size_t ne) {
     assert_int_equal(qm_meta_count(f), ne);
     assert_int_equal(qm_file_header(f)->metadata_count, ne);
     uint64_t off = 128, total = 0;
@@ -400,7 +391,9 @@ static void test_metadata_roundtrip(void **state) {
     assert_null(qm_find_meta(f, "no.such.key"));
     assert_null(qm_find_meta(f, ""));
     assert_null(qm_find_meta(f, "u32"));
+}
 
+static void check_meta_scalars(qm_file *f, const uint8_t *img) {
     /* scalar values through the union */
     assert_int_equal(qm_find_meta(f, "u32.max")->v.u32, UINT32_MAX);
     assert_int_equal(qm_find_meta(f, "i32.min")->v.i32, INT32_MIN);
@@ -422,7 +415,9 @@ static void test_metadata_roundtrip(void **state) {
     assert_int_equal(img[qm_find_meta(f, "bool.true")->value_offset], 1);
     assert_int_equal(img[qm_find_meta(f, "bool.false")->value_offset], 0);
     assert_int_equal(tu_rd64(img + qm_find_meta(f, "str.nul")->value_offset), 4);
+}
 
+static void check_meta_strings(qm_file *f) {
     /* strings */
     const qm_meta *m = qm_find_meta(f, "str.nul");
     assert_int_equal(m->str_len, 4);
@@ -433,7 +428,9 @@ static void test_metadata_roundtrip(void **state) {
     assert_int_equal(m->str_len, strlen(k_str_utf8));
     assert_memory_equal(m->str, k_str_utf8, strlen(k_str_utf8));
     assert_ptr_equal(m->str, (const char *)qm_file_bytes(f) + m->value_offset + 8);
+}
 
+static void check_meta_arrays(qm_file *f) {
     /* arrays of every element type */
     for (uint64_t i = 0; i < 3; i++) {
         uint32_t u; assert_int_equal(qm_meta_array_get(qm_find_meta(f, "arr.u32"), i, &u), QM_OK);
@@ -461,7 +458,9 @@ static void test_metadata_roundtrip(void **state) {
     assert_int_equal(f64_bits(dv), 0x8000000000000000ull);
     assert_int_equal(qm_meta_array_get(qm_find_meta(f, "arr.f64"), 2, &dv), QM_OK);
     assert_int_equal(f64_bits(dv), F64_NAN_BITS);
+}
 
+static void check_meta_array_errors(qm_file *f) {
     /* out of range, wrong kind */
     uint32_t u;
     assert_int_equal(qm_meta_array_get(qm_find_meta(f, "arr.u32"), 3, &u), QM_ERR_INVALID_ARGUMENT);
@@ -481,9 +480,13 @@ static void test_metadata_roundtrip(void **state) {
     assert_int_equal(qm_meta_array_string(qm_find_meta(f, "arr.str.small"), 2, &s, &sl), QM_OK);
     assert_int_equal(sl, 3);
     assert_memory_equal(s, "\xE2\x82\xAC", 3);
+}
 
+static void check_meta_big_string_array(qm_file *f) {
     /* the 200,000-string array: first, middle, last, and a sample */
-    m = qm_find_meta(f, "tokenizer.tokens");
+    const qm_meta *m = qm_find_meta(f, "tokenizer.tokens");
+    const char *s;
+    uint64_t sl;
     assert_int_equal(m->count, BIG_N);
     const uint32_t idx[] = {0, 1, 7, 1007, 99999, 100000, 123456, 150000, BIG_N - 2, BIG_N - 1};
     for (size_t k = 0; k < sizeof idx / sizeof idx[0]; k++) {
@@ -508,6 +511,25 @@ static void test_metadata_roundtrip(void **state) {
         assert_int_equal(sl, l);
         assert_memory_equal(s, buf, l);
     }
+}
+
+static void test_metadata_roundtrip(void **state) {
+    (void)state;
+    char path[TU_PATH_MAX];
+    tu_path(path, "meta.qmap");
+    meta_exp exp[64];
+    size_t ne;
+    write_meta_file(path, exp, &ne);
+    size_t len;
+    uint8_t *img = tu_read_file(path, &len);
+    tu_check_image(img, len, 4096);
+    qm_file *f = open_ok(path);
+    check_meta_layout(f, exp, ne);
+    check_meta_scalars(f, img);
+    check_meta_strings(f);
+    check_meta_arrays(f);
+    check_meta_array_errors(f);
+    check_meta_big_string_array(f);
     qm_close(f);
     free(img);
 }

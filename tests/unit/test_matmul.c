@@ -920,6 +920,150 @@ static void test_int8_limit(void **state)
 /* ------------------------------------------------------------------------------------------------ */
 /* 5. Views of tensors in a mapped container */
 
+typedef struct container_spec {
+    const char *name;
+    uint32_t dtype, rank;
+    uint64_t dims[3];
+} container_spec;
+
+enum { CONTAINER_NT = 7 };
+/* F32, F16 and Q8_ROW tensors of several ranks, and two dtypes a matrix view must refuse. */
+static const container_spec k_container_spec[CONTAINER_NT] = {
+    {"w.f32", QM_DTYPE_F32, 2, {17, 63}},
+    {"w.f16", QM_DTYPE_F16, 2, {5, 784}},
+    {"w.q8", QM_DTYPE_Q8_ROW, 2, {33, 65}},
+    {"w.q8.rank3", QM_DTYPE_Q8_ROW, 3, {3, 2, 17}},
+    {"w.f32.rank1", QM_DTYPE_F32, 1, {40}},
+    {"b.i32", QM_DTYPE_I32, 2, {4, 5}},
+    {"b.bf16", QM_DTYPE_BF16, 2, {3, 8}},
+};
+
+/* Q8_ROW bytes of rows x cols floats in the container's layout: q rows, then scales, then row sums. */
+static void q8_tensor_bytes(tu_tensor *tt, const float *wf, uint64_t rows, size_t cols, uint64_t align)
+{
+    tu_q8 l = tu_q8_layout(tt->rank, tt->dims, align);
+    uint8_t *b = calloc(1, (size_t)l.size);
+    assert_non_null(b);
+    float *scales = malloc(rows * sizeof *scales);
+    int32_t *sums = malloc(rows * sizeof *sums);
+    q8_from_floats(wf, (size_t)rows, cols, b, (size_t)l.row_stride, scales, sums);
+    memcpy(b + l.scales_offset, scales, rows * 4); /* little-endian host */
+    memcpy(b + l.sums_offset, sums, rows * 4);
+    free(scales);
+    free(sums);
+    tt->size = (size_t)l.size;
+    tt->data = b;
+}
+
+/* Tensor number t of k_container_spec with generated weight rows (random bytes for the refused dtypes). */
+static void make_container_tensor(tu_tensor *tt, int t, uint64_t align, uint64_t *s)
+{
+    const container_spec *sp = &k_container_spec[t];
+    snprintf(tt->name, sizeof tt->name, "%s", sp->name);
+    tt->dtype = sp->dtype;
+    tt->rank = sp->rank;
+    uint64_t rows = 1;
+    for (uint32_t k = 0; k < sp->rank; k++) {
+        tt->dims[k] = sp->dims[k];
+        if (k + 1 < sp->rank) rows *= sp->dims[k];
+    }
+    size_t cols = (size_t)sp->dims[sp->rank - 1];
+    float *wf = malloc(rows * cols * sizeof *wf);
+    assert_non_null(wf);
+    for (uint64_t r = 0; r < rows; r++) gen_w_row(wf + r * cols, cols, (int)(r % WK_COUNT), s);
+    switch (sp->dtype) {
+    case QM_DTYPE_F32:
+        tt->size = rows * cols * 4;
+        tt->data = (uint8_t *)wf;
+        wf = NULL;
+        break;
+    case QM_DTYPE_F16: {
+        uint16_t *h = malloc(rows * cols * 2);
+        assert_non_null(h);
+        for (uint64_t r = 0; r < rows; r++) gen_h_row(h + r * cols, cols, (int)(r % WK_COUNT), s);
+        tt->size = rows * cols * 2;
+        tt->data = (uint8_t *)h;
+        break;
+    }
+    case QM_DTYPE_Q8_ROW:
+        q8_tensor_bytes(tt, wf, rows, cols, align);
+        break;
+    default:
+        tt->size = (size_t)tu_expected_nbytes(tt->dtype, tt->rank, tt->dims, align);
+        tt->data = malloc(tt->size);
+        assert_non_null(tt->data);
+        tu_fill_random(tt->data, tt->size, 99 + (uint64_t)t);
+        break;
+    }
+    free(wf);
+}
+
+/* The view's geometry matches the mapped tensor; w describes it with the test's own bytes as reference. */
+static void view_as_tmat(tmat *w, const qr_matrix *m, const qm_tensor *qt, const tu_tensor *tt, uint64_t align)
+{
+    const char *name = tt->name;
+    size_t cols = (size_t)tt->dims[tt->rank - 1], rows = (size_t)(qt->n_elements / cols);
+    assert_int_equal(m->dtype, tt->dtype);
+    assert_int_equal(m->rows, rows);
+    assert_int_equal(m->cols, cols);
+    assert_ptr_equal(m->data, qt->data);
+    memset(w, 0, sizeof *w);
+    w->rows = rows;
+    w->cols = cols;
+    w->m = *m;
+    w->src = tt->data; /* the test's own bytes, not the mapping */
+    if (tt->dtype == QM_DTYPE_Q8_ROW) {
+        tu_q8 l = tu_q8_layout(tt->rank, tt->dims, align);
+        assert_int_equal(m->row_stride, l.row_stride);
+        assert_ptr_equal(m->scales, (const uint8_t *)qt->data + l.scales_offset);
+        assert_ptr_equal(m->row_sums, (const uint8_t *)qt->data + l.sums_offset);
+        w->src_stride = (size_t)l.row_stride;
+        w->src_scales = (const float *)(tt->data + l.scales_offset);
+    } else {
+        size_t es = tt->dtype == QM_DTYPE_F32 ? 4 : 2;
+        assert_int_equal(m->row_stride, es * cols);
+        w->src_stride = es * cols;
+    }
+    w->kind = malloc(rows * sizeof *w->kind);
+    assert_non_null(w->kind);
+    for (size_t r = 0; r < rows; r++) w->kind[r] = (int)(r % WK_COUNT);
+    snprintf(w->desc, sizeof w->desc, "tensor %.63s (%s %zux%zu)", name, dtype_name(m->dtype), rows, cols);
+    tmat_derive(w);
+}
+
+/* Tensor number t viewed from the mapping: refused by name for I32/BF16, else multiplied by every variant. */
+static void check_container_tensor(qm_file *f, const tu_tensor *tt, int t, uint64_t align)
+{
+    const char *name = k_container_spec[t].name;
+    const qm_tensor *qt = qm_find_tensor(f, name);
+    assert_non_null(qt);
+    qr_matrix m;
+    memset(&m, 0, sizeof m);
+    qm_error err;
+    qm_error_clear(&err);
+    qm_status st = qr_matrix_from_tensor(f, qt, &m, &err);
+    if (tt->dtype == QM_DTYPE_I32 || tt->dtype == QM_DTYPE_BF16) {
+        if (st != QM_ERR_TYPE_MISMATCH)
+            fail_msg("qr_matrix_from_tensor(%s): %s, expected QM_ERR_TYPE_MISMATCH", name, qm_status_name(st));
+        if (!tu_contains(err.message, name))
+            fail_msg("qr_matrix_from_tensor(%s): message does not name the tensor: %s", name, err.message);
+        return;
+    }
+    if (st != QM_OK) fail_msg("qr_matrix_from_tensor(%s): %s: %s", name, qm_status_name(st), err.message);
+    tmat w;
+    view_as_tmat(&w, &m, qt, tt, align);
+    static const size_t ns[2] = {1, 5};
+    for (int k = 0; k < 2; k++) {
+        /* X misaligned (x + 1) and strided; Y strided */
+        xmat x = xmat_new(ns[k], w.cols, w.cols + 3, 1, t, XK_COUNT, 600 + (uint64_t)(t * 2 + k));
+        expect e = expect_new(&w, &x);
+        run_all(&w, &x, &e, 1, w.rows + 2);
+        expect_free(&e);
+        xmat_free(&x);
+    }
+    tmat_free(&w);
+}
+
 static void test_container(void **state)
 {
     (void)state;
@@ -927,137 +1071,20 @@ static void test_container(void **state)
     tu_path(path, "matmul.qmap");
     const uint64_t align = QM_DEFAULT_ALIGNMENT; /* 4096: Q8_ROW scales sit well past the q rows */
     uint64_t s = 0xC0FFEE;
-    enum { NT = 7 };
-    tu_tensor ts[NT];
+    tu_tensor ts[CONTAINER_NT];
     memset(ts, 0, sizeof ts);
-    /* name, dtype, rank, dims */
-    static const struct { const char *name; uint32_t dtype, rank; uint64_t dims[3]; } spec[NT] = {
-        {"w.f32", QM_DTYPE_F32, 2, {17, 63}},
-        {"w.f16", QM_DTYPE_F16, 2, {5, 784}},
-        {"w.q8", QM_DTYPE_Q8_ROW, 2, {33, 65}},
-        {"w.q8.rank3", QM_DTYPE_Q8_ROW, 3, {3, 2, 17}},
-        {"w.f32.rank1", QM_DTYPE_F32, 1, {40}},
-        {"b.i32", QM_DTYPE_I32, 2, {4, 5}},
-        {"b.bf16", QM_DTYPE_BF16, 2, {3, 8}},
-    };
-    for (int t = 0; t < NT; t++) {
-        snprintf(ts[t].name, sizeof ts[t].name, "%s", spec[t].name);
-        ts[t].dtype = spec[t].dtype;
-        ts[t].rank = spec[t].rank;
-        uint64_t rows = 1;
-        for (uint32_t k = 0; k < spec[t].rank; k++) {
-            ts[t].dims[k] = spec[t].dims[k];
-            if (k + 1 < spec[t].rank) rows *= spec[t].dims[k];
-        }
-        size_t cols = (size_t)spec[t].dims[spec[t].rank - 1];
-        float *wf = malloc(rows * cols * sizeof *wf);
-        assert_non_null(wf);
-        for (uint64_t r = 0; r < rows; r++) gen_w_row(wf + r * cols, cols, (int)(r % WK_COUNT), &s);
-        switch (spec[t].dtype) {
-        case QM_DTYPE_F32:
-            ts[t].size = rows * cols * 4;
-            ts[t].data = (uint8_t *)wf;
-            wf = NULL;
-            break;
-        case QM_DTYPE_F16: {
-            uint16_t *h = malloc(rows * cols * 2);
-            assert_non_null(h);
-            for (uint64_t r = 0; r < rows; r++) gen_h_row(h + r * cols, cols, (int)(r % WK_COUNT), &s);
-            ts[t].size = rows * cols * 2;
-            ts[t].data = (uint8_t *)h;
-            break;
-        }
-        case QM_DTYPE_Q8_ROW: {
-            tu_q8 l = tu_q8_layout(ts[t].rank, ts[t].dims, align);
-            uint8_t *b = calloc(1, (size_t)l.size);
-            assert_non_null(b);
-            float *scales = malloc(rows * sizeof *scales);
-            int32_t *sums = malloc(rows * sizeof *sums);
-            q8_from_floats(wf, (size_t)rows, cols, b, (size_t)l.row_stride, scales, sums);
-            memcpy(b + l.scales_offset, scales, rows * 4); /* little-endian host */
-            memcpy(b + l.sums_offset, sums, rows * 4);
-            free(scales);
-            free(sums);
-            ts[t].size = (size_t)l.size;
-            ts[t].data = b;
-            break;
-        }
-        default:
-            ts[t].size = (size_t)tu_expected_nbytes(ts[t].dtype, ts[t].rank, ts[t].dims, align);
-            ts[t].data = malloc(ts[t].size);
-            assert_non_null(ts[t].data);
-            tu_fill_random(ts[t].data, ts[t].size, 99 + (uint64_t)t);
-            break;
-        }
-        free(wf);
-    }
+    for (int t = 0; t < CONTAINER_NT; t++) make_container_tensor(&ts[t], t, align, &s);
     qm_writer *wr = NULL;
     qm_error err;
     qm_writer_opts wo = {align};
     assert_int_equal(qm_writer_create(path, &wo, &wr, &err), QM_OK);
-    tu_write_tensors(wr, ts, NT, 0);
+    tu_write_tensors(wr, ts, CONTAINER_NT, 0);
     if (qm_writer_finish(wr, &err) != QM_OK) fail_msg("qm_writer_finish: %s", err.message);
     qm_file *f = NULL;
     if (qm_open(path, &f, &err) != QM_OK) fail_msg("qm_open: %s", err.message);
-
-    for (int t = 0; t < NT; t++) {
-        const qm_tensor *qt = qm_find_tensor(f, spec[t].name);
-        assert_non_null(qt);
-        qr_matrix m;
-        memset(&m, 0, sizeof m);
-        qm_error_clear(&err);
-        qm_status st = qr_matrix_from_tensor(f, qt, &m, &err);
-        if (spec[t].dtype == QM_DTYPE_I32 || spec[t].dtype == QM_DTYPE_BF16) {
-            if (st != QM_ERR_TYPE_MISMATCH)
-                fail_msg("qr_matrix_from_tensor(%s): %s, expected QM_ERR_TYPE_MISMATCH", spec[t].name,
-                         qm_status_name(st));
-            if (!tu_contains(err.message, spec[t].name))
-                fail_msg("qr_matrix_from_tensor(%s): message does not name the tensor: %s", spec[t].name,
-                         err.message);
-            continue;
-        }
-        if (st != QM_OK) fail_msg("qr_matrix_from_tensor(%s): %s: %s", spec[t].name, qm_status_name(st), err.message);
-        size_t cols = (size_t)spec[t].dims[spec[t].rank - 1], rows = (size_t)(qt->n_elements / cols);
-        assert_int_equal(m.dtype, spec[t].dtype);
-        assert_int_equal(m.rows, rows);
-        assert_int_equal(m.cols, cols);
-        assert_ptr_equal(m.data, qt->data);
-        tmat w;
-        memset(&w, 0, sizeof w);
-        w.rows = rows;
-        w.cols = cols;
-        w.m = m;
-        w.src = ts[t].data; /* the test's own bytes, not the mapping */
-        if (spec[t].dtype == QM_DTYPE_Q8_ROW) {
-            tu_q8 l = tu_q8_layout(ts[t].rank, ts[t].dims, align);
-            assert_int_equal(m.row_stride, l.row_stride);
-            assert_ptr_equal(m.scales, (const uint8_t *)qt->data + l.scales_offset);
-            assert_ptr_equal(m.row_sums, (const uint8_t *)qt->data + l.sums_offset);
-            w.src_stride = (size_t)l.row_stride;
-            w.src_scales = (const float *)(ts[t].data + l.scales_offset);
-        } else {
-            size_t es = spec[t].dtype == QM_DTYPE_F32 ? 4 : 2;
-            assert_int_equal(m.row_stride, es * cols);
-            w.src_stride = es * cols;
-        }
-        w.kind = malloc(rows * sizeof *w.kind);
-        assert_non_null(w.kind);
-        for (size_t r = 0; r < rows; r++) w.kind[r] = (int)(r % WK_COUNT);
-        snprintf(w.desc, sizeof w.desc, "tensor %s (%s %zux%zu)", spec[t].name, dtype_name(m.dtype), rows, cols);
-        tmat_derive(&w);
-        static const size_t ns[2] = {1, 5};
-        for (int k = 0; k < 2; k++) {
-            /* X misaligned (x + 1) and strided; Y strided */
-            xmat x = xmat_new(ns[k], cols, cols + 3, 1, t, XK_COUNT, 600 + (uint64_t)(t * 2 + k));
-            expect e = expect_new(&w, &x);
-            run_all(&w, &x, &e, 1, rows + 2);
-            expect_free(&e);
-            xmat_free(&x);
-        }
-        tmat_free(&w);
-    }
+    for (int t = 0; t < CONTAINER_NT; t++) check_container_tensor(f, &ts[t], t, align);
     qm_close(f);
-    for (int t = 0; t < NT; t++) tu_tensor_free(&ts[t]);
+    for (int t = 0; t < CONTAINER_NT; t++) tu_tensor_free(&ts[t]);
 }
 
 /* ------------------------------------------------------------------------------------------------ */
