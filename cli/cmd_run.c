@@ -177,7 +177,7 @@ int cmd_run(int argc, char **argv)
           "prompt tokens evaluated per batch (the GEMM path; 0 = 512), classifier rows per batch (0 = 256), or "
           "seq2seq lines translated per call (0 = 64)", false },
         { "kv", 0, CLI_CHOICE, &a.kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
-        { "act", 0, CLI_CHOICE, &a.act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations: auto (an LM prompt's products after a norm or attention in one int8 term, the rest at float accuracy), precise (float accuracy everywhere), int8 (one term everywhere: fastest), int8x2 (two terms everywhere), f32 (weights widened)", false },
+        { "act", 0, CLI_CHOICE, &a.act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations: auto (an LM's products after a norm or attention in one int8 term, prompt and decode, the rest at float accuracy), precise (float accuracy everywhere), int8 (one term everywhere: fastest), int8x2 (two terms everywhere), f32 (weights widened)", false },
         { "no-bos", 0, CLI_FLAG, &a.no_bos, NULL, 0, 0, NULL, "do not add the tokenizer's BOS/EOS tokens to the prompt", true },
         { "verify", 0, CLI_FLAG, &a.verify, NULL, 0, 0, NULL, "check every tensor's checksum before running", true },
         { "no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, 0, 0, NULL, "read the weights into memory instead of mapping the file (for comparison: RAM as large as the file, not shared)", true },

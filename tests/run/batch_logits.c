@@ -11,6 +11,8 @@
  *    prompt chunks, decode one token a step, finish and are reset (their slot reused); some steps leave
  *    it out. After every call its logits (qmap_batch_logits, also when left out) must equal the alone
  *    run's at its position, byte for byte (memcmp). Exit 1 on the first difference, naming it.
+ * 2b. Session: a qmap_session over the IDs in chunks of 1 .. 7 gives the alone run's logits after every
+ *    call (memcmp): `qmap run` (a session) and `qmap serve` (a batch) compute the same bits.
  * 3. Errors: each malformed call (duplicate seq, seq out of range, n = 0, an id outside the vocabulary,
  *    too many tokens for n_batch, past n_ctx) is QMAP_ERR_INVALID_ARGUMENT and changes no position.
  * --alloc-check: counts malloc-family calls during the batched steps of k = 7 (exit 1 if any).
@@ -122,6 +124,38 @@ static int run_alone(run_ctx *c, float *ref)
         if (!same_as_alone(c, b, 0, "alone, chunks of 5")) return 1;
     }
     qmap_batch_free(b);
+    return 0;
+}
+
+/* A qmap_session (what `qmap run` decodes with) over the same tokens, in chunks of 1 .. 7 and one token
+ * per call: after every call its last logits must be the alone batch's at that position, byte for byte,
+ * so that `qmap run` and `qmap serve` (a batch) give the same tokens. */
+static int run_session(run_ctx *c)
+{
+    static const uint32_t chunks[] = { 1, 4, 1, 1, 7, 2, 1 };
+    qmap_error e;
+    qmap_session *s;
+    qmap_session_params p;
+    qmap_session_params_default(&p);
+    p.threads = c->bp.threads;
+    p.kv_type = c->bp.kv_type;
+    p.act = c->bp.act;
+    p.n_batch = N_BATCH;
+    if (qmap_session_new(c->m, &p, &s, &e) != QMAP_OK) return fail("session_new", &e);
+    size_t ci = 0;
+    for (size_t t = 0; t < c->n;) {
+        size_t len = chunks[ci++ % (sizeof chunks / sizeof chunks[0])];
+        if (len > c->n - t) len = c->n - t;
+        if (qmap_eval(s, c->ids + t, len, &e) != QMAP_OK) return fail("eval (session)", &e);
+        t += len;
+        c->compared++;
+        if (memcmp(qmap_logits(s, len - 1), c->ref + (t - 1) * c->vocab, c->vocab * sizeof(float)) != 0) {
+            fprintf(stderr, "batch_logits: a session's logits at position %zu (a call of %zu tokens) differ from "
+                            "the batch's\n", t - 1, len);
+            return 1;
+        }
+    }
+    qmap_session_free(s);
     return 0;
 }
 
@@ -265,6 +299,7 @@ int main(int argc, char **argv)
     float *ref = malloc(c.n * c.vocab * sizeof *ref);
     c.ref = ref;
     if (run_alone(&c, ref)) return 1;
+    if (run_session(&c)) return 1;
     FILE *out = fopen(argv[2], "wb");
     if (!out || fwrite(ref, sizeof *ref, c.n * c.vocab, out) != c.n * c.vocab || fclose(out)) {
         perror(argv[2]);

@@ -10,11 +10,12 @@ the public API. Checked:
 - Batch invariance, byte for byte: a sequence's logits alone (one token per call) equal its logits with its
   prompt in one call and in chunks of 5, and in batches of 1..7 other sequences at other positions (its own
   chunks cut differently, its slot and its place among the items changing, others starting, finishing and
-  being reset around it, some steps leaving it out): for every dtype, with the default act mode, and for
+  being reset around it, some steps leaving it out), and a qmap_session (what `qmap run` decodes with) over the
+  same tokens in chunks of 1..7, after every call (so `qmap run` and `qmap serve` give the same tokens): for every dtype, with the default act mode, and for
   Q8_ROW with every act mode; on every kernel table this CPU has (QMAP_CPU=avx512, avx2, generic); with 1
   and 2 threads.
 - Parity with torch of the alone logits, the tolerances of test_lm.py: F32 weights and F32 KV within 1e-4 ·
-  max|logit|; Q8_ROW (two int8 terms in a batch) against torch on the dequantized weights: top-1 >= 95%,
+  max|logit|; Q8_ROW (the default act: normed rows in one int8 term, the rest in two) against torch on the dequantized weights: top-1 >= 95%,
   mean KL <= 1e-3.
 - Errors: a seq given twice or out of range, an empty item, an id outside the vocabulary, more tokens than
   n_batch, a sequence past n_ctx, no items: each QMAP_ERR_INVALID_ARGUMENT, no position moved.
