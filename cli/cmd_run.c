@@ -42,7 +42,7 @@ typedef struct run_args {
     float temp, top_p, min_p, repeat_penalty;
     uint64_t seed;
     int kv, act;
-    bool no_bos, verify, no_mmap, json, quiet;
+    bool no_bos, verify, no_mmap, json, quiet, batch_invariant;
     bool allow_large;                       /* classifiers: a gzip IDX beyond the inflation bound */
 } run_args;
 
@@ -178,6 +178,7 @@ int cmd_run(int argc, char **argv)
           "seq2seq lines translated per call (0 = 64)", false },
         { "kv", 0, CLI_CHOICE, &a.kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
         { "act", 0, CLI_CHOICE, &a.act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations: auto (an LM's products after a norm or attention in one int8 term, prompt and decode, the rest at float accuracy), precise (float accuracy everywhere), int8 (one term everywhere: fastest), int8x2 (two terms everywhere), f32 (weights widened)", false },
+        { "batch-invariant", 0, CLI_FLAG, &a.batch_invariant, NULL, 0, 0, NULL, "F32/F16 weights or --act f32: the bits qmap serve gives (a Q8_ROW model has them anyway); slower decode", true },
         { "no-bos", 0, CLI_FLAG, &a.no_bos, NULL, 0, 0, NULL, "do not add the tokenizer's BOS/EOS tokens to the prompt", true },
         { "verify", 0, CLI_FLAG, &a.verify, NULL, 0, 0, NULL, "check every tensor's checksum before running", true },
         { "no-mmap", 0, CLI_FLAG, &a.no_mmap, NULL, 0, 0, NULL, "read the weights into memory instead of mapping the file (for comparison: RAM as large as the file, not shared)", true },
@@ -342,6 +343,7 @@ int cmd_run(int argc, char **argv)
     sp.threads = (int)a.threads;
     sp.kv_type = (qmap_kv_type)a.kv;
     sp.act = (qmap_act_mode)a.act;
+    sp.batch_invariant = a.batch_invariant;
     if (qmap_session_new(m, &sp, &s, &err) != QMAP_OK) {
         fprintf(stderr, "qmap run: %s\n", err.message);
         goto done;

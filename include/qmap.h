@@ -242,6 +242,11 @@ typedef struct qmap_session_params {
     qmap_kv_type kv_type;      /* QMAP_KV_F16 (default) or QMAP_KV_F32 */
     qmap_act_mode act;
     bool logits_all;           /* keep the logits of every token of a batch (n_batch x vocab floats) */
+    bool batch_invariant;      /* a batch of one's bits (batches, below) for F32/F16 weights and
+                                * QMAP_ACT_F32 too: a one-token step's float products summed as a
+                                * batch's rows are, about 1.4x (F32) to 2x (F16) the time of each such
+                                * product. A session whose products are all int8 (Q8_ROW weights, any
+                                * other act mode) has a batch of one's bits anyway, at no cost */
 } qmap_session_params;
 
 /* Fill *p with the defaults above. */
@@ -285,8 +290,9 @@ QMAP_API void qmap_session_reset(qmap_session *s);
  * row count (QMAP_ACT_PRECISE is QMAP_ACT_INT8X2; QMAP_ACT_AUTO the same except for the products of normed
  * rows, one term at every row count, which halves their int8 work in a decode step), float products
  * (F32/F16 weights, QMAP_ACT_F32) sum a lone row in the order of a GEMM's rows. Every act mode is
- * batch-invariant. A qmap_session is a batch of one: the same bits as a batch gives the sequence, so
- * `qmap run` and `qmap serve` produce the same tokens. The bits may differ between QMAP_CPU levels.
+ * batch-invariant. A qmap_session of Q8_ROW weights (any act mode but QMAP_ACT_F32), or with
+ * qmap_session_params.batch_invariant, is a batch of one: the same bits as a batch gives the sequence,
+ * so `qmap run` and `qmap serve` produce the same tokens. The bits may differ between QMAP_CPU levels.
  *
  * Ownership: qmap_batch_new allocates every buffer (n_seq KV caches of n_ctx positions, activations for
  * n_batch rows, n_seq rows of logits) and starts the threads, as qmap_session_new does; evaluating
