@@ -24,16 +24,6 @@ void qmap_session_params_default(qmap_session_params *p)
     p->act = QMAP_ACT_AUTO;
 }
 
-/* Does every product of a session run on int8 (exact: the same bits at every row count, so making the
- * session row-invariant costs nothing)? A float product's row-invariant form is slower in a decode. */
-static bool all_int8(const qmap_model *m, qmap_act_mode act)
-{
-    if (act == QMAP_ACT_F32) return false;
-    for (size_t i = 0; i < m->n_mats; i++)
-        if (m->mats[i].dtype != QM_DTYPE_Q8_ROW || m->mats[i].cols > QR_INT8_MAX_COLS) return false;
-    return true;
-}
-
 qmap_status qmap_session_new(const qmap_model *m, const qmap_session_params *params, qmap_session **out,
                              qmap_error *err)
 {
@@ -77,7 +67,7 @@ qmap_status qmap_session_new(const qmap_model *m, const qmap_session_params *par
         .n_batch = n_batch,
         .threads = params->threads ? params->threads : omp_get_max_threads(),
         /* a batch of one's bits (qmap_batch.c): `qmap run` and `qmap serve` give the same tokens */
-        .row_invariant = params->batch_invariant || all_int8(m, params->act),
+        .row_invariant = params->batch_invariant, /* int8 products have a batch's bits without it */
         .act = params->act == QMAP_ACT_AUTO || params->act == QMAP_ACT_PRECISE ? QR_ACT_INT8X2 : act,
         .one_term_prompts = params->act == QMAP_ACT_AUTO,
         .kv_type = params->kv_type == QMAP_KV_F32 ? QR_KV_F32 : QR_KV_F16,

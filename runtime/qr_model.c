@@ -505,11 +505,12 @@ size_t qr_lm_logit_row(const qr_lm_rows *r, size_t i)
     return r->spans[i].row0 + r->spans[i].n - 1;
 }
 
-/* The options of a product of n rows of this kind: the session's, or its one-term mode, which a
- * row-invariant state takes at every row count (a decode step's row gets the bits a prompt's would). */
+/* The options of a product of n rows of this kind: the session's, or its one-term mode, at every row
+ * count (a decode step's row gets the bits a prompt's would). */
 static const qr_matmul_opts *opts_for(const qr_lm_state *s, qr_x_kind kind, size_t n, qr_matmul_opts *tmp)
 {
-    if (kind != QR_X_NORMED || (n < 2 && !s->mm.row_invariant) || s->normed_prompt_act == s->mm.act) return &s->mm;
+    (void)n;
+    if (kind != QR_X_NORMED || s->normed_prompt_act == s->mm.act) return &s->mm;
     *tmp = s->mm;
     tmp->act = s->normed_prompt_act;
     return tmp;
