@@ -35,7 +35,8 @@ void qmap_batch_params_default(qmap_batch_params *p)
 }
 
 /* The runtime's act for a batch: the session's modes, except that AUTO and PRECISE mean two int8 terms at
- * every row count (their session forms change kernels with the row count). */
+ * every row count (their session forms change kernels with the row count); AUTO's products of normed rows
+ * take one term (one_term_prompts), at every row count too. */
 static bool batch_act(qmap_act_mode a, qr_act *out)
 {
     if (a == QMAP_ACT_AUTO || a == QMAP_ACT_PRECISE) {
@@ -76,7 +77,7 @@ static qmap_status batch_state_params(const qmap_model *m, const qmap_batch_para
         .row_invariant = true,
         .threads = p->threads ? p->threads : omp_get_max_threads(),
         .act = act,
-        .one_term_prompts = false,
+        .one_term_prompts = p->act == QMAP_ACT_AUTO,
         .kv_type = p->kv_type == QMAP_KV_F32 ? QR_KV_F32 : QR_KV_F16,
         .logits_all = false,
     };

@@ -66,7 +66,9 @@ qmap_status qmap_session_new(const qmap_model *m, const qmap_session_params *par
         .n_ctx = n_ctx,
         .n_batch = n_batch,
         .threads = params->threads ? params->threads : omp_get_max_threads(),
-        .act = act,
+        /* a batch of one's bits (qmap_batch.c): `qmap run` and `qmap serve` give the same tokens */
+        .row_invariant = params->batch_invariant, /* int8 products have a batch's bits without it */
+        .act = params->act == QMAP_ACT_AUTO || params->act == QMAP_ACT_PRECISE ? QR_ACT_INT8X2 : act,
         .one_term_prompts = params->act == QMAP_ACT_AUTO,
         .kv_type = params->kv_type == QMAP_KV_F32 ? QR_KV_F32 : QR_KV_F16,
         .logits_all = params->logits_all,

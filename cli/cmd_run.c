@@ -28,7 +28,7 @@ typedef struct run_args {
     float temp, top_p, min_p, repeat_penalty;
     uint64_t seed;
     int kv, act;
-    bool no_bos, verify, no_mmap, json, quiet;
+    bool no_bos, verify, no_mmap, json, quiet, batch_invariant;
     bool allow_large;                       /* classifiers: a gzip IDX beyond the inflation bound */
 } run_args;
 
@@ -61,7 +61,8 @@ static int parse_run_args(int argc, char **argv, run_args *a, int *first)
           "prompt tokens evaluated per batch (the GEMM path; 0 = 512), classifier rows per batch (0 = 256), or "
           "seq2seq lines translated per call (0 = 64)", false },
         { "kv", 0, CLI_CHOICE, &a->kv, "TYPE", 0, 0, cli_kv_choices, "KV cache element type", false },
-        { "act", 0, CLI_CHOICE, &a->act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations: auto (an LM prompt's products after a norm or attention in one int8 term, the rest at float accuracy), precise (float accuracy everywhere), int8 (one term everywhere: fastest), int8x2 (two terms everywhere), f32 (weights widened)", false },
+        { "act", 0, CLI_CHOICE, &a->act, "MODE", 0, 0, cli_act_choices, "Q8_ROW activations: auto (an LM's products after a norm or attention in one int8 term, prompt and decode, the rest at float accuracy), precise (float accuracy everywhere), int8 (one term everywhere: fastest), int8x2 (two terms everywhere), f32 (weights widened)", false },
+        { "batch-invariant", 0, CLI_FLAG, &a->batch_invariant, NULL, 0, 0, NULL, "F32/F16 weights or --act f32: the bits qmap serve gives (a Q8_ROW model has them anyway); slower decode", true },
         { "no-bos", 0, CLI_FLAG, &a->no_bos, NULL, 0, 0, NULL, "do not add the tokenizer's BOS/EOS tokens to the prompt", true },
         { "verify", 0, CLI_FLAG, &a->verify, NULL, 0, 0, NULL, "check every tensor's checksum before running", true },
         { "no-mmap", 0, CLI_FLAG, &a->no_mmap, NULL, 0, 0, NULL, "read the weights into memory instead of mapping the file (for comparison: RAM as large as the file, not shared)", true },
@@ -153,7 +154,7 @@ static int dispatch(qmap_model *m, const char *path, const run_args *a, double l
     }
     lm_args la = { a->prompt, a->file, a->tokens, a->n_predict, a->top_k, a->repeat_last_n, a->ctx, a->threads,
                    a->batch ? a->batch : 512, a->temp, a->top_p, a->min_p, a->repeat_penalty, a->seed, a->kv, a->act,
-                   a->no_bos, a->json, a->quiet, load_s };
+                   a->no_bos, a->json, a->quiet, a->batch_invariant, load_s };
     return run_lm(m, &la);
 }
 

@@ -223,6 +223,7 @@ static bool open_session(lm_run *r)
     sp.threads = (int)a->threads;
     sp.kv_type = (qmap_kv_type)a->kv;
     sp.act = (qmap_act_mode)a->act;
+    sp.batch_invariant = a->batch_invariant;
     if (qmap_session_new(r->m, &sp, &r->s, &err) != QMAP_OK) {
         fprintf(stderr, "qmap run: %s\n", err.message);
         return false;

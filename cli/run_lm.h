@@ -19,6 +19,7 @@ typedef struct lm_args {
     uint64_t seed;
     int kv, act;          /* indexes into cli_kv_choices / cli_act_choices */
     bool no_bos, json, quiet;
+    bool batch_invariant; /* F32/F16 weights: the bits a qmap_batch (qmap serve) gives */
     double load_s;        /* how long opening the model took, for the figures */
 } lm_args;
 

@@ -214,18 +214,20 @@ typedef enum qmap_kv_type { QMAP_KV_F16 = 0, QMAP_KV_F32 = 1 } qmap_kv_type;
 /* How Q8_ROW products treat activations (runtime/README.md). A value outside the enum is
  * QMAP_ERR_INVALID_ARGUMENT from qmap_session_new, qmap_classifier_new and qmap_translator_new. */
 typedef enum qmap_act_mode {
-    QMAP_ACT_AUTO = 0,           /* an LM session: QMAP_ACT_PRECISE, except that a prompt's (a batch of
-                                  * several tokens) products whose input comes out of a norm or out of
-                                  * attention run in one int8 term (Q/K/V, attention output, the FFN's
-                                  * gate/up or first matrix); the FFN's down projection and the head keep
-                                  * float accuracy (docs/BENCHMARKS.md, Accuracy: 1.6x the KL divergence
-                                  * of PRECISE, a sixth of INT8's). Classifiers and translators: QMAP_ACT_PRECISE */
+    QMAP_ACT_AUTO = 0,           /* an LM session or batch: QMAP_ACT_PRECISE, except that products whose
+                                  * input comes out of a norm or out of attention run in one int8 term
+                                  * (Q/K/V, attention output, the FFN's gate/up or first matrix), in a
+                                  * prompt and in a decode step alike; the FFN's down projection and the
+                                  * head keep float accuracy (docs/BENCHMARKS.md, Accuracy: 1.6x the KL
+                                  * divergence of PRECISE, a sixth of INT8's). Classifiers and
+                                  * translators: QMAP_ACT_PRECISE */
     QMAP_ACT_INT8 = 1,           /* one int8 term per row: fastest, adds activation rounding error */
     QMAP_ACT_F32 = 2,            /* weights widened to float */
     QMAP_ACT_INT8X2 = 3,         /* two int8 terms per row for every product, one row or many (float accuracy) */
-    QMAP_ACT_PRECISE = 4,        /* float accuracy, the faster way: two int8 terms for batches; for one row
-                                  * float X, or two int8 terms on CPUs where widening cannot keep up with
-                                  * memory (the library tells them apart) */
+    QMAP_ACT_PRECISE = 4,        /* float accuracy: in an LM session or batch two int8 terms at every row
+                                  * count (QMAP_ACT_INT8X2); in a classifier or translator two int8 terms
+                                  * for batches, and for one row float X, or two terms on CPUs where
+                                  * widening cannot keep up with memory (the library tells them apart) */
 } qmap_act_mode;
 
 /* The context a session gets when it asks for none: the model's, up to this many positions (as llama.cpp
@@ -240,6 +242,11 @@ typedef struct qmap_session_params {
     qmap_kv_type kv_type;      /* QMAP_KV_F16 (default) or QMAP_KV_F32 */
     qmap_act_mode act;
     bool logits_all;           /* keep the logits of every token of a batch (n_batch x vocab floats) */
+    bool batch_invariant;      /* a batch of one's bits (batches, below) for F32/F16 weights and
+                                * QMAP_ACT_F32 too: a one-token step's float products summed as a
+                                * batch's rows are, about 1.4x (F32) to 2x (F16) the time of each such
+                                * product. A session whose products are all int8 (Q8_ROW weights, any
+                                * other act mode) has a batch of one's bits anyway, at no cost */
 } qmap_session_params;
 
 /* Fill *p with the defaults above. */
@@ -280,10 +287,12 @@ QMAP_API void qmap_session_reset(qmap_session *s);
  * share a call, in which slot it sits, nor on how its prompt was cut into calls: the same bits alone and
  * under load (so greedy and seeded sampling give the same ids). To get that, every product of a batch
  * sums a row the same way whatever the row count: Q8_ROW weights take the act mode's int8 terms at every
- * row count (QMAP_ACT_AUTO and QMAP_ACT_PRECISE are QMAP_ACT_INT8X2 here: float accuracy, without the
- * session's one-term prompts), float products (F32/F16 weights, QMAP_ACT_F32) sum a lone row in the
- * order of a GEMM's rows. Every act mode is batch-invariant. The bits may differ from a qmap_session's
- * (whose decode and prompts take other kernels) and between QMAP_CPU levels.
+ * row count (QMAP_ACT_PRECISE is QMAP_ACT_INT8X2; QMAP_ACT_AUTO the same except for the products of normed
+ * rows, one term at every row count, which halves their int8 work in a decode step), float products
+ * (F32/F16 weights, QMAP_ACT_F32) sum a lone row in the order of a GEMM's rows. Every act mode is
+ * batch-invariant. A qmap_session of Q8_ROW weights (any act mode but QMAP_ACT_F32), or with
+ * qmap_session_params.batch_invariant, is a batch of one: the same bits as a batch gives the sequence,
+ * so `qmap run` and `qmap serve` produce the same tokens. The bits may differ between QMAP_CPU levels.
  *
  * Ownership: qmap_batch_new allocates every buffer (n_seq KV caches of n_ctx positions, activations for
  * n_batch rows, n_seq rows of logits) and starts the threads, as qmap_session_new does; evaluating
@@ -299,7 +308,8 @@ typedef struct qmap_batch_params {
     uint32_t n_batch;          /* most tokens one qmap_batch_eval call takes over all its items; 0 = 512 */
     int threads;               /* 0 = one per CPU the process may use */
     qmap_kv_type kv_type;      /* QMAP_KV_F16 (default) or QMAP_KV_F32 */
-    qmap_act_mode act;         /* every mode is batch-invariant; AUTO and PRECISE run as INT8X2 (above) */
+    qmap_act_mode act;         /* every mode is batch-invariant; PRECISE runs as INT8X2, AUTO as INT8X2
+                                * with normed rows in one term (above) */
 } qmap_batch_params;
 
 /* Fill *p with the defaults above (all zero but kv_type F16 and act AUTO). */

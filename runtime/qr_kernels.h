@@ -35,10 +35,11 @@ typedef struct qr_block {
     int one_stream;           /* decode only: the block is this thread's next piece of its own run of W rows
                                * (qr_kernels.decode_regions), and its next block starts where this one ends,
                                * so the variant may read the rows in order as one stream */
-    const void *x2;           /* q8_int8 with decode only: the second int8 term of X (QR_ACT_INT8X2), same
-                               * encoding, or NULL. Y[r] = t₁ + t₂, each tᵢ = ((float)dᵢ·sᵢ)·scale_r as
-                               * for one term, so a variant reads W once for both */
-    const float *x2_scales;   /* its scale (one) */
+    const void *x2;           /* q8_int8 with decode, or a GEMM of at most QR_SMALL_ROWS X rows on a variant
+                               * with gemm_x2: the second int8 term of X (QR_ACT_INT8X2), same encoding and
+                               * stride, or NULL. Y = t₁ + t₂, each tᵢ = ((float)dᵢ·sᵢ)·scale_r as for one
+                               * term (the bits of adding two one-term products), so W is read once for both */
+    const float *x2_scales;   /* its scales (one per X row) */
     const uint8_t *xg;        /* q8_int8 GEMM (not decode) of a variant with x_groups: this term's int8 X of
                                * the whole product in groups of QR_XG_ROWS rows (QR_XG_OFFSET), else NULL */
     size_t x_row0;            /* with xg: the row of the whole X that x, x_scales and y start at */
@@ -50,6 +51,10 @@ typedef struct qr_block {
 #define QR_XG_ROWS 16
 #define QR_XG_OFFSET(kpad, row, col)                                                                            \
     (((row) / QR_XG_ROWS) * QR_XG_ROWS * (kpad) + ((col) / 4) * 64 + ((row) % QR_XG_ROWS) * 4 + (col) % 4)
+
+/* A GEMM of at most this many X rows may take both int8 terms in one block (qr_kernels.gemm_x2): its
+ * int8 X, both terms, stays in L1 beside a tile of W rows, so W is read once for all of them. */
+#define QR_SMALL_ROWS 4
 
 typedef void qr_block_fn(const qr_block *b);
 
@@ -143,6 +148,9 @@ struct qr_kernels {
      * through its row tiles) from X in row groups (qr_block.xg), which qr_matmul then writes beside the
      * rows quantize_x leaves. */
     int x_groups;
+    /* Non-zero: q8_int8 takes both int8 terms of a GEMM of at most QR_SMALL_ROWS X rows in one block
+     * (qr_block.x2), instead of qr_matmul running the block once per term and adding. */
+    int gemm_x2;
     /* Quantize one X row of `cols` floats into kpad (multiple of 64, >= cols) bytes of this variant's
      * int8 encoding (signed, or signed + 128 for VNNI's unsigned operand; the padding encodes 0) and
      * return its scale (0 for an all-zero row, NaN if the row holds NaN or Inf). The int8 values are

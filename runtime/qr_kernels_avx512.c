@@ -524,6 +524,99 @@ INLINE void gemm_q8_int8(const qr_block *b)
 #undef CALL_INT8
 }
 
+/* ---- int8 GEMM of a few X rows (QR_SMALL_ROWS; a batch's decode step of few sequences) -----------
+ * The int8 copy of X, both terms included, fits in L1 beside a tile of SMALL_RN W rows, so each W tile is
+ * read once over its whole length and meets every X row, and both terms of each (qr_kernels.gemm_x2),
+ * while it is in L1. The row tiles below read a W block from L2 once per term and, with a row tile of
+ * one X row, through four times as many W loads per multiply. Integer sums are exact and the float
+ * epilogue is q8_int8_out's, so each output has the bits every other row count gives it. */
+#define SMALL_RN 4
+
+/* Rows i .. i+rm-1 of X (one term, or two: x2 not NULL) against W rows j .. j+rn-1, whole rows. */
+INLINE void tile_int8_small(const qr_block *b, const uint8_t *x2, size_t i, size_t j, const int rm, const int rn)
+{
+    __m512i acc[RM][SMALL_RN], acc2[RM][SMALL_RN];
+    const uint8_t *xr[RM], *x2r[RM], *wr[SMALL_RN];
+#pragma GCC unroll 8
+    for (int a = 0; a < rm; a++) {
+        xr[a] = (const uint8_t *)b->x + (i + a) * b->x_stride;
+        x2r[a] = x2 ? x2 + (i + a) * b->x_stride : NULL;
+#pragma GCC unroll 8
+        for (int q = 0; q < rn; q++) acc[a][q] = acc2[a][q] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 8
+    for (int q = 0; q < rn; q++) wr[q] = (const uint8_t *)b->w + (j + q) * b->w_stride;
+    for (size_t c = 0; c < b->k; c += 64) { /* k is a multiple of 64 */
+        __m512i xv[RM], xv2[RM];
+#pragma GCC unroll 8
+        for (int a = 0; a < rm; a++) {
+            xv[a] = _mm512_loadu_si512((const void *)(xr[a] + c));
+            if (x2) xv2[a] = _mm512_loadu_si512((const void *)(x2r[a] + c));
+        }
+#pragma GCC unroll 8
+        for (int q = 0; q < rn; q++) {
+            const __m512i wv = _mm512_loadu_si512((const void *)(wr[q] + c));
+#pragma GCC unroll 8
+            for (int a = 0; a < rm; a++) {
+                acc[a][q] = dpbusd(acc[a][q], xv[a], wv);
+                if (x2) acc2[a][q] = dpbusd(acc2[a][q], xv2[a], wv);
+            }
+        }
+    }
+    /* q8_int8_out's operations, four outputs at a time when rn = 4 (q8_int8_out4's vector form) */
+#pragma GCC unroll 8
+    for (int a = 0; a < rm; a++) {
+        float *yr = b->y + (i + a) * b->y_stride + j;
+        const float s1 = b->x_scales[i + a], s2 = x2 ? b->x2_scales[i + a] : 0.0f;
+        if (rn == 4) {
+            const __m128i bias = _mm_slli_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b->w_sums + j)), 7);
+            const __m128 scale = _mm_loadu_ps(b->w_scales + j);
+            const __m128i u1 = reduce4_u32(acc[a][0], acc[a][1], acc[a][2], acc[a][3]);
+            __m128 t = _mm_mul_ps(_mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(u1, bias)), _mm_set1_ps(s1)), scale);
+            if (x2) {
+                const __m128i u2 = reduce4_u32(acc2[a][0], acc2[a][1], acc2[a][2], acc2[a][3]);
+                const __m128 t2 = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(u2, bias)), _mm_set1_ps(s2));
+                t = _mm_add_ps(t, _mm_mul_ps(t2, scale));
+            }
+            _mm_storeu_ps(yr, t);
+            continue;
+        }
+#pragma GCC unroll 8
+        for (int q = 0; q < rn; q++) {
+            const uint32_t bias = 128u * (uint32_t)b->w_sums[j + q];
+            const float sc = b->w_scales[j + q];
+            float t = ((float)(int32_t)(reduce_add_u32(acc[a][q]) - bias) * s1) * sc;
+            if (x2) t = t + ((float)(int32_t)(reduce_add_u32(acc2[a][q]) - bias) * s2) * sc;
+            yr[q] = t;
+        }
+    }
+}
+
+/* Every X row against W rows j .. j+rn-1: X tiles of 4 rows (one term only: with two, 2 × 2 × 4
+ * accumulators fill as many registers as 4 × 4 do), then of 2, then 1. */
+#define SMALL_X_TILES(rn_)                                                                                    \
+    do {                                                                                                      \
+        size_t i = 0;                                                                                         \
+        if (!x2)                                                                                              \
+            for (; i + 4 <= b->m; i += 4) tile_int8_small(b, x2, i, j, 4, rn_);                               \
+        for (; i + 2 <= b->m; i += 2) tile_int8_small(b, x2, i, j, 2, rn_);                                   \
+        if (i < b->m) tile_int8_small(b, x2, i, j, 1, rn_);                                                   \
+    } while (0)
+
+INLINE void gemm_small_body(const qr_block *b, const uint8_t *x2)
+{
+    size_t j = 0;
+    for (; j + SMALL_RN <= b->nr; j += SMALL_RN) SMALL_X_TILES(SMALL_RN);
+    for (; j < b->nr; j++) SMALL_X_TILES(1);
+}
+#undef SMALL_X_TILES
+
+static void gemm_small_int8(const qr_block *b)
+{
+    if (b->x2) gemm_small_body(b, b->x2);
+    else gemm_small_body(b, NULL); /* x2 a constant NULL: the one-term loop */
+}
+
 /* ---- int8 GEMM over X in row groups (qr_kernels.h, QR_XG_OFFSET) --------------------------------
  * One vector of X holds the next 4 columns of 16 rows, and a W row's 4 bytes broadcast to every lane meet
  * them in one vpdpbusd: the lanes of an accumulator are 16 outputs (16 X rows, one W row), so a tile ends
@@ -744,6 +837,7 @@ INLINE void groups_slice(const qr_block *b, size_t c0, size_t c1, bool first, bo
 INLINE void gemm_int8(const qr_block *b)
 {
     if (b->xg) FOR_K_SLICES(b, groups_slice(b, c0, c1, first, last));
+    else if (b->m <= QR_SMALL_ROWS) gemm_small_int8(b);
     else gemm_q8_int8(b);
 }
 
@@ -830,7 +924,7 @@ static float quantize_x_residual_unsigned(const float *x, const uint8_t *q1, flo
  * two-term decode loops, QR_ACT_AUTO's decode, decode regions), so the differences read at a glance. */
 #define AVX512_SHARED                                                                       \
     .level = QM_CPU_AVX512, .f32 = block_f32, .q8_f32 = block_q8_f32,                      \
-    .k_slice_bytes = QR_K_SLICE_BYTES, .x_groups = 1, .quantize_x = quantize_x_unsigned,  \
+    .k_slice_bytes = QR_K_SLICE_BYTES, .x_groups = 1, .gemm_x2 = 1, .quantize_x = quantize_x_unsigned,  \
     .quantize_x_residual = quantize_x_residual_unsigned
 
 const qr_kernels qr_kernels_avx512 = {

@@ -281,6 +281,7 @@ typedef struct job {
     bool split_rows;          /* chunks are W rows (else X rows) */
     size_t chunks;
     bool one_stream;          /* a decode in regions (qr_kernels.decode_regions): blocks marked one_stream */
+    bool small_x2;            /* two terms, n <= QR_SMALL_ROWS, a variant with gemm_x2: blocks take both */
 } job;
 
 /* A thread's share: X rows [i0, i1) against rows [r0, r1) of one part's W, block by block. With two int8
@@ -312,9 +313,9 @@ static void run_share(const job *jb, const job_part *pt, size_t thread, size_t i
             .xg = jb->xg,
             .x_row0 = i0,
         };
-        if (!jb->x2 || jb->decode) { /* a decode block takes both terms at once (qr_block.x2) */
-            b.x2 = jb->x2;
-            b.x2_scales = jb->x2_scales;
+        if (!jb->x2 || jb->decode || jb->small_x2) { /* both terms at once (qr_block.x2) */
+            b.x2 = jb->x2 ? jb->x2 + i0 * jb->x_stride : NULL;
+            b.x2_scales = jb->x2_scales ? jb->x2_scales + i0 : NULL;
             jb->fn(&b);
             continue;
         }
@@ -520,6 +521,7 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
         jb.x2_scales = xs2;
         jb.temp = terms == 2 ? (float *)(void *)(base + (size_t)terms * l.q_bytes + l.scales_bytes) : NULL;
         jb.temp_floats = l.temp_floats;
+        jb.small_x2 = terms == 2 && n <= QR_SMALL_ROWS && k->gemm_x2;
         if (k->x_groups && l.xg_bytes) {
             xg = base + (size_t)terms * l.q_bytes + l.scales_bytes +
                  (size_t)(terms == 2 ? threads : 1) * l.temp_floats * sizeof(float);

@@ -359,7 +359,7 @@ qm_status qr_lm_state_new(const qr_lm_hparams *hp, const qr_matrix *mats, size_t
     }
     s->mm.pool = s->pool;
     s->mm.act = p->act;
-    s->normed_prompt_act = p->one_term_prompts && p->act == QR_ACT_AUTO ? QR_ACT_INT8 : p->act;
+    s->normed_prompt_act = p->one_term_prompts ? QR_ACT_INT8 : p->act;
     s->mm.kernels = qr_kernels_get();
     s->mm.row_invariant = p->row_invariant;
     size_t nb = p->n_batch;
@@ -505,10 +505,12 @@ size_t qr_lm_logit_row(const qr_lm_rows *r, size_t i)
     return r->spans[i].row0 + r->spans[i].n - 1;
 }
 
-/* The options of a product of n rows of this kind: the session's, or its one-term prompt mode. */
+/* The options of a product of n rows of this kind: the session's, or its one-term mode, at every row
+ * count (a decode step's row gets the bits a prompt's would). */
 static const qr_matmul_opts *opts_for(const qr_lm_state *s, qr_x_kind kind, size_t n, qr_matmul_opts *tmp)
 {
-    if (kind != QR_X_NORMED || n < 2 || s->normed_prompt_act == s->mm.act) return &s->mm;
+    (void)n;
+    if (kind != QR_X_NORMED || s->normed_prompt_act == s->mm.act) return &s->mm;
     *tmp = s->mm;
     tmp->act = s->normed_prompt_act;
     return tmp;

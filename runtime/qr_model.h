@@ -130,8 +130,8 @@ typedef struct qr_lm_state {
     uint32_t n_seq;          /* KV slots (sequences) */
     qr_pool *pool;           /* the session's threads (owned), started once */
     qr_matmul_opts mm;       /* the pool, activation mode and kernel variant (chosen once) of every product */
-    qr_act normed_prompt_act; /* act of a QR_X_NORMED product of n > 1 rows: QR_ACT_INT8 with
-                              * one_term_prompts and mm.act = QR_ACT_AUTO, else mm.act */
+    qr_act normed_prompt_act; /* act of a QR_X_NORMED product (any row count): QR_ACT_INT8 with
+                              * one_term_prompts, else mm.act */
     uint64_t int8_madds;     /* multiply-adds the products ran on int8 (each term counted) since creation */
     uint64_t float_madds;    /* and on float (F32/F16 weights, Q8_ROW widened) */
     uint64_t kv_bytes;       /* bytes of the KV cache attention read since creation (qr_lm_count_attention) */
@@ -163,7 +163,9 @@ typedef struct qr_lm_state_params {
     bool row_invariant;      /* a row's logits do not depend on the pass's other rows (qr_matmul_opts) */
     int threads;             /* the pool's size (<= 0: one per CPU this process may use) */
     qr_act act;
-    bool one_term_prompts;   /* with act = QR_ACT_AUTO: QR_X_NORMED products of a prompt in one int8 term */
+    bool one_term_prompts;   /* QR_X_NORMED products in one int8 term, in a prompt and a decode step alike
+                              * (so a row's bits do not depend on the row count); the API sets it for
+                              * QMAP_ACT_AUTO only */
     qr_kv_type kv_type;
     bool logits_all;
 } qr_lm_state_params;

@@ -73,7 +73,8 @@ class qmap_detok(ctypes.Structure):
 
 class qmap_session_params(ctypes.Structure):
     _fields_ = [("n_ctx", ctypes.c_uint32), ("n_batch", ctypes.c_uint32), ("threads", ctypes.c_int),
-                ("kv_type", ctypes.c_int), ("act", ctypes.c_int), ("logits_all", ctypes.c_bool)]
+                ("kv_type", ctypes.c_int), ("act", ctypes.c_int), ("logits_all", ctypes.c_bool),
+                ("batch_invariant", ctypes.c_bool)]
 
 
 class qmap_translate_params(ctypes.Structure):

@@ -1,7 +1,7 @@
 /* batch_logits — the test suite's window into qmap_batch (include/qmap.h, batches), through the public API.
  *
  *   batch_logits MODEL OUT.f32 [-t THREADS] [--kv f16|f32] [--act auto|int8|f32|int8x2|precise]
- *                [--max-others K] [--alloc-check] ID...
+ *                [--max-others K] [--alloc-check] [--session-default] ID...
  *
  * 1. Alone: a batch of one sequence evaluates the IDs one token per call; the logits of every position
  *    go to OUT as float32 [n_ids][vocab] (the suite holds them to torch).
@@ -11,6 +11,9 @@
  *    prompt chunks, decode one token a step, finish and are reset (their slot reused); some steps leave
  *    it out. After every call its logits (qmap_batch_logits, also when left out) must equal the alone
  *    run's at its position, byte for byte (memcmp). Exit 1 on the first difference, naming it.
+ * 2b. Session: a qmap_session with batch_invariant over the IDs in chunks of 1 .. 7 gives the alone run's
+ *    logits after every call (memcmp): `qmap run` (a session) and `qmap serve` (a batch) compute the same
+ *    bits. --session-default: a session without batch_invariant too (what a Q8_ROW model promises).
  * 3. Errors: each malformed call (duplicate seq, seq out of range, n = 0, an id outside the vocabulary,
  *    too many tokens for n_batch, past n_ctx) is QMAP_ERR_INVALID_ARGUMENT and changes no position.
  * --alloc-check: counts malloc-family calls during the batched steps of k = 7 (exit 1 if any).
@@ -125,6 +128,39 @@ static int run_alone(run_ctx *c, float *ref)
     return 0;
 }
 
+/* A qmap_session (what `qmap run` decodes with) over the same tokens, in chunks of 1 .. 7 and one token
+ * per call: after every call its last logits must be the alone batch's at that position, byte for byte,
+ * so that `qmap run` and `qmap serve` (a batch) give the same tokens. */
+static int run_session(run_ctx *c, bool batch_invariant)
+{
+    static const uint32_t chunks[] = { 1, 4, 1, 1, 7, 2, 1 };
+    qmap_error e;
+    qmap_session *s;
+    qmap_session_params p;
+    qmap_session_params_default(&p);
+    p.threads = c->bp.threads;
+    p.kv_type = c->bp.kv_type;
+    p.act = c->bp.act;
+    p.n_batch = N_BATCH;
+    p.batch_invariant = batch_invariant;
+    if (qmap_session_new(c->m, &p, &s, &e) != QMAP_OK) return fail("session_new", &e);
+    size_t ci = 0;
+    for (size_t t = 0; t < c->n;) {
+        size_t len = chunks[ci++ % (sizeof chunks / sizeof chunks[0])];
+        if (len > c->n - t) len = c->n - t;
+        if (qmap_eval(s, c->ids + t, len, &e) != QMAP_OK) return fail("eval (session)", &e);
+        t += len;
+        c->compared++;
+        if (memcmp(qmap_logits(s, len - 1), c->ref + (t - 1) * c->vocab, c->vocab * sizeof(float)) != 0) {
+            fprintf(stderr, "batch_logits: a session's logits (batch_invariant %d) at position %zu (a call of %zu "
+                            "tokens) differ from the batch's\n", (int)batch_invariant, t - 1, len);
+            return 1;
+        }
+    }
+    qmap_session_free(s);
+    return 0;
+}
+
 /* The others' items of step `step` (j = 0 .. k-1 in the slots other than target's): other j starts at
  * step j, takes a prompt chunk of j + 2 tokens, then one token a step, and is reset when it reaches
  * 12 + 5j positions (its slot then starts again). */
@@ -235,13 +271,13 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: batch_logits MODEL OUT [-t N] [--kv f16|f32] [--act MODE] [--max-others K] "
-                        "[--alloc-check] ID...\n");
+                        "[--alloc-check] [--session-default] ID...\n");
         return 2;
     }
     run_ctx c = { 0 };
     qmap_batch_params_default(&c.bp);
     uint32_t max_others = MAX_OTHERS;
-    bool alloc_check = false;
+    bool alloc_check = false, session_default = false;
     int i = 3;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) c.bp.threads = atoi(argv[++i]);
@@ -249,6 +285,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--act") && i + 1 < argc) parse_act(argv[++i], &c.bp.act);
         else if (!strcmp(argv[i], "--max-others") && i + 1 < argc) max_others = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--alloc-check")) alloc_check = true;
+        else if (!strcmp(argv[i], "--session-default")) session_default = true;
         else { fprintf(stderr, "batch_logits: unknown option %s\n", argv[i]); return 2; }
     }
     if (max_others > MAX_OTHERS) max_others = MAX_OTHERS;
@@ -265,6 +302,8 @@ int main(int argc, char **argv)
     float *ref = malloc(c.n * c.vocab * sizeof *ref);
     c.ref = ref;
     if (run_alone(&c, ref)) return 1;
+    if (run_session(&c, true)) return 1;
+    if (session_default && run_session(&c, false)) return 1;
     FILE *out = fopen(argv[2], "wb");
     if (!out || fwrite(ref, sizeof *ref, c.n * c.vocab, out) != c.n * c.vocab || fclose(out)) {
         perror(argv[2]);

@@ -10,11 +10,13 @@ the public API. Checked:
 - Batch invariance, byte for byte: a sequence's logits alone (one token per call) equal its logits with its
   prompt in one call and in chunks of 5, and in batches of 1..7 other sequences at other positions (its own
   chunks cut differently, its slot and its place among the items changing, others starting, finishing and
-  being reset around it, some steps leaving it out): for every dtype, with the default act mode, and for
+  being reset around it, some steps leaving it out), and a qmap_session (what `qmap run` decodes with) over the
+  same tokens in chunks of 1..7, after every call (so `qmap run` and `qmap serve` give the same tokens; a Q8_ROW
+  session as it is by default, F32/F16 and --act f32 with batch_invariant): for every dtype, with the default act mode, and for
   Q8_ROW with every act mode; on every kernel table this CPU has (QMAP_CPU=avx512, avx2, generic); with 1
   and 2 threads.
 - Parity with torch of the alone logits, the tolerances of test_lm.py: F32 weights and F32 KV within 1e-4 ·
-  max|logit|; Q8_ROW (two int8 terms in a batch) against torch on the dequantized weights: top-1 >= 95%,
+  max|logit|; Q8_ROW (the default act: normed rows in one int8 term, the rest in two) against torch on the dequantized weights: top-1 >= 95%,
   mean KL <= 1e-3.
 - Errors: a seq given twice or out of range, an empty item, an id outside the vocabulary, more tokens than
   n_batch, a sequence past n_ctx, no items: each QMAP_ERR_INVALID_ARGUMENT, no position moved.
@@ -102,13 +104,15 @@ def family_case(c, args, name, mod, kw, saver):
     for level in cpu_levels(args.qmap):
         env = {"QMAP_CPU": level}
         for how in ("f32", "f16", "q8"):
+            # a Q8_ROW session is a batch of one by default; F32/F16 ones with batch_invariant
             batch_run(c, args.tool, paths[how], ids, V, name,
-                      "%s weights, QMAP_CPU=%s: alone = in batches of 1..7 others, bit for bit" % (how, level),
-                      "-t", "2", env=env)
-        for act in ("int8", "f32", "int8x2"):
+                      "%s weights, QMAP_CPU=%s: alone = in batches of 1..7 others = a session, bit for bit"
+                      % (how, level), "-t", "2", *(["--session-default"] if how == "q8" else []), env=env)
+        for act in ("int8", "f32", "int8x2", "precise"):
             batch_run(c, args.tool, paths["q8"], ids, V, name,
-                      "Q8_ROW --act %s, QMAP_CPU=%s: alone = in batches, bit for bit" % (act, level),
-                      "-t", "2", "--act", act, "--max-others", "3", env=env)
+                      "Q8_ROW --act %s, QMAP_CPU=%s: alone = in batches = a session, bit for bit" % (act, level),
+                      "-t", "2", "--act", act, "--max-others", "3",
+                      *(["--session-default"] if act != "f32" else []), env=env)
     one = batch_run(c, args.tool, paths["q8"], ids, V, name, "Q8_ROW, 1 thread: bit for bit", "-t", "1",
                     "--max-others", "3")
     two = batch_run(c, args.tool, paths["q8"], ids, V, name, "Q8_ROW, 2 threads, no allocation per step",
