@@ -4,16 +4,13 @@
 The shipped King James Llama (tests/data/kjv_llama) is converted and quantized to Q8_ROW; servers run on
 free loopback ports. What must hold:
   - the official OpenAI client (npm `openai`, pinned in tests/serve/package.json) gets completions, chat
-    completions and both streamed, and their greedy text equals `qmap run --act precise --temp 0` on the
+    completions and both streamed, and their greedy text equals `qmap run --temp 0` on the
     same prompt (chat: on the prompt the chatml template renders);
   - batch invariance, exact: a request's text and log-probabilities (every float's bits, as JSON prints
     them) are the same alone, with other requests in flight, and on a server that reads its prompt in
     chunks of 2 tokens through other slots;
-  - greedy and seeded sampled text equal `qmap run --act precise`'s alone and with other requests in flight.
-    The server's batch runs Q8_ROW products at float accuracy (two int8 terms) for prompts and decode
-    alike; `qmap run`'s default act (auto) reads a prompt in one int8 term, so its logits differ in the
-    last places and a greedy text may part from the server's: --act precise is the session's mode whose
-    text the batch gives today. (Bits still differ from a session's: other kernels; see qmap.h's batch.)
+  - greedy and seeded sampled text equal `qmap run`'s (its default act) alone and with other requests in
+    flight: a Q8_ROW session is a batch of one (qmap.h), so the server's text is qmap run's to the bit.
   - bad input gets the right status and an OpenAI error object, and the server lives on;
   - a bounded load (300 requests, 16 clients, streaming and not, some leaving early): every request is
     answered or refused with a status, /metrics returns to 0 busy slots, RSS grows by at most 5 MB after
@@ -136,9 +133,8 @@ def sse_events(server, path, body, stop_after=None):
 
 
 def qmap_run(a, model, prompt, n, temp=0.0, seed=None):
-    """qmap run in the act mode whose text the server's batch gives (the module's docstring says why)."""
-    cmd = [a.qmap, "run", model, "-p", prompt, "-n", str(n), "--temp", str(temp), "--json", "-q", "-t", "1",
-           "--act", "precise"]
+    """qmap run as a user runs it (default act): its text is the server's (the module's docstring says why)."""
+    cmd = [a.qmap, "run", model, "-p", prompt, "-n", str(n), "--temp", str(temp), "--json", "-q", "-t", "1"]
     if seed is not None:
         cmd += ["--seed", str(seed)]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
@@ -165,10 +161,10 @@ def test_openai_client(a, srv, model):
     ref = qmap_run(a, model, PROMPT, 24)["text"]
     chat_ref = qmap_run(a, model, chatml([{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}]), 24)["text"]
     check(out["models"] == [os.path.basename(model)], "openai client: models.list names the container")
-    check(out["completion"]["text"] == ref, "openai client: completion = qmap run --act precise greedy")
+    check(out["completion"]["text"] == ref, "openai client: completion = qmap run greedy")
     check(out["completion"]["usage"]["completion_tokens"] == 24 and out["completion"]["finish_reason"] == "length",
           "openai client: completion usage and finish_reason")
-    check(out["completion_stream"]["text"] == ref, "openai client: streamed completion = qmap run --act precise greedy")
+    check(out["completion_stream"]["text"] == ref, "openai client: streamed completion = qmap run greedy")
     check(out["completion_stream"]["events"] >= 2, "openai client: the completion streams in several events")
     check(out["chat"]["text"] == chat_ref and out["chat"]["role"] == "assistant", "openai client: chat = qmap run on the chatml prompt")
     check(out["chat_stream"]["text"] == chat_ref and out["chat_stream"]["role"] == "assistant",
@@ -208,8 +204,8 @@ def test_equal_under_load(a, srv, model):
     greedy = {"prompt": PROMPT, "max_tokens": 32, "temperature": 0}
     seeded = {"prompt": PROMPT, "max_tokens": 32, "temperature": 0.8, "seed": 1234}
     alone, s_alone = completion_and_logprobs(srv, greedy), completion_and_logprobs(srv, seeded)
-    check(alone is not None and alone[0] == ref, "greedy alone = qmap run --act precise")
-    check(s_alone is not None and s_alone[0] == sref, "seeded sampling alone = qmap run --act precise --seed")
+    check(alone is not None and alone[0] == ref, "greedy alone = qmap run")
+    check(s_alone is not None and s_alone[0] == sref, "seeded sampling alone = qmap run --seed")
     # the same prompt read 2 tokens per step, in slot 1 of 2 while slot 0 generates
     chunked = Server(a.qmap, model, "--parallel", "2", "-c", "256", "--chunk", "2", "-q")
     try:
@@ -239,7 +235,7 @@ def test_equal_under_load(a, srv, model):
         t.join()
     check(same, "batch invariance: greedy text and logprobs with other requests in flight = alone")
     check(s_same, "batch invariance: seeded text and logprobs with other requests in flight = alone")
-    check(stream_same, "streamed greedy with other requests in flight = qmap run --act precise")
+    check(stream_same, "streamed greedy with other requests in flight = qmap run")
 
 
 def is_error(b, param=None):
