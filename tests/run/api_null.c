@@ -264,6 +264,7 @@ static void writer_calls(const char *path)
     qmap_error e;
     qmap_convert_params_default(NULL);
     qmap_quantize_params_default(NULL);
+    EXPECT_TRUE(qmap_convert_arch_list() != NULL);   /* no pointer argument: never NULL */
     const char *src[1] = { path };
     EXPECT_INVALID(qmap_convert(NULL, 1, "/nonexistent/x.qmap", NULL, NULL, NULL, NULL, &e));
     EXPECT_INVALID(qmap_convert(src, 1, NULL, NULL, NULL, NULL, NULL, &e));
