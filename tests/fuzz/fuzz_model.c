@@ -559,7 +559,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     qmap_model_params mp;
     qmap_model_params_default(&mp);
-    mp.no_prefetch = true;
+    mp.large_pages = false;   /* the default: no prefetch of every page, nothing dropped from the cache */
     qmap_model *m;
     qmap_error err;
     qmap_status st = qmap_model_open(g_path, &mp, &m, &err);
