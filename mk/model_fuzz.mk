@@ -4,7 +4,7 @@
 #   make model-fuzz MODEL_FUZZ_SECONDS=600
 MODEL_FUZZ_SECONDS ?= 25
 MODEL_FUZZ_DIR := $(BUILD)/fuzz/model
-FUZZ_MODEL_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(QUANTIZE_SRC:%.c=$(BUILD)/fuzz-obj/%.o) \
+FUZZ_MODEL_OBJ := $(FORMAT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(CONVERT_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(QUANTIZE_SRC:%.c=$(BUILD)/fuzz-obj/%.o) \
                   $(RUNTIME_SRC:%.c=$(BUILD)/fuzz-obj/%.o) $(API_SRC:%.c=$(BUILD)/fuzz-obj/%.o)
 
 # clang 14 knows no __builtin_cpu_supports("f16c"): the fuzz build of the runtime picks the portable kernels
