@@ -219,8 +219,10 @@ typedef enum qmap_act_mode {
                                   * (Q/K/V, attention output, the FFN's gate/up or first matrix), in a
                                   * prompt and in a decode step alike; the FFN's down projection and the
                                   * head keep float accuracy (docs/BENCHMARKS.md, Accuracy: 1.6x the KL
-                                  * divergence of PRECISE, a sixth of INT8's). Classifiers and
-                                  * translators: QMAP_ACT_PRECISE */
+                                  * divergence of PRECISE, a sixth of INT8's). Gemma 2 keeps its
+                                  * attention output and gate/up at float accuracy too (its norms after
+                                  * each branch undo the residual's dilution of their rounding:
+                                  * runtime/qr_arch_gemma2.c). Classifiers and translators: QMAP_ACT_PRECISE */
     QMAP_ACT_INT8 = 1,           /* one int8 term per row: fastest, adds activation rounding error */
     QMAP_ACT_F32 = 2,            /* weights widened to float */
     QMAP_ACT_INT8X2 = 3,         /* two int8 terms per row for every product, one row or many (float accuracy) */
