@@ -52,9 +52,11 @@ typedef struct qr_block {
 #define QR_XG_OFFSET(kpad, row, col)                                                                            \
     (((row) / QR_XG_ROWS) * QR_XG_ROWS * (kpad) + ((col) / 4) * 64 + ((row) % QR_XG_ROWS) * 4 + (col) % 4)
 
-/* A GEMM of at most this many X rows may take both int8 terms in one block (qr_kernels.gemm_x2): its
- * int8 X, both terms, stays in L1 beside a tile of W rows, so W is read once for all of them. */
-#define QR_SMALL_ROWS 4
+/* A GEMM of at most this many X rows (every count below one row group: a batch's decode step of up to 15
+ * sequences) may take both int8 terms in one block (qr_kernels.gemm_x2): its int8 X, both terms, stays in
+ * cache while each tile of W rows is read from memory once and meets all of it, so W is read once for every
+ * row and term (docs/perf/2026-11-28-zen4-small-gemm.md). */
+#define QR_SMALL_ROWS (QR_XG_ROWS - 1)
 
 typedef void qr_block_fn(const qr_block *b);
 

@@ -524,16 +524,20 @@ INLINE void gemm_q8_int8(const qr_block *b)
 #undef CALL_INT8
 }
 
-/* ---- int8 GEMM of a few X rows (QR_SMALL_ROWS; a batch's decode step of few sequences) -----------
- * The int8 copy of X, both terms included, fits in L1 beside a tile of SMALL_RN W rows, so each W tile is
- * read once over its whole length and meets every X row, and both terms of each (qr_kernels.gemm_x2),
+/* ---- int8 GEMM of a few X rows (QR_SMALL_ROWS; a batch's decode step of up to 15 sequences) -------
+ * The int8 copy of X, both terms included, stays in cache while each tile of SMALL_RN W rows is read from
+ * memory once over its whole length and meets every X row, and both terms of each (qr_kernels.gemm_x2),
  * while it is in L1. The row tiles below read a W block from L2 once per term and, with a row tile of
  * one X row, through four times as many W loads per multiply. Integer sums are exact and the float
- * epilogue is q8_int8_out's, so each output has the bits every other row count gives it. */
+ * epilogue is q8_int8_out's, so each output has the bits every other row count gives it.
+ * A tile's four rows are four short streams, which the hardware prefetcher does not follow: the first X
+ * tile over each W tile prefetches the W tile SMALL_PF_TILES ahead, row by row beside its own loads
+ * (docs/perf/2026-11-28-zen4-small-gemm.md). */
 #define SMALL_RN 4
 
 /* Rows i .. i+rm-1 of X (one term, or two: x2 not NULL) against W rows j .. j+rn-1, whole rows. */
-INLINE void tile_int8_small(const qr_block *b, const uint8_t *x2, size_t i, size_t j, const int rm, const int rn)
+INLINE void tile_int8_small(const qr_block *b, const uint8_t *x2, size_t i, size_t j, const int rm, const int rn,
+                            const uint8_t *pf)
 {
     __m512i acc[RM][SMALL_RN], acc2[RM][SMALL_RN];
     const uint8_t *xr[RM], *x2r[RM], *wr[SMALL_RN];
@@ -553,6 +557,9 @@ INLINE void tile_int8_small(const qr_block *b, const uint8_t *x2, size_t i, size
             xv[a] = _mm512_loadu_si512((const void *)(xr[a] + c));
             if (x2) xv2[a] = _mm512_loadu_si512((const void *)(x2r[a] + c));
         }
+        if (pf)
+#pragma GCC unroll 8
+            for (int q = 0; q < rn; q++) QR_PREFETCH((const char *)pf + q * b->w_stride + c);
 #pragma GCC unroll 8
         for (int q = 0; q < rn; q++) {
             const __m512i wv = _mm512_loadu_si512((const void *)(wr[q] + c));
@@ -594,13 +601,18 @@ INLINE void tile_int8_small(const qr_block *b, const uint8_t *x2, size_t i, size
 
 /* Every X row against W rows j .. j+rn-1: X tiles of 4 rows (one term only: with two, 2 × 2 × 4
  * accumulators fill as many registers as 4 × 4 do), then of 2, then 1. */
+#ifndef SMALL_PF_TILES
+#define SMALL_PF_TILES 3
+#endif
 #define SMALL_X_TILES(rn_)                                                                                    \
     do {                                                                                                      \
         size_t i = 0;                                                                                         \
+        const size_t pj_ = j + SMALL_PF_TILES * SMALL_RN;                                                    \
+        const uint8_t *pf_ = pj_ + (rn_) <= b->nr ? (const uint8_t *)b->w + pj_ * b->w_stride : NULL;         \
         if (!x2)                                                                                              \
-            for (; i + 4 <= b->m; i += 4) tile_int8_small(b, x2, i, j, 4, rn_);                               \
-        for (; i + 2 <= b->m; i += 2) tile_int8_small(b, x2, i, j, 2, rn_);                                   \
-        if (i < b->m) tile_int8_small(b, x2, i, j, 1, rn_);                                                   \
+            for (; i + 4 <= b->m; i += 4) tile_int8_small(b, x2, i, j, 4, rn_, i ? NULL : pf_);               \
+        for (; i + 2 <= b->m; i += 2) tile_int8_small(b, x2, i, j, 2, rn_, i ? NULL : pf_);                   \
+        if (i < b->m) tile_int8_small(b, x2, i, j, 1, rn_, i ? NULL : pf_);                                   \
     } while (0)
 
 INLINE void gemm_small_body(const qr_block *b, const uint8_t *x2)

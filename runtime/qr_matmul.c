@@ -170,9 +170,9 @@ typedef struct work_layout {
  * of the row tiles' 4, so that a chunk is whole tiles. */
 #define QR_X2_CHUNK ((size_t)96)
 
-/* Fewer X rows than one row group go through the row tiles instead of the groups: a group's 16 lanes
- * are computed whatever the rows, so 2..15 rows cost what 16 do, where the row tiles' cost grows with the
- * rows. A batch's decode step has one row per sequence. qmap bench --parallel -p 8 -n 16 -r 3, 2 threads,
+/* Fewer X rows than one row group go through the small-row tiles (QR_SMALL_ROWS) instead of the groups:
+ * a group's 16 lanes are computed whatever the rows, so 2..15 rows cost what 16 do, where the tiles' cost
+ * grows with the rows. A batch's decode step has one row per sequence. qmap bench --parallel -p 8 -n 16 -r 3, 2 threads,
  * Zen 4, aggregate tg of TinyLlama 1.1B Q8_ROW at 4 / 8 sequences, two rounds alternated at load 4:
  * groups from 4 rows 19.0-19.4 / 35.8-37.3 tok/s, row tiles below 16 28.5-29.4 / 42.3-43.5; Llama 110M
  * at 2 / 4 / 8 (load 9-10, one run each way) 22.7 / 44.0 / 76.8 in groups from 2 rows, 54.8 / 90.2 /
