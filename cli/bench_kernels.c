@@ -9,7 +9,8 @@
  *      each run timed back to back with section 1's best read, ratios taken per run; then the first pass
  *      through a freshly opened mapping, with and without madvise (bench_matvec.c);
  *   4. GEMM at n = 512 on model-sized Q8_ROW / F16 / F32 matrices, each run timed beside 2's peak loop,
- *      ratios per run; and the generic (portable C) kernels once for scale (bench_gemm.c);
+ *      ratios per run; and the generic (portable C) kernels once for scale (bench_gemm.c); 4b. a batch's
+ *      decode step, 1-15 rows over 3's stack, against the peak too (bench_rows.c);
  *   5. the accuracy of each weight/activation path (bench_accuracy.c).
  * The ratios come from the paired measurements, because a shared host's bandwidth and clock can drift by
  * up to 2x within minutes; a run above BM_RATIO_LIMIT x its limit is taken again (bm_run_beside_limit), and
@@ -73,6 +74,9 @@ static const char KERNELS_DESCRIPTION[] =
     "     int8 and f32 activations) and F16/F32 4096x4096: GOP/s of the product and the fraction\n"
     "     of (2) timed beside each run (two terms execute each multiply-add twice, and their\n"
     "     fraction counts both); and the generic kernels once\n"
+    "  4b. a batch's decode step: n = 1, 2, 4, 8, 15 rows of X (one per sequence, row-invariant as\n"
+    "     qmap serve runs them) over the stack of (3) with the first COLS of --cols, int8 and\n"
+    "     two-term int8: time per pass, its cost as a multiple of n = 1 and the fraction of (2)\n"
     "  5. accuracy (not speed): relative error of F16 weights and of Q8_ROW with float and with\n"
     "     int8 activations against the exact product with the float weights, for uniform,\n"
     "     Gaussian and outlier-channel activations\n"
@@ -99,7 +103,7 @@ static cli_command kernels_command(kernels_args *a, cli_opt opts[KERNELS_N_OPTS]
         { "dir", 0, CLI_STRING, &a->cfg.dir, "DIR", 0, 0, NULL,
           "where the temporary container goes ($TMPDIR or /tmp); needs about 1.1 GB free", false },
         { "only", 0, CLI_STRING, &a->only, "LIST", 0, 0, NULL,
-          "run only these of sections 3-5: matvec, gemm, accuracy (1 and 2 always run)", true },
+          "run only these of sections 3-5: matvec, gemm, rows, accuracy (1 and 2 always run)", true },
         { "quick", 0, CLI_FLAG, &a->cfg.quick, NULL, 0, 0, NULL, "a smoke test: 256 MiB instead of 1 GiB, n = 64, 3 runs", false },
         { "json", 0, CLI_FLAG, &a->cfg.json, NULL, 0, 0, NULL, "print every figure as one JSON object instead of the table", false },
     };
@@ -126,6 +130,7 @@ static int parse_only(const char *list, bench_cfg *c)
     for (char *rest = buf, *tok; (tok = strsep(&rest, ","));) {
         if (!strcmp(tok, "matvec")) c->only_matvec = true;
         else if (!strcmp(tok, "gemm")) c->only_gemm = true;
+        else if (!strcmp(tok, "rows")) c->only_rows = true;
         else if (!strcmp(tok, "accuracy")) c->only_accuracy = true;
         else return -1;
     }
@@ -142,7 +147,7 @@ static int settle_options(kernels_args *a)
     else if (bm_parse_list(a->cols, 64, 65536, 64, c->mv_cols, MAX_MATVEC_COLS, &c->n_mv_cols) != 0)
         bad = "--cols needs a list like 2048,5632 (multiples of 64 in 64..65536, at most 8)";
     else if (a->only && parse_only(a->only, c) != 0)
-        bad = "--only takes matvec, gemm, accuracy";
+        bad = "--only takes matvec, gemm, rows, accuracy";
     if (bad) {
         fprintf(stderr, "qmap bench: %s\nusage: qmap bench kernels [options] ('qmap bench kernels --help')\n", bad);
         return 2;
@@ -259,6 +264,7 @@ static int run_kernels(const bench_cfg *c, json_out *j)
     if (bench_bandwidth(c, &base, j) == 0 && bench_peak(c, &base, j) == 0 &&
         (c->only && !c->only_matvec ? 1 : bench_matvec(c, k, &base, j) == 0 && bench_first_pass(c, k, j) == 0) &&
         (c->only && !c->only_gemm ? 1 : bench_gemm(c, k, &base, j) == 0) &&
+        (c->only && !c->only_rows ? 1 : bench_rows(c, k, &base, j) == 0) &&
         (c->only && !c->only_accuracy ? 1 : bench_accuracy(c, k, j) == 0))
         rc = 0;
     if (base.buf) munmap(base.buf, base.len);

@@ -38,7 +38,7 @@ typedef struct bench_cfg {
     int n_mv_cols;
     size_t gemm_n, generic_n;
     uint64_t peak_iters;     /* section 2 loop trips per thread */
-    bool only_matvec, only_gemm, only_accuracy, only; /* --only: sections 3-5 to run */
+    bool only_matvec, only_gemm, only_rows, only_accuracy, only; /* --only: sections 3-5 to run */
 } bench_cfg;
 
 /* Sections 1 and 2 (bench_baseline.c) fill it: the baselines kept for the whole run, timed again beside
