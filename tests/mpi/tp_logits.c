@@ -1,6 +1,6 @@
 /* tp_logits — the MPI suite's window into a tensor-parallel session (tests/mpi/test_mpi.py):
  *
- *   mpirun -np N tp_logits MODEL OUT.f32 [--act auto|int8|f32|int8x2|precise] [--step] ID...
+ *   mpirun -np N tp_logits MODEL OUT.f32 [--act auto|int8|f32|int8x2|precise] [--kv f16|f32] [--step] ID...
  *
  * Every rank opens MODEL with its shard (mpi/tp.c, the same collectives as qmap-mpi) and evaluates the IDs
  * (one qmap_eval, or one per token with --step: the decode path); rank 0 writes the logits of every
@@ -35,7 +35,7 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (argc < 4) {
-        fprintf(stderr, "usage: tp_logits MODEL OUT [--act MODE] [--step] ID...\n");
+        fprintf(stderr, "usage: tp_logits MODEL OUT [--act MODE] [--kv f16|f32] [--step] ID...\n");
         MPI_Finalize();
         return 2;
     }
@@ -47,6 +47,7 @@ int main(int argc, char **argv)
     int i = 3;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "--act") && i + 1 < argc) sp.act = act_named(argv[++i]);
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc) sp.kv_type = !strcmp(argv[++i], "f32") ? QMAP_KV_F32 : QMAP_KV_F16;
         else if (!strcmp(argv[i], "--step")) step = true;
         else { fprintf(stderr, "tp_logits: unknown option %s\n", argv[i]); MPI_Finalize(); return 2; }
     }
