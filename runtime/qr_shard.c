@@ -86,14 +86,18 @@ qm_status qr_shard_row_parallel(const qr_shard *sh, qr_shard_store *st, const qr
         *out_panels = per;
         return QM_OK;
     }
-    if (panels > 1)
+    if (N % panels != 0)
         return qm_fail(err, QM_ERR_BAD_CONFIG, path, tensor, QM_NO_OFFSET,
-                       "stored in %zu column panels, which %u ranks cannot share out whole: requantize with "
-                       "qmap quantize --panel-cols C so that the panel count is a multiple of %u, or "
+                       "stored in %zu column panels, which %u ranks cannot share out: requantize with qmap "
+                       "quantize --panel-cols C so that the panel count is a multiple or a divisor of %u, or "
                        "--panel-cols 0", panels, N, N);
-    const size_t c0 = qr_shard_begin(w->cols, r, N), c1 = qr_shard_begin(w->cols, r + 1, N);
+    /* N / panels ranks share each panel: rank r takes its part of panel r / (N / panels) */
+    const size_t per = N / panels, k = r % per;
+    const qr_matrix panel = qr_matrix_rows(w, r / per * rows, rows);
+    const size_t c0 = qr_shard_begin(panel.cols, (uint32_t)k, (uint32_t)per);
+    const size_t c1 = qr_shard_begin(panel.cols, (uint32_t)k + 1, (uint32_t)per);
     *out_panels = 1;
-    return qr_shard_cols(st, w, c0, c1 - c0, out, path, tensor, err);
+    return qr_shard_cols(st, &panel, c0, c1 - c0, out, path, tensor, err);
 }
 
 qm_status qr_shard_check_divides(const qr_shard *sh, const char *path, const char *key, uint64_t value,

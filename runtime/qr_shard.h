@@ -62,8 +62,9 @@ qm_status qr_shard_cols(qr_shard_store *st, const qr_matrix *w, size_t c0, size_
                         const char *path, const char *tensor, qm_error *err);
 
 /* The rank's part of a row-parallel matrix of `rows` output rows loaded by qr_load_matrix_panels (`panels`
- * column panels): its own panels, a view, when N divides `panels`; its columns (qr_shard_cols) when there
- * is one panel; otherwise QM_ERR_BAD_CONFIG naming the tensor and how to requantize it. */
+ * column panels): its own panels, a view, when N divides `panels`; its columns of one panel
+ * (qr_shard_cols) when `panels` divides N (one panel: the matrix); otherwise QM_ERR_BAD_CONFIG naming the
+ * tensor and how to requantize it. */
 qm_status qr_shard_row_parallel(const qr_shard *sh, qr_shard_store *st, const qr_matrix *w, size_t rows,
                                 size_t panels, qr_matrix *out, size_t *out_panels, const char *path,
                                 const char *tensor, qm_error *err);

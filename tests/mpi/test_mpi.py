@@ -6,7 +6,7 @@ tests/mpi/tp_logits at one rank for the logits (the plain decode path: at N = 1 
 
 1. Greedy continuations (`qmap-mpi run --temp 0`) at N = 1, 2, 4 equal `qmap run`'s, for a small llama with
    grouped-query attention (8 heads, 4 KV heads) and a small gpt2, each in F32 and Q8_ROW. The Q8_ROW llama
-   has its down projection in 4 column panels (each rank takes whole panels), the Q8_ROW gpt2 none (each
+   has its down projection in 2 column panels (at N=2 a rank takes one, at N=4 half of one), the Q8_ROW gpt2 none (each
    rank repacks its columns); Q8_ROW runs with --act f32: with int8 activations a rank quantizes its own
    slice of the attention output with its own scale, so its bits are not one process's (see
    docs in mpi/qmap_mpi.c and the issue's report).
@@ -203,7 +203,8 @@ class Suite:
 
     def main(self):
         llama = self.model("llama", LLAMA)
-        llama_q8 = self.model("llama", LLAMA, ["--panel-cols", "64"])   # down: 4 panels of 64 columns
+        # down in 2 panels of 128 columns: at N=2 each rank takes a panel, at N=4 half of one
+        llama_q8 = self.model("llama", LLAMA, ["--panel-cols", "128"])
         gpt2 = self.model("gpt2", GPT2)
         gpt2_q8 = self.model("gpt2", GPT2, ["--panel-cols", "0"])        # down: [d, F], repacked per rank
         self.greedy_and_logits("llama-f32", llama, "auto")
