@@ -4,6 +4,7 @@
  *
  *   mpirun -np N qmap-mpi run MODEL.qmap -p PROMPT -n 64 --temp 0
  *   mpirun -np N qmap-mpi perplexity MODEL.qmap -f TEXT
+ *   mpirun -np N qmap-mpi allreduce [FLOATS [CALLS]]
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@ static void usage(FILE *fp)
     fprintf(fp,
             "usage: mpirun -np N qmap-mpi run MODEL.qmap [qmap run options]\n"
             "       mpirun -np N qmap-mpi perplexity MODEL.qmap -f TEXT [qmap perplexity options]\n"
+            "       mpirun -np N qmap-mpi allreduce [FLOATS [CALLS]]\n"
             "\n"
             "Runs a decoder LM (gpt2, gpt_neo, llama) tensor-parallel over N MPI ranks: each rank maps the same\n"
             "container and holds 1/N of every layer's attention heads (and KV heads and their cache), of the FFN\n"
@@ -30,6 +32,10 @@ static void usage(FILE *fp)
             "FFN size. MODEL.qmap comes right after the command; the options are those of qmap run / qmap\n"
             "perplexity (see 'qmap run --help'), given to every rank alike. Rank 0 prints; the others print\n"
             "nothing (QMAP_MPI_VERBOSE=1 keeps their stderr).\n"
+            "\n"
+            "allreduce times CALLS (default 2000) in-place MPI_Allreduce sums of FLOATS (default 2048: a 1.1B\n"
+            "Llama's hidden vector) the way a decode step calls them, and prints the mean and median latency\n"
+            "per call: a decode step makes 2 x layers of them, so this is the link's cost per token.\n"
             "\n"
             "At start the ranks compare a fingerprint of the container (XXH3-64 of its header, metadata and\n"
             "tensor table, which holds every tensor's checksum) and all exit 1 if any differs.\n"
@@ -110,6 +116,43 @@ static void print_stats(const tp_ctx *ctx)
     free(all);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* qmap-mpi allreduce: the latency of one decode step's all-reduce on this job's ranks and links. */
+static int bench_allreduce(int argc, char **argv, int rank, int size)
+{
+    long floats = argc >= 3 ? atol(argv[2]) : 2048, calls = argc >= 4 ? atol(argv[3]) : 2000;
+    if (floats < 1 || floats > (1L << 28) || calls < 1 || calls > 10000000) {
+        if (rank == 0) usage(stderr);
+        return 2;
+    }
+    float *buf = calloc((size_t)floats, sizeof *buf);
+    double *t = calloc((size_t)calls, sizeof *t);
+    if (!buf || !t) return 1;
+    for (int warm = 0; warm < 50; warm++)
+        MPI_Allreduce(MPI_IN_PLACE, buf, (int)floats, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    int rc = 0;
+    for (long i = 0; i < calls && rc == 0; i++) {
+        double t0 = MPI_Wtime();
+        if (MPI_Allreduce(MPI_IN_PLACE, buf, (int)floats, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS) rc = 1;
+        t[i] = MPI_Wtime() - t0;
+    }
+    double sum = 0;
+    for (long i = 0; i < calls; i++) sum += t[i];
+    qsort(t, (size_t)calls, sizeof *t, cmp_double);
+    if (rank == 0 && rc == 0)
+        printf("allreduce: %d ranks, %ld floats (%ld B) per call, %ld calls: mean %.1f us, median %.1f us, "
+               "p90 %.1f us\n", size, floats, floats * 4, calls, sum / (double)calls * 1e6, t[calls / 2] * 1e6,
+               t[calls * 9 / 10] * 1e6);
+    free(buf);
+    free(t);
+    return rc;
+}
+
 static int env_int(const char *name, int def)
 {
     const char *s = getenv(name);
@@ -127,6 +170,13 @@ int main(int argc, char **argv)
         if (rank == 0) usage(stdout);
         MPI_Finalize();
         return 0;
+    }
+    if (argc >= 2 && !strcmp(argv[1], "allreduce")) {
+        int size;
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        int rc = bench_allreduce(argc, argv, rank, size);
+        MPI_Finalize();
+        return rc;
     }
     const bool is_run = argc >= 3 && !strcmp(argv[1], "run"), is_ppl = argc >= 3 && !strcmp(argv[1], "perplexity");
     if ((!is_run && !is_ppl) || argv[2][0] == '-') {

@@ -17,13 +17,17 @@ tests/mpi/tp_logits at one rank for the logits (the plain decode path: at N = 1 
    step shows in the logits at about 1e-5.
 3. A rank count that does not divide the KV heads (3 for 4) fails with the key named, on every rank, fast.
 4. Ranks given different containers (MPMD launch) exit 1 with "not the same container".
-5. A rank killed mid-decode makes the job exit non-zero within 30 s; a rank stopped (SIGSTOP: alive, silent)
+5. The King James Llama that ships in tests/data/kjv_llama (trained; 8 heads, 2 KV heads): at N=2 its greedy
+   continuation of a text prompt equals qmap run's in F32 and in Q8_ROW with the default activations, and
+   `qmap-mpi perplexity` on the held-out books equals `qmap perplexity` to 4 digits (F32; Q8_ROW --act f32).
+6. A rank killed mid-decode makes the job exit non-zero within 30 s; a rank stopped (SIGSTOP: alive, silent)
    makes the others' watchdog (QMAP_MPI_TIMEOUT=3) end the job within 30 s.
 
     test_mpi.py --qmap build/qmap --qmap-mpi build/qmap-mpi --tp-logits build/tests/tp_logits \
                 --mpirun "mpirun --allow-run-as-root --oversubscribe" --workdir DIR [-k FILTER]
 """
 import argparse
+import json
 import os
 import shlex
 import signal
@@ -38,6 +42,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
 from checks import Checks, fresh_dir  # noqa: E402
 import make_lm  # noqa: E402
+import kjv_data  # noqa: E402
 
 VOCAB = 101   # not a multiple of 2 or 4: the ranks' vocabulary slices are uneven
 PROMPT = "1 2 3 4 5 6 7 8"
@@ -201,6 +206,36 @@ class Suite:
         self.c.check(group, "the waiting rank says why", "a collective has waited over 3 s" in (err or ""),
                      (err or "").strip()[-300:])
 
+    def kjv(self):
+        group = "kjv"
+        if not self.c.want(group):
+            return
+        f32 = os.path.join(self.dir, "kjv.qmap")
+        q8 = os.path.join(self.dir, "kjv-q8.qmap")
+        r = run([self.a.qmap, "convert", os.path.join(os.path.dirname(HERE), "data", "kjv_llama"), "-o", f32, "--quiet"])
+        r2 = run([self.a.qmap, "quantize", "--q8", f32, "-o", q8, "--quiet"])
+        if not self.c.check(group, "convert and quantize", r.returncode == 0 and r2.returncode == 0, r.stderr + r2.stderr):
+            return
+        gen = ["-p", "In the beginning", "-n", "32", "--temp", "0", "-t", "1", "-q"]
+        for model in (f32, q8):
+            ref = run([self.a.qmap, "run", model, *gen])
+            got = self.mpi(2, self.a.qmap_mpi, "run", model, *gen)
+            self.c.check(group, "%s: greedy text at N=2 equals qmap run's" % os.path.basename(model),
+                         ref.returncode == 0 and got.returncode == 0 and got.stdout == ref.stdout and ref.stdout.strip(),
+                         "%r against %r %s" % (got.stdout[:120], ref.stdout[:120], got.stderr[-300:]))
+        text = os.path.join(self.dir, "heldout.txt")
+        kjv_data.write_heldout(text)
+        ppl = ["-f", text, "-c", "128", "--chunks", "8", "-t", "1", "--json", "-q"]
+        for model, act in ((f32, "auto"), (q8, "f32")):
+            ref = run([self.a.qmap, "perplexity", model, *ppl, "--act", act])
+            got = self.mpi(2, self.a.qmap_mpi, "perplexity", model, *ppl, "--act", act)
+            if not self.c.check(group, "%s: perplexity at N=2 runs" % os.path.basename(model),
+                                ref.returncode == 0 and got.returncode == 0, ref.stderr[-300:] + got.stderr[-300:]):
+                continue
+            p1, p2 = json.loads(ref.stdout)["ppl"], json.loads(got.stdout)["ppl"]
+            self.c.check(group, "%s --act %s: perplexity at N=2 %.4f equals one process's %.4f to 4 digits" %
+                         (os.path.basename(model), act, p2, p1), "%.4g" % p1 == "%.4g" % p2)
+
     def main(self):
         llama = self.model("llama", LLAMA)
         # down in 2 panels of 128 columns: at N=2 each rank takes a panel, at N=4 half of one
@@ -211,6 +246,7 @@ class Suite:
         self.greedy_and_logits("llama-q8", llama_q8, "f32")
         self.greedy_and_logits("gpt2-f32", gpt2, "auto")
         self.greedy_and_logits("gpt2-q8", gpt2_q8, "f32")
+        self.kjv()
         self.bad_rank_count(llama)
         self.container_mismatch(llama, llama_q8)
         if self.c.want("dead-rank"):
