@@ -81,10 +81,12 @@ static void fill_info(qmap_model *m)
         in->context_length = m->hp.ctx;
         in->dim = m->hp.dim;
         in->n_layers = m->hp.n_layers;
-        in->n_heads = m->hp.n_heads;
-        in->n_kv_heads = m->hp.n_kv_heads;
+        /* the model's counts: a rank of a tensor-parallel run holds 1/N of them (m->hp) */
+        const uint32_t N = m->shard.n_ranks > 1 ? m->shard.n_ranks : 1;
+        in->n_heads = m->hp.n_heads * N;
+        in->n_kv_heads = m->hp.n_kv_heads * N;
         in->head_dim = m->hp.head_dim;
-        in->ffn_dim = m->hp.ffn_dim;
+        in->ffn_dim = m->hp.ffn_dim * N;
         in->bytes_per_token = bytes_per_token(m);
     }
     if (m->mlp) {
