@@ -161,7 +161,9 @@ static int env_int(const char *name, int def)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* the session's worker threads and the watchdog never call MPI: only the main thread does */
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     /* errors come back as codes (a dead peer fails the collective where the transport can tell) */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rank;

@@ -32,7 +32,9 @@ static qmap_act_mode act_named(const char *a)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* the session's worker threads and the watchdog never call MPI: only the main thread does */
+    int provided;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (argc < 4) {
         fprintf(stderr, "usage: tp_logits MODEL OUT [--act MODE] [--kv f16|f32] [--step] ID...\n");
