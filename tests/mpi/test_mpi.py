@@ -8,8 +8,8 @@ tests/mpi/tp_logits at one rank for the logits (the plain decode path: at N = 1 
    grouped-query attention (8 heads, 4 KV heads) and a small gpt2, each in F32 and Q8_ROW. The Q8_ROW llama
    has its down projection in 2 column panels (at N=2 a rank takes one, at N=4 half of one), the Q8_ROW gpt2 none (each
    rank repacks its columns); Q8_ROW runs with --act f32: with int8 activations a rank quantizes its own
-   slice of the attention output with its own scale, so its bits are not one process's (see
-   docs in mpi/qmap_mpi.c and the issue's report).
+   slice of the attention output with its own scale, so its bits are not one process's
+   (qmap-mpi --help says so).
 2. Logits of every position of a prompt (one forward pass) and of the decode path (one token per pass) at
    N = 2 and 4 are within 1e-5 relative (L2 norm per position) of one rank's: only the order of the sums
    across ranks differs. With an F32 KV cache: in F16, a key that differs in its last float bit (the
