@@ -18,7 +18,8 @@ tests/mpi/tp_logits at one rank for the logits (the plain decode path: at N = 1 
 3. A rank count that does not divide the KV heads (3 for 4) fails with the key named, on every rank, fast.
 4. Ranks given different containers (MPMD launch) exit 1 with "not the same container".
 5. The King James Llama that ships in tests/data/kjv_llama (trained; 8 heads, 2 KV heads): at N=2 its greedy
-   continuation of a text prompt equals qmap run's in F32 and in Q8_ROW with the default activations, and
+   continuation of a text prompt equals qmap run's in F32 and in Q8_ROW with the default activations (and
+   a sampled one, --temp 0.8, in F32), and
    `qmap-mpi perplexity` on the held-out books equals `qmap perplexity` to 4 digits (F32; Q8_ROW --act f32).
 6. A rank killed mid-decode makes the job exit non-zero within 30 s; a rank stopped (SIGSTOP: alive, silent)
    makes the others' watchdog (QMAP_MPI_TIMEOUT=3) end the job within 30 s.
@@ -223,6 +224,13 @@ class Suite:
             self.c.check(group, "%s: greedy text at N=2 equals qmap run's" % os.path.basename(model),
                          ref.returncode == 0 and got.returncode == 0 and got.stdout == ref.stdout and ref.stdout.strip(),
                          "%r against %r %s" % (got.stdout[:120], ref.stdout[:120], got.stderr[-300:]))
+        # sampled: every rank holds the same gathered logits and draws with the same seed
+        gen = ["-p", "And God said", "-n", "32", "--temp", "0.8", "-s", "5", "-t", "1", "-q"]
+        ref = run([self.a.qmap, "run", f32, *gen])
+        got = self.mpi(2, self.a.qmap_mpi, "run", f32, *gen)
+        self.c.check(group, "kjv.qmap: sampled text (--temp 0.8 -s 5) at N=2 equals qmap run's",
+                     ref.returncode == 0 and got.stdout == ref.stdout and ref.stdout.strip(),
+                     "%r against %r" % (got.stdout[:120], ref.stdout[:120]))
         text = os.path.join(self.dir, "heldout.txt")
         kjv_data.write_heldout(text)
         ppl = ["-f", text, "-c", "128", "--chunks", "8", "-t", "1", "--json", "-q"]
