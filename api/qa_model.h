@@ -16,7 +16,8 @@ struct qmap_model {
     qm_arch arch;
     const qr_lm_family *lm;          /* NULL unless the container is a decoder LM */
     void *weights;                   /* the family's weight views */
-    qr_lm_hparams hp;
+    qr_lm_hparams hp;                /* sharded: the rank's head and FFN counts */
+    qr_shard shard;                  /* the part this process runs (n_ranks 0 or 1: all of it) */
     qr_matrix *mats;                 /* every matrix the family loaded (work-buffer sizing) */
     size_t n_mats;
     qr_mlp *mlp;                     /* NULL unless the container is an mlp classifier */

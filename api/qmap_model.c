@@ -81,10 +81,12 @@ static void fill_info(qmap_model *m)
         in->context_length = m->hp.ctx;
         in->dim = m->hp.dim;
         in->n_layers = m->hp.n_layers;
-        in->n_heads = m->hp.n_heads;
-        in->n_kv_heads = m->hp.n_kv_heads;
+        /* the model's counts: a rank of a tensor-parallel run holds 1/N of them (m->hp) */
+        const uint32_t N = m->shard.n_ranks > 1 ? m->shard.n_ranks : 1;
+        in->n_heads = m->hp.n_heads * N;
+        in->n_kv_heads = m->hp.n_kv_heads * N;
         in->head_dim = m->hp.head_dim;
-        in->ffn_dim = m->hp.ffn_dim;
+        in->ffn_dim = m->hp.ffn_dim * N;
         in->bytes_per_token = bytes_per_token(m);
     }
     if (m->mlp) {
@@ -175,6 +177,20 @@ static qm_status map_in_large_pages(const char *path, qm_file **f, qm_error *e)
     return st;
 }
 
+/* params->shard checked and copied into m (after m->lm is set): the families that can be split only. */
+static qm_status take_shard(qmap_model *m, const qmap_shard *sh, const char *path, qm_error *e)
+{
+    if (!sh || sh->n_ranks <= 1) return QM_OK;
+    if (sh->rank >= sh->n_ranks || !sh->allreduce_sum || !sh->allgather)
+        return qm_fail(e, QM_ERR_INVALID_ARGUMENT, path, NULL, QM_NO_OFFSET,
+                       "qmap_model_params.shard: rank %u of %u ranks, or a function missing", sh->rank, sh->n_ranks);
+    if (!m->lm || m->arch == QM_ARCH_GEMMA2)
+        return qm_fail(e, QM_ERR_UNSUPPORTED, path, QM_KEY_ARCHITECTURE, QM_NO_OFFSET,
+                       "a %s model cannot be run tensor-parallel (gpt2, gpt_neo and llama can)", m->arch_name);
+    m->shard = (qr_shard){ sh->rank, sh->n_ranks, sh->allreduce_sum, sh->allgather, sh->ctx };
+    return QM_OK;
+}
+
 qmap_status qmap_model_open(const char *path, const qmap_model_params *params, qmap_model **out, qmap_error *err)
 {
     qmap_model_params defaults;
@@ -223,9 +239,11 @@ qmap_status qmap_model_open(const char *path, const qmap_model_params *params, q
     copy_meta_string(m->file, QM_KEY_FILE_TYPE, m->file_type, sizeof m->file_type, "");
 
     m->lm = qr_lm_family_for(m->arch);
+    if ((st = take_shard(m, params->shard, path, &e)) != QM_OK) goto fail;
     if (m->lm) {
         qr_loader ld;
         qr_loader_init(&ld, m->file, m->arch, &e);
+        ld.shard = &m->shard;
         st = m->lm->load(&ld, &m->weights, &m->hp);
         m->mats = ld.mats;  /* the model keeps the list; the loader is done */
         m->n_mats = ld.n_mats;

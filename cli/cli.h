@@ -7,6 +7,7 @@
 
 #include "qm_error.h"
 #include "qm_version.h"
+#include "qmap.h"
 
 /* Each subcommand gets argv after the command name (argv[0] is the command) and returns the exit code:
  * 0 success, 1 the file is bad or the work failed, 2 usage error. */
@@ -16,6 +17,10 @@ int cmd_convert(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+/* cmd_run / cmd_perplexity as one rank of a tensor-parallel run (mpi/qmap_mpi.c): the model opened with
+ * this shard (and without large_pages, so that the rank maps only the pages of its part). */
+int cmd_run_shard(int argc, char **argv, const qmap_shard *shard);
+int cmd_perplexity_shard(int argc, char **argv, const qmap_shard *shard);
 int cmd_tokenize(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_serve(int argc, char **argv);

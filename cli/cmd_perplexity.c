@@ -42,12 +42,14 @@ typedef struct evaluator {
     qmap_model_info info;
 } evaluator;
 
-static int open_evaluator(evaluator *e, const char *path, const qmap_session_params *sp, qmap_error *err)
+static int open_evaluator(evaluator *e, const char *path, const qmap_session_params *sp, const qmap_shard *shard,
+                          qmap_error *err)
 {
     e->path = path;
     qmap_model_params mp;
     qmap_model_params_default(&mp);
-    mp.large_pages = true; /* every window streams every weight */
+    mp.large_pages = !shard; /* every window streams every weight (a rank of qmap-mpi: only its part) */
+    mp.shard = shard;
     if (qmap_model_open(path, &mp, &e->m, err) != QMAP_OK) return 1;
     qmap_model_get_info(e->m, &e->info);
     if (e->info.kind != QMAP_KIND_LM) {
@@ -274,6 +276,7 @@ typedef struct ppl_args {
     size_t max_chunks;                   /* 0: every window */
     int kv, act, threads;
     bool json, quiet;
+    const qmap_shard *shard;             /* qmap-mpi: this rank's part; NULL: the whole model */
 } ppl_args;
 
 static int run_perplexity(const ppl_args *pa)
@@ -301,7 +304,7 @@ static int run_perplexity(const ppl_args *pa)
     char both[2048];
     snprintf(both, sizeof both, "%.900s%s%.900s", pa->model, pa->base ? " or " : "", pa->base ? pa->base : "");
     cli_exit_on_model_change("qmap perplexity", both);
-    if (open_evaluator(&ev, pa->model, &sp, &err)) goto fail;
+    if (open_evaluator(&ev, pa->model, &sp, pa->shard, &err)) goto fail;
     if (!ev.info.has_tokenizer) {
         snprintf(err.message, sizeof err.message, "%s has no tokenizer: perplexity needs one to read the text",
                  ev.path);
@@ -309,7 +312,7 @@ static int run_perplexity(const ppl_args *pa)
     }
     bool base_is_file = base_path && ppl_logits_sniff(base_path);
     if (base_path && !base_is_file) {
-        if (open_evaluator(&base, base_path, &sp, &err)) goto fail;
+        if (open_evaluator(&base, base_path, &sp, pa->shard, &err)) goto fail;
         if (base.info.vocab_size != ev.info.vocab_size) {
             snprintf(err.message, sizeof err.message,
                      "%s has a vocabulary of %u tokens, %s of %u: a KL divergence needs the same vocabulary",
@@ -397,6 +400,11 @@ done:
 
 int cmd_perplexity(int argc, char **argv)
 {
+    return cmd_perplexity_shard(argc, argv, NULL);
+}
+
+int cmd_perplexity_shard(int argc, char **argv, const qmap_shard *shard)
+{
     const char *file = NULL, *base_path = NULL, *save_path = NULL;
     long ctx = 512, batch = 0, threads = 0, max_chunks = 0;
     int kv = 0, act = 0;
@@ -461,7 +469,7 @@ int cmd_perplexity(int argc, char **argv)
     const ppl_args pa = {
         .model = argv[first_arg], .file = file, .base = base_path, .save = save_path, .ctx = (uint32_t)ctx,
         .batch = batch > 0 && batch < ctx ? (uint32_t)batch : (uint32_t)ctx, .max_chunks = (size_t)max_chunks,
-        .kv = kv, .act = act, .threads = (int)threads, .json = json, .quiet = quiet,
+        .kv = kv, .act = act, .threads = (int)threads, .json = json, .quiet = quiet, .shard = shard,
     };
     return run_perplexity(&pa);
 }

@@ -160,6 +160,11 @@ static int dispatch(qmap_model *m, const char *path, const run_args *a, double l
 
 int cmd_run(int argc, char **argv)
 {
+    return cmd_run_shard(argc, argv, NULL);
+}
+
+int cmd_run_shard(int argc, char **argv, const qmap_shard *shard)
+{
     run_args a;
     int first;
     int rc = parse_run_args(argc, argv, &a, &first);
@@ -170,7 +175,8 @@ int cmd_run(int argc, char **argv)
     qmap_model_params_default(&mp);
     mp.verify = a.verify;
     mp.no_mmap = a.no_mmap;
-    mp.large_pages = true; /* a decode streams every weight per token */
+    mp.large_pages = !shard; /* a decode streams every weight per token (a rank of qmap-mpi: only its part) */
+    mp.shard = shard;
     qmap_error err;
     qmap_model *m = NULL;
     double t0 = now_s();

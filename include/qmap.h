@@ -80,6 +80,23 @@ typedef enum qmap_model_kind {
     QMAP_KIND_SEQ2SEQ = 3,     /* encoder-decoder */
 } qmap_model_kind;
 
+/* Tensor parallelism: this process runs rank `rank` of `n_ranks` processes that each open the same container
+ * and together run one decoder LM (gpt2, gpt_neo, llama), each holding an n_ranks-th of every layer's heads,
+ * KV cache and FFN units and of the vocabulary (the qmap-mpi command supplies the two functions over MPI;
+ * runtime/qr_shard.h has the split). n_ranks must divide the heads, the KV heads and the FFN size
+ * (QMAP_ERR_BAD_CONFIG naming the key otherwise). Every rank must make the same calls with the same
+ * arguments (a session each, the same tokens, the same sampling seed): every forward pass calls both
+ * functions, and every rank then holds the same whole logits. Each function returns 0 on success; a failure
+ * fails the forward pass with QMAP_ERR_IO. */
+typedef struct qmap_shard {
+    uint32_t rank, n_ranks;
+    /* buf[0 .. n) := the element-wise sum over the ranks of their buf, in place */
+    int (*allreduce_sum)(void *ctx, float *buf, size_t n);
+    /* rank r holds buf[n·r/n_ranks .. n·(r+1)/n_ranks); afterwards every rank holds all n */
+    int (*allgather)(void *ctx, float *buf, size_t n);
+    void *ctx;
+} qmap_shard;
+
 typedef struct qmap_model_params {
     bool verify;               /* hash every tensor at open (spec R-DATA-1); otherwise open reads no tensor byte */
     int threads;               /* threads for verify; 0 = all */
@@ -88,6 +105,7 @@ typedef struct qmap_model_params {
                                 * between processes, and reading all of it at open */
     bool large_pages;          /* map every page at open, in 2 MiB pages where the kernel can, re-reading the
                                 * file's cached pages if need be (see qmap_model_open). Off by default */
+    const qmap_shard *shard;   /* tensor parallel: this process's part (copied at open); NULL = the whole model */
 } qmap_model_params;
 
 /* Fill *p with the defaults (verify false, threads 0, no_mmap false, large_pages false). */

@@ -8,6 +8,7 @@
  * The forward pass follows HF's GPT2LMHeadModel / GPTNeoForCausalLM; comments quote the PyTorch.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,9 @@ typedef struct gpt_layer {
     const float *ln1_w, *ln1_b;   /* (dim)            ln_1 */
     qr_matrix wqkv;               /* (3*dim, dim)     gpt2: attn.c_attn (transposed by convert), rows q, k, v */
     const float *bqkv;            /* (3*dim)          gpt2 */
-    qr_matrix wq, wk, wv;         /* (dim, dim)       gpt_neo: attn.attention.{q,k,v}_proj */
+    qr_matrix wq, wk, wv;         /* (dim, dim)       gpt_neo: attn.attention.{q,k,v}_proj; gpt2 sharded:
+                                   *                  the rank's rows of wqkv's q, k and v parts */
+    const float *bq, *bk, *bv;    /*                  gpt2 sharded: the rank's parts of bqkv, else NULL */
     qr_matrix wo;                 /* (dim, dim)       attn.c_proj / attn.attention.out_proj */
     const float *bo;              /* (dim) */
     const float *ln2_w, *ln2_b;   /* (dim)            ln_2 */
@@ -43,6 +46,9 @@ typedef struct gpt_weights {
     qr_matrix output;             /* (vocab, dim)     lm_head, or wte when tied */
     bool tied;
     uint32_t *window;             /* [n_layers]: 0 for global layers, window_size for local ones */
+    qr_shard shard;               /* tensor parallel: hp, the layers and output_part are this rank's part */
+    qr_matrix output_part;        /* the rank's vocabulary rows of output (all of them unsharded) */
+    qr_shard_store store;         /* slices the rank copied (Q8_ROW columns) */
 } gpt_weights;
 
 static void gpt_free(void *p)
@@ -51,10 +57,66 @@ static void gpt_free(void *p)
     if (!w) return;
     free(w->layers);
     free(w->window);
+    qr_shard_store_free(&w->store);
     free(w);
 }
 
 static bool gpt_tied(const void *p) { return ((const gpt_weights *)p)->tied; }
+
+#define TRY(expr) do { qm_status st_ = (expr); if (st_ != QM_OK) return st_; } while (0)
+
+/* Layer L cut down to rank sh's heads h0.. and FFN units f0.. (qr_shard.h): q/k/v/up keep the rank's rows
+ * (gpt2's fused c_attn becomes three views), c_proj and mlp.c_proj its columns; their biases are added by
+ * rank 0 only, since the ranks' partial sums are added. */
+static qm_status gpt_shard_layer(qr_loader *ld, gpt_weights *w, gpt_layer *L, uint32_t l)
+{
+    const qr_shard *sh = ld->shard;
+    const size_t N = sh->n_ranks, d = w->hp.dim, nq = d / N, nf = w->hp.ffn_dim / N;
+    const size_t q0 = sh->rank * nq, f0 = sh->rank * nf;
+    char name[QM_KEY_NAME_MAX];
+    if (!w->neo) {
+        L->wq = qr_matrix_rows(&L->wqkv, q0, nq);
+        L->wk = qr_matrix_rows(&L->wqkv, d + q0, nq);
+        L->wv = qr_matrix_rows(&L->wqkv, 2 * d + q0, nq);
+        L->bq = L->bqkv + q0;
+        L->bk = L->bqkv + d + q0;
+        L->bv = L->bqkv + 2 * d + q0;
+    } else {
+        L->wq = qr_matrix_rows(&L->wq, q0, nq);
+        L->wk = qr_matrix_rows(&L->wk, q0, nq);
+        L->wv = qr_matrix_rows(&L->wv, q0, nq);
+    }
+    L->w_up = qr_matrix_rows(&L->w_up, f0, nf);
+    L->b_up += f0;
+    if (sh->rank != 0) L->bo = L->b_down = NULL;
+    qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_ATTN_OUT, l);
+    TRY(qr_shard_row_parallel(sh, &w->store, &L->wo, d, 1, &L->wo, &(size_t){ 0 }, ld->path, name, ld->err));
+    qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_FFN_DOWN, l);
+    return qr_shard_row_parallel(sh, &w->store, &L->w_down, d, L->down_panels, &L->w_down, &L->down_panels,
+                                 ld->path, name, ld->err);
+}
+
+/* The whole model, loaded, cut down to rank ld->shard's part (see llama_shard). */
+static qm_status gpt_shard(qr_loader *ld, gpt_weights *w)
+{
+    const qr_shard *sh = ld->shard;
+    qr_lm_hparams *hp = &w->hp;
+    const char *arch = qm_arch_name(ld->arch);
+    char key[QM_KEY_NAME_MAX];
+    snprintf(key, sizeof key, "%s.n_heads", arch);
+    TRY(qr_shard_check_divides(sh, ld->path, key, hp->n_heads, ld->err));
+    snprintf(key, sizeof key, "%s.ffn_dim", arch);
+    TRY(qr_shard_check_divides(sh, ld->path, key, hp->ffn_dim, ld->err));
+    for (uint32_t l = 0; l < hp->n_layers; l++) TRY(gpt_shard_layer(ld, w, &w->layers[l], l));
+    const size_t v0 = qr_shard_begin(hp->vocab, sh->rank, sh->n_ranks);
+    w->output_part = qr_matrix_rows(&w->output, v0, qr_shard_begin(hp->vocab, sh->rank + 1, sh->n_ranks) - v0);
+    hp->n_heads /= sh->n_ranks;
+    hp->n_kv_heads = hp->n_heads;
+    hp->ffn_dim /= sh->n_ranks;
+    w->shard = *sh;
+    return QM_OK;
+}
+#undef TRY
 
 #define TRY(expr) do { qm_status st_ = (expr); if (st_ != QM_OK) { gpt_free(w); return st_; } } while (0)
 
@@ -144,6 +206,9 @@ static qm_status gpt_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out, bool
     if (w->tied) w->output = w->tok_embd;
     else TRY(qr_load_matrix(ld, QM_TENSOR_OUTPUT, 0, hp->vocab, d, &w->output));
 
+    w->output_part = w->output;
+    if (qr_shard_active(ld->shard)) TRY(gpt_shard(ld, w));
+
     *hp_out = *hp;
     *out = w;
     return QM_OK;
@@ -159,8 +224,9 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const qr_lm_rows *r)
 {
     const gpt_weights *w = p;
     const qr_lm_hparams *hp = &w->hp;
-    const size_t d = hp->dim, f = hp->ffn_dim, ldqkv = s->qkv_stride;
-    float *q = s->qkv, *k = s->qkv + d, *v = s->qkv + 2 * d;
+    /* q_dim: the heads this process runs (d, or d / N for a rank of a tensor-parallel run) */
+    const size_t d = hp->dim, f = hp->ffn_dim, ldqkv = s->qkv_stride, q_dim = (size_t)hp->n_heads * hp->head_dim;
+    float *q = s->qkv, *k = s->qkv + q_dim, *v = s->qkv + 2 * q_dim;
     const qr_attn_shape shape = { hp->n_heads, hp->n_heads, hp->head_dim, w->attn_scale, 0.0f };
     const float eps = w->norm_eps;
     const size_t n = r->n;   /* every row of every sequence: the products run once over all of them */
@@ -173,25 +239,28 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const qr_lm_rows *r)
         const gpt_layer *L = &w->layers[l];
         /* h = ln_1(x) */
         qr_rows_layernorm(s->pool, s->xb, s->x, L->ln1_w, L->ln1_b, n, d, eps);
-        if (w->neo) {
-            /* q, k, v = q_proj(h), k_proj(h), v_proj(h) */
+        if (w->neo || qr_shard_active(&w->shard)) {
+            /* q, k, v = q_proj(h), k_proj(h), v_proj(h) (gpt2 sharded: the rank's heads of c_attn) */
             const qr_matrix *qkv_w[3] = { &L->wq, &L->wk, &L->wv };
+            const float *qkv_b[3] = { L->bq, L->bk, L->bv };
             float *qkv_y[3] = { q, k, v };
-            TRY(qr_linear_many(s, QR_X_NORMED, qkv_w, NULL, 3, n, s->xb, d, qkv_y, ldqkv));
+            TRY(qr_linear_many(s, QR_X_NORMED, qkv_w, qkv_b, 3, n, s->xb, d, qkv_y, ldqkv));
         } else {
             /* q, k, v = c_attn(h).split(n_embd, dim=2) */
             TRY(qr_linear(s, QR_X_NORMED, &L->wqkv, L->bqkv, n, s->xb, d, s->qkv, ldqkv));
         }
         /* attn = softmax(scale·q·kᵀ + causal mask (window on local layers))·v, each sequence over its cache */
-        qr_lm_attend(s, r, l, &shape, q, k, v, ldqkv, s->att, d);
+        qr_lm_attend(s, r, l, &shape, q, k, v, ldqkv, s->att, q_dim);
         /* x = x + c_proj(attn) */
-        TRY(qr_linear(s, QR_X_NORMED, &L->wo, L->bo, n, s->att, d, s->xb, d));
+        TRY(qr_linear(s, QR_X_NORMED, &L->wo, L->bo, n, s->att, q_dim, s->xb, d));
+        TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* tensor parallel: the ranks' heads added */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* x = x + mlp.c_proj(act(mlp.c_fc(ln_2(x)))) */
         qr_rows_layernorm(s->pool, s->xb, s->x, L->ln2_w, L->ln2_b, n, d, eps);
         TRY(qr_linear(s, QR_X_NORMED, &L->w_up, L->b_up, n, s->xb, d, s->hb, f));
         qr_rows_activate(s->pool, w->act, s->hb, n * f);
         TRY(qr_linear_panels(s, QR_X_FLOAT, &L->w_down, L->b_down, L->down_panels, n, s->hb, f, s->xb, s->hb2));
+        TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* and their FFN units */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }
 
@@ -199,7 +268,7 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const qr_lm_rows *r)
     const size_t n_out = qr_lm_logit_count(r);
     for (size_t i = 0; i < n_out; i++)
         qr_layernorm(s->xb + i * d, s->x + qr_lm_logit_row(r, i) * d, w->ln_f_w, w->ln_f_b, d, eps);
-    return qr_lm_logits(s, &w->output, NULL, n_out, d, hp->vocab);
+    return qr_lm_logits_shard(s, &w->shard, &w->output_part, n_out, d, hp->vocab);
 }
 
 const qr_lm_family qr_family_gpt2 = {

@@ -36,6 +36,9 @@ typedef struct llama_weights {
     bool tied;
     uint32_t *window;           /* [n_layers]: the sliding window (0 = none), the same for every layer */
     float *inv_freq;            /* [head_dim/2]               rotary_emb.inv_freq */
+    qr_shard shard;             /* tensor parallel: hp, the layers and output_part are this rank's part */
+    qr_matrix output_part;      /* the rank's vocabulary rows of output (all of them unsharded) */
+    qr_shard_store store;       /* slices the rank copied (Q8_ROW columns) */
 } llama_weights;
 
 static void llama_free(void *p)
@@ -45,10 +48,56 @@ static void llama_free(void *p)
     free(w->layers);
     free(w->window);
     free(w->inv_freq);
+    qr_shard_store_free(&w->store);
     free(w);
 }
 
 static bool llama_tied(const void *p) { return ((const llama_weights *)p)->tied; }
+
+#define TRY(expr) do { qm_status st_ = (expr); if (st_ != QM_OK) return st_; } while (0)
+
+/* Layer L cut down to rank sh's heads (q: heads h0.., k/v: KV heads kv0..) and FFN units f0.. (qr_shard.h):
+ * q/k/v/gate/up keep the rank's rows, o and down its columns. */
+static qm_status llama_shard_layer(qr_loader *ld, llama_weights *w, llama_layer *L, uint32_t l)
+{
+    const qr_shard *sh = ld->shard;
+    const qr_lm_hparams *hp = &w->hp;   /* still the whole model's */
+    const size_t N = sh->n_ranks, hd = hp->head_dim, d = hp->dim;
+    const size_t nq = hp->n_heads / N * hd, nkv = hp->n_kv_heads / N * hd, nf = hp->ffn_dim / N;
+    const size_t q0 = sh->rank * nq, kv0 = sh->rank * nkv, f0 = sh->rank * nf;
+    char name[QM_KEY_NAME_MAX];
+    L->wq = qr_matrix_rows(&L->wq, q0, nq);
+    L->wk = qr_matrix_rows(&L->wk, kv0, nkv);
+    L->wv = qr_matrix_rows(&L->wv, kv0, nkv);
+    if (L->bq) { L->bq += q0; L->bk += kv0; L->bv += kv0; }
+    L->w_gate = qr_matrix_rows(&L->w_gate, f0, nf);
+    L->w_up = qr_matrix_rows(&L->w_up, f0, nf);
+    qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_ATTN_O, l);
+    TRY(qr_shard_row_parallel(sh, &w->store, &L->wo, d, 1, &L->wo, &(size_t){ 0 }, ld->path, name, ld->err));
+    qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_FFN_DOWN, l);
+    return qr_shard_row_parallel(sh, &w->store, &L->w_down, d, L->down_panels, &L->w_down, &L->down_panels,
+                                 ld->path, name, ld->err);
+}
+
+/* The whole model, loaded, cut down to rank ld->shard's part: hp then gives the rank's head and FFN
+ * counts (so the run state and KV cache hold only its heads), output_part its vocabulary rows. */
+static qm_status llama_shard(qr_loader *ld, llama_weights *w)
+{
+    const qr_shard *sh = ld->shard;
+    qr_lm_hparams *hp = &w->hp;
+    TRY(qr_shard_check_divides(sh, ld->path, "llama.n_kv_heads", hp->n_kv_heads, ld->err));
+    TRY(qr_shard_check_divides(sh, ld->path, "llama.n_heads", hp->n_heads, ld->err));
+    TRY(qr_shard_check_divides(sh, ld->path, "llama.ffn_dim", hp->ffn_dim, ld->err));
+    for (uint32_t l = 0; l < hp->n_layers; l++) TRY(llama_shard_layer(ld, w, &w->layers[l], l));
+    const size_t v0 = qr_shard_begin(hp->vocab, sh->rank, sh->n_ranks);
+    w->output_part = qr_matrix_rows(&w->output, v0, qr_shard_begin(hp->vocab, sh->rank + 1, sh->n_ranks) - v0);
+    hp->n_heads /= sh->n_ranks;
+    hp->n_kv_heads /= sh->n_ranks;
+    hp->ffn_dim /= sh->n_ranks;
+    w->shard = *sh;
+    return QM_OK;
+}
+#undef TRY
 
 #define TRY(expr) do { qm_status st_ = (expr); if (st_ != QM_OK) { llama_free(w); return st_; } } while (0)
 
@@ -137,6 +186,9 @@ static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
     if (w->tied) w->output = w->tok_embd;
     else TRY(qr_load_matrix(ld, QM_TENSOR_OUTPUT, 0, V, d, &w->output));
 
+    w->output_part = w->output;
+    if (qr_shard_active(ld->shard)) TRY(llama_shard(ld, w));
+
     *hp_out = *hp;
     *out = w;
     return QM_OK;
@@ -191,6 +243,7 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *
         qr_lm_attend(s, r, l, &shape, q, k, v, ldqkv, s->att, q_dim);
         /* x = x + o_proj(attn) */
         TRY(qr_linear(s, QR_X_NORMED, &L->wo, NULL, n, s->att, q_dim, s->xb, d));
+        TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* tensor parallel: the ranks' heads added */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* h = post_attention_layernorm(x) */
         qr_rows_rmsnorm(s->pool, s->xb, s->x, L->ffn_norm, n, d, eps);
@@ -200,13 +253,14 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *
         TRY(qr_linear_many(s, QR_X_NORMED, gate_up_w, NULL, 2, n, s->xb, d, gate_up_y, f));
         qr_rows_swiglu(s->pool, s->hb, s->hb2, n * f);
         TRY(qr_linear_panels(s, QR_X_FLOAT, &L->w_down, NULL, L->down_panels, n, s->hb, f, s->xb, s->hb2));
+        TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* and their FFN units */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }
 
     /* logits = lm_head(norm(x)), for every token or each sequence's last */
     const size_t n_out = qr_lm_logit_count(r);
     for (size_t i = 0; i < n_out; i++) qr_rmsnorm(s->xb + i * d, s->x + qr_lm_logit_row(r, i) * d, w->out_norm, d, eps);
-    return qr_lm_logits(s, &w->output, NULL, n_out, d, hp->vocab);
+    return qr_lm_logits_shard(s, &w->shard, &w->output_part, n_out, d, hp->vocab);
 }
 
 const qr_lm_family qr_family_llama = {

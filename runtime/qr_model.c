@@ -568,6 +568,17 @@ qm_status qr_lm_logits(qr_lm_state *s, const qr_matrix *head, const float *head_
     return qr_linear(s, QR_X_FLOAT, head, head_bias, n, s->xb, dim, s->logits, vocab);
 }
 
+qm_status qr_lm_logits_shard(qr_lm_state *s, const qr_shard *sh, const qr_matrix *head_part, size_t n, size_t dim,
+                             size_t vocab)
+{
+    if (!qr_shard_active(sh)) return qr_lm_logits(s, head_part, NULL, n, dim, vocab);
+    const size_t v0 = qr_shard_begin(vocab, sh->rank, sh->n_ranks);
+    qm_status st = qr_linear(s, QR_X_FLOAT, head_part, NULL, n, s->xb, dim, s->logits + v0, vocab);
+    for (size_t i = 0; st == QM_OK && i < n; i++)
+        if (sh->allgather(sh->ctx, s->logits + i * vocab, vocab) != 0) st = QM_ERR_IO;
+    return st;
+}
+
 /* ---- the family table ------------------------------------------------------------------------------ */
 
 const qr_lm_family *qr_lm_family_for(qm_arch arch)

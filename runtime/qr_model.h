@@ -25,6 +25,7 @@
 #include "qr_attn.h"
 #include "qr_kv.h"
 #include "qr_matmul.h"
+#include "qr_shard.h"
 
 /* ---- loader helpers -------------------------------------------------------------------------------- */
 
@@ -37,6 +38,8 @@ typedef struct qr_loader {
     qm_error *err;
     qr_matrix *mats;         /* every matrix loaded, in load order (owned by the loader's user) */
     size_t n_mats, cap_mats;
+    const qr_shard *shard;   /* tensor parallel: the part a family loads (qr_shard.h); NULL = all of it.
+                              * A family that cannot shard refuses an active one. Set after qr_loader_init */
 } qr_loader;
 
 void qr_loader_init(qr_loader *ld, const qm_file *f, qm_arch arch, qm_error *err);
@@ -235,5 +238,10 @@ qm_status qr_linear_many(qr_lm_state *s, qr_x_kind kind, const qr_matrix *const 
  * qr_lm_logit_row names into them; QR_X_FLOAT: the head's rounding would land in the logits). */
 qm_status qr_lm_logits(qr_lm_state *s, const qr_matrix *head, const float *head_bias, size_t n, size_t dim,
                        size_t vocab);
+/* As qr_lm_logits with the rank's rows of the head (vocabulary rows qr_shard_begin(vocab, rank, N) ..):
+ * its part of every logits row, then the rest from the other ranks (sh->allgather). A plain qr_lm_logits
+ * without an active shard. QM_ERR_IO if the transport fails. */
+qm_status qr_lm_logits_shard(qr_lm_state *s, const qr_shard *sh, const qr_matrix *head_part, size_t n, size_t dim,
+                             size_t vocab);
 
 #endif /* QR_MODEL_H */

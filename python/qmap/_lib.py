@@ -51,7 +51,8 @@ class qmap_error(ctypes.Structure):
 
 class qmap_model_params(ctypes.Structure):
     _fields_ = [("verify", ctypes.c_bool), ("threads", ctypes.c_int), ("no_mmap", ctypes.c_bool),
-                ("large_pages", ctypes.c_bool)]
+                ("large_pages", ctypes.c_bool),
+                ("shard", ctypes.c_void_p)]   # const qmap_shard * (tensor parallel, qmap-mpi): NULL here
 
 
 class qmap_model_info(ctypes.Structure):

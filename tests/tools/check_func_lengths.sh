@@ -6,7 +6,7 @@
 # Usage: check_func_lengths.sh [MAX]   (run from the repository's top directory)
 max=${1:-120}
 here=$(dirname "$0")
-files=$(find api cli convert format include quantize runtime serve tests -name '*.c' -not -path '*/build/*' | sort)
+files=$(find api cli convert format include mpi quantize runtime serve tests -name '*.c' -not -path '*/build/*' | sort)
 awk -f "$here/func_lengths.awk" $files | awk -v max="$max" -v allow="$here/func_lengths.allow" '
 BEGIN {
     while ((getline line < allow) > 0) {

@@ -74,16 +74,12 @@ def gpt2_tensors(c):
     yield "ln_f.bias", (d,), "zero"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("shape", choices=sorted(SHAPES))
-    ap.add_argument("outdir")
-    ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args()
-    cfg = dict(SHAPES[a.shape])
+def write_lm(cfg, outdir, seed=0, std=0.02):
+    """config.json and model.safetensors of a random-init model of config cfg (a SHAPES entry or one like
+    it) in outdir; weights normal with standard deviation std. Returns the checkpoint's byte size."""
     tensors = list(llama_tensors(cfg) if cfg["model_type"] == "llama" else gpt2_tensors(cfg))
-    os.makedirs(a.outdir, exist_ok=True)
-    with open(os.path.join(a.outdir, "config.json"), "w") as fp:
+    os.makedirs(outdir, exist_ok=True)
+    with open(os.path.join(outdir, "config.json"), "w") as fp:
         json.dump(cfg, fp, indent=1)
 
     header, off = {}, 0
@@ -93,21 +89,34 @@ def main():
         off += n
     hb = json.dumps(header, separators=(",", ":")).encode()
     hb += b" " * (-len(hb) % 8)
-    rng = np.random.default_rng(a.seed)
-    path = os.path.join(a.outdir, "model.safetensors")
+    rng = np.random.default_rng(seed)
+    path = os.path.join(outdir, "model.safetensors")
     tmp = path + ".tmp"
     with open(tmp, "wb") as fp:
         fp.write(struct.pack("<Q", len(hb)))
         fp.write(hb)
         for name, shape, kind in tensors:
             if kind == "w":
-                t = rng.standard_normal(shape, dtype=np.float32) * np.float32(0.02)
+                t = rng.standard_normal(shape, dtype=np.float32) * np.float32(std)
             else:
                 t = np.full(shape, 1.0 if kind == "one" else 0.0, dtype=np.float32)
             fp.write(np.ascontiguousarray(t, dtype="<f4").tobytes())
     os.replace(tmp, path)
-    print(f"{a.shape}: {sum(int(np.prod(s)) for _, s, _ in tensors) / 1e6:.1f} M parameters, "
-          f"{(off + len(hb) + 8) / 1e9:.2f} GB -> {path}", file=sys.stderr)
+    return off + len(hb) + 8
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("shape", choices=sorted(SHAPES))
+    ap.add_argument("outdir")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+    cfg = dict(SHAPES[a.shape])
+    size = write_lm(cfg, a.outdir, a.seed)
+    n_params = sum(int(np.prod(s)) for _, s, _ in (llama_tensors(cfg) if cfg["model_type"] == "llama"
+                                                    else gpt2_tensors(cfg)))
+    print(f"{a.shape}: {n_params / 1e6:.1f} M parameters, {size / 1e9:.2f} GB -> "
+          f"{os.path.join(a.outdir, 'model.safetensors')}", file=sys.stderr)
 
 
 if __name__ == "__main__":

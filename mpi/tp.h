@@ -1,0 +1,46 @@
+/* tp.h — the collectives of a tensor-parallel run over MPI (the functions of a qmap_shard), their
+ * counters, and a watchdog that ends a rank stuck in one. Only mpi/ includes mpi.h: libqmap never links MPI. */
+#ifndef QMAP_MPI_TP_H
+#define QMAP_MPI_TP_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "qmap.h"
+
+typedef struct tp_ctx {
+    MPI_Comm comm;
+    int rank, size;
+    int *counts, *displs;          /* [size]: Allgatherv's parts, recomputed per call */
+    /* counters (what --stats prints) */
+    uint64_t allreduce_calls, allreduce_floats, gather_calls, gather_floats;
+    double allreduce_s, gather_s;
+    /* the watchdog: ms since the epoch when the collective in progress began, 0 when none is */
+    _Atomic int64_t busy_since_ms;
+    int timeout_s;
+    atomic_bool stop;
+    pthread_t watchdog;
+    bool watchdog_running;
+    /* the model file's mapping, measured once per token when `measure_pss` is set */
+    const char *model_path;
+    bool measure_pss;
+    uint64_t max_pss_kb, max_rss_kb;
+} tp_ctx;
+
+/* ctx for `comm`, with a watchdog that exits the process (status 1, a message on stderr) when one
+ * collective has waited timeout_s seconds (a rank died or stopped calling: MPI has no timeout of its own).
+ * Returns 0, or -1 (out of memory, no thread). */
+int tp_init(tp_ctx *ctx, MPI_Comm comm, int timeout_s);
+void tp_free(tp_ctx *ctx);
+
+/* A qmap_shard running this rank's part over ctx. */
+qmap_shard tp_shard(tp_ctx *ctx);
+
+/* The largest PSS and RSS (kB) of the mappings of `path` in this process (from /proc/self/smaps), into
+ * *pss_kb and *rss_kb; -1 if smaps cannot be read. */
+int tp_mapping_pss(const char *path, uint64_t *pss_kb, uint64_t *rss_kb);
+
+#endif /* QMAP_MPI_TP_H */

@@ -1,0 +1,280 @@
+#!/usr/bin/env python3
+"""Tensor-parallel decoding over MPI (qmap-mpi, issue 51) against one process.
+
+The reference is the same container run by one process: `qmap run` for the greedy continuations, and
+tests/mpi/tp_logits at one rank for the logits (the plain decode path: at N = 1 no shard is applied).
+
+1. Greedy continuations (`qmap-mpi run --temp 0`) at N = 1, 2, 4 equal `qmap run`'s, for a small llama with
+   grouped-query attention (8 heads, 4 KV heads) and a small gpt2, each in F32 and Q8_ROW. The Q8_ROW llama
+   has its down projection in 2 column panels (at N=2 a rank takes one, at N=4 half of one), the Q8_ROW gpt2 none (each
+   rank repacks its columns); Q8_ROW runs with --act f32: with int8 activations a rank quantizes its own
+   slice of the attention output with its own scale, so its bits are not one process's
+   (qmap-mpi --help says so).
+2. Logits of every position of a prompt (one forward pass) and of the decode path (one token per pass) at
+   N = 2 and 4 are within 1e-5 relative (L2 norm per position) of one rank's: only the order of the sums
+   across ranks differs. With an F32 KV cache: in F16, a key that differs in its last float bit (the
+   residual stream after layer 0 is summed in another order) can round to another half, and that 2^-11
+   step shows in the logits at about 1e-5.
+3. A rank count that does not divide the KV heads (3 for 4) fails with the key named, on every rank, fast.
+4. Ranks given different containers (MPMD launch) exit 1 with "not the same container".
+5. The King James Llama that ships in tests/data/kjv_llama (trained; 8 heads, 2 KV heads): at N=2 its greedy
+   continuation of a text prompt equals qmap run's in F32 and in Q8_ROW with the default activations (and
+   a sampled one, --temp 0.8, in F32), and
+   `qmap-mpi perplexity` on the held-out books equals `qmap perplexity` to 4 digits (F32; Q8_ROW --act f32).
+6. A rank killed mid-decode makes the job exit non-zero within 30 s; a rank stopped (SIGSTOP: alive, silent)
+   makes the others' watchdog (QMAP_MPI_TIMEOUT=3) end the job within 30 s.
+
+    test_mpi.py --qmap build/qmap --qmap-mpi build/qmap-mpi --tp-logits build/tests/tp_logits \
+                --mpirun "mpirun --allow-run-as-root --oversubscribe" --workdir DIR [-k FILTER]
+"""
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
+from checks import Checks, fresh_dir  # noqa: E402
+import make_lm  # noqa: E402
+import kjv_data  # noqa: E402
+
+VOCAB = 101   # not a multiple of 2 or 4: the ranks' vocabulary slices are uneven
+PROMPT = "1 2 3 4 5 6 7 8"
+LLAMA = dict(model_type="llama", hidden_size=64, num_hidden_layers=2, num_attention_heads=8, num_key_value_heads=4,
+             intermediate_size=256, vocab_size=VOCAB, max_position_embeddings=64)
+GPT2 = dict(model_type="gpt2", n_embd=64, n_layer=2, n_head=4, n_positions=64, vocab_size=VOCAB)
+# the killed-rank run decodes for long enough to be killed in the middle
+LONG = dict(LLAMA, max_position_embeddings=32768)
+REL_TOL = 1e-5
+EXIT_BOUND_S = 30
+
+
+def run(cmd, timeout=120, env=None):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+class Suite:
+    def __init__(self, a):
+        self.a = a
+        self.mpirun = shlex.split(a.mpirun)
+        self.c = Checks(a.k)
+        self.dir = fresh_dir(a.workdir)
+
+    def model(self, name, cfg, quant=None):
+        """Convert (and quantize: a list of `qmap quantize` options) a random-init model; its path."""
+        src = os.path.join(self.dir, name)
+        make_lm.write_lm(cfg, src, seed=1, std=0.2)   # std 0.2: peaked logits, no near-ties for argmax
+        out = os.path.join(self.dir, name + ".qmap")
+        r = run([self.a.qmap, "convert", os.path.join(src, "model.safetensors"), "-o", out, "--quiet"])
+        assert r.returncode == 0, r.stderr
+        if quant:
+            q = os.path.join(self.dir, name + "-q8.qmap")
+            r = run([self.a.qmap, "quantize", "--q8", *quant, out, "-o", q, "--quiet"])
+            assert r.returncode == 0, r.stderr
+            return q
+        return out
+
+    def mpi(self, n, *args, env=None, timeout=120):
+        return run([*self.mpirun, "-np", str(n), *args], timeout=timeout, env=env)
+
+    def logits(self, n, model, act, step, out):
+        opts = ["--act", act, "--kv", "f32"] + (["--step"] if step else [])
+        r = self.mpi(n, self.a.tp_logits, model, out, *opts, *PROMPT.split())
+        if r.returncode != 0:
+            return None, r.stderr.strip()[-400:]
+        return np.fromfile(out, dtype=np.float32).reshape(-1, VOCAB), ""
+
+    def greedy_and_logits(self, group, model, act):
+        if not self.c.want(group):
+            return
+        act_opt = ["--act", act]
+        ref = run([self.a.qmap, "run", model, "--tokens", PROMPT, "-n", "24", "--temp", "0", "-t", "1", "-q", *act_opt])
+        self.c.check(group, "qmap run (the reference) generates", ref.returncode == 0 and ref.stdout.strip(), ref.stderr)
+        for n in (1, 2, 4):
+            r = self.mpi(n, self.a.qmap_mpi, "run", model, "--tokens", PROMPT, "-n", "24", "--temp", "0", "-t", "1",
+                         "-q", *act_opt)
+            self.c.check(group, "greedy continuation at N=%d equals qmap run's" % n,
+                         r.returncode == 0 and r.stdout == ref.stdout,
+                         "rc %d, %r against %r; %s" % (r.returncode, r.stdout.strip(), ref.stdout.strip(),
+                                                       r.stderr.strip()[-300:]))
+        for step in (False, True):
+            path = "decode (one token per pass)" if step else "prompt (one pass)"
+            base, err = self.logits(1, model, act, step, os.path.join(self.dir, "one.f32"))
+            if not self.c.check(group, "%s: logits at N=1" % path, base is not None, err):
+                continue
+            for n in (2, 4):
+                got, err = self.logits(n, model, act, step, os.path.join(self.dir, "n%d.f32" % n))
+                if not self.c.check(group, "%s: logits at N=%d" % (path, n), got is not None and got.shape == base.shape,
+                                    err):
+                    continue
+                rel = np.linalg.norm(got - base, axis=1) / np.linalg.norm(base, axis=1)
+                self.c.check(group, "%s: logits at N=%d within %g relative of one rank's (worst %.2e)" %
+                             (path, n, REL_TOL, rel.max()), rel.max() <= REL_TOL)
+
+    def bad_rank_count(self, model):
+        group = "bad-rank-count"
+        if not self.c.want(group):
+            return
+        t0 = time.monotonic()
+        r = self.mpi(3, self.a.qmap_mpi, "run", model, "--tokens", PROMPT, "-n", "4", "--temp", "0", "-t", "1",
+                     timeout=EXIT_BOUND_S * 2)
+        dt = time.monotonic() - t0
+        self.c.check(group, "N=3 for 4 KV heads exits non-zero in %.1f s" % dt, r.returncode != 0 and dt < EXIT_BOUND_S,
+                     "rc %d" % r.returncode)
+        self.c.check(group, "the error names llama.n_kv_heads and the rank count",
+                     "llama.n_kv_heads is 4, not a multiple of the 3 ranks" in r.stderr, r.stderr.strip()[-400:])
+        self.c.check(group, "rank 0 alone prints it", r.stderr.count("not a multiple of the 3 ranks") == 1,
+                     r.stderr.strip()[-400:])
+
+    def container_mismatch(self, a_model, b_model):
+        group = "container-mismatch"
+        if not self.c.want(group):
+            return
+        cmd = [*self.mpirun, "-np", "1", self.a.qmap_mpi, "run", a_model, "--tokens", PROMPT, "-n", "4", "-t", "1", ":",
+               "-np", "1", self.a.qmap_mpi, "run", b_model, "--tokens", PROMPT, "-n", "4", "-t", "1"]
+        r = run(cmd, timeout=EXIT_BOUND_S * 2)
+        self.c.check(group, "two containers: every rank exits 1", r.returncode != 0, "rc %d" % r.returncode)
+        self.c.check(group, "rank 0 says the container differs", "is not the same container on every rank" in r.stderr,
+                     r.stderr.strip()[-400:])
+        self.c.check(group, "nothing generated", r.stdout.strip() == "", r.stdout[:200])
+        same = run([*self.mpirun, "-np", "2", self.a.qmap_mpi, "run", a_model, "--tokens", PROMPT, "-n", "4", "-t", "1",
+                    "-q"])
+        self.c.check(group, "the control: one container on both ranks runs", same.returncode == 0, same.stderr[-300:])
+
+    def rank_pids(self, model):
+        """PIDs of the qmap-mpi processes running `model` (this suite's own path)."""
+        pids = []
+        for p in os.listdir("/proc"):
+            if not p.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % p, "rb") as fp:
+                    argv = fp.read().split(b"\0")
+            except OSError:
+                continue
+            if argv and argv[0].endswith(b"qmap-mpi") and model.encode() in argv:
+                pids.append(int(p))
+        return sorted(pids)
+
+    def lost_rank(self, model, sig, env_extra):
+        """Start a long decode on 2 ranks, send `sig` to one rank once both decode; (rc, seconds to exit, err)."""
+        env = dict(os.environ, **env_extra)
+        cmd = [*self.mpirun, "-np", "2", self.a.qmap_mpi, "run", model, "--tokens", PROMPT, "-n", "30000", "-c",
+               "32768", "--temp", "0", "-t", "1", "-q"]
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        pids, deadline = [], time.monotonic() + 30
+        while len(pids) < 2 and time.monotonic() < deadline and p.poll() is None:
+            time.sleep(0.1)
+            pids = self.rank_pids(model)
+        time.sleep(1.0)   # both ranks past the container check and decoding
+        if len(pids) < 2 or p.poll() is not None:
+            p.kill()
+            return None, 0, "the run ended (or never started) before a rank could be stopped"
+        victim = pids[-1]
+        os.kill(victim, sig)
+        t0 = time.monotonic()
+        try:
+            _, err = p.communicate(timeout=EXIT_BOUND_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            os.kill(victim, signal.SIGKILL)
+            return None, EXIT_BOUND_S, "still running after %d s" % EXIT_BOUND_S
+        finally:
+            for q in pids:
+                try:
+                    os.kill(q, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        return p.returncode, time.monotonic() - t0, err
+
+    def dead_rank(self, model):
+        group = "dead-rank"
+        if not self.c.want(group):
+            return
+        rc, dt, err = self.lost_rank(model, signal.SIGKILL, {})
+        self.c.check(group, "a killed rank: the job exits non-zero within %d s (%.1f s)" % (EXIT_BOUND_S, dt),
+                     rc is not None and rc != 0, "rc %s: %s" % (rc, err.strip()[-300:]))
+        rc, dt, err = self.lost_rank(model, signal.SIGSTOP, {"QMAP_MPI_TIMEOUT": "3"})
+        self.c.check(group, "a stopped rank: the watchdog ends the job within %d s (%.1f s)" % (EXIT_BOUND_S, dt),
+                     rc is not None and rc != 0, "rc %s: %s" % (rc, err.strip()[-300:]))
+        self.c.check(group, "the waiting rank says why", "a collective has waited over 3 s" in (err or ""),
+                     (err or "").strip()[-300:])
+
+    def kjv(self):
+        group = "kjv"
+        if not self.c.want(group):
+            return
+        f32 = os.path.join(self.dir, "kjv.qmap")
+        q8 = os.path.join(self.dir, "kjv-q8.qmap")
+        r = run([self.a.qmap, "convert", os.path.join(os.path.dirname(HERE), "data", "kjv_llama"), "-o", f32, "--quiet"])
+        r2 = run([self.a.qmap, "quantize", "--q8", f32, "-o", q8, "--quiet"])
+        if not self.c.check(group, "convert and quantize", r.returncode == 0 and r2.returncode == 0, r.stderr + r2.stderr):
+            return
+        gen = ["-p", "In the beginning", "-n", "32", "--temp", "0", "-t", "1", "-q"]
+        for model in (f32, q8):
+            ref = run([self.a.qmap, "run", model, *gen])
+            got = self.mpi(2, self.a.qmap_mpi, "run", model, *gen)
+            self.c.check(group, "%s: greedy text at N=2 equals qmap run's" % os.path.basename(model),
+                         ref.returncode == 0 and got.returncode == 0 and got.stdout == ref.stdout and ref.stdout.strip(),
+                         "%r against %r %s" % (got.stdout[:120], ref.stdout[:120], got.stderr[-300:]))
+        # sampled: every rank holds the same gathered logits and draws with the same seed
+        gen = ["-p", "And God said", "-n", "32", "--temp", "0.8", "-s", "5", "-t", "1", "-q"]
+        ref = run([self.a.qmap, "run", f32, *gen])
+        got = self.mpi(2, self.a.qmap_mpi, "run", f32, *gen)
+        self.c.check(group, "kjv.qmap: sampled text (--temp 0.8 -s 5) at N=2 equals qmap run's",
+                     ref.returncode == 0 and got.stdout == ref.stdout and ref.stdout.strip(),
+                     "%r against %r" % (got.stdout[:120], ref.stdout[:120]))
+        text = os.path.join(self.dir, "heldout.txt")
+        kjv_data.write_heldout(text)
+        ppl = ["-f", text, "-c", "128", "--chunks", "8", "-t", "1", "--json", "-q"]
+        for model, act in ((f32, "auto"), (q8, "f32")):
+            ref = run([self.a.qmap, "perplexity", model, *ppl, "--act", act])
+            got = self.mpi(2, self.a.qmap_mpi, "perplexity", model, *ppl, "--act", act)
+            if not self.c.check(group, "%s: perplexity at N=2 runs" % os.path.basename(model),
+                                ref.returncode == 0 and got.returncode == 0, ref.stderr[-300:] + got.stderr[-300:]):
+                continue
+            p1, p2 = json.loads(ref.stdout)["ppl"], json.loads(got.stdout)["ppl"]
+            self.c.check(group, "%s --act %s: perplexity at N=2 %.4f equals one process's %.4f to 4 digits" %
+                         (os.path.basename(model), act, p2, p1), "%.4g" % p1 == "%.4g" % p2)
+
+    def main(self):
+        llama = self.model("llama", LLAMA)
+        # down in 2 panels of 128 columns: at N=2 each rank takes a panel, at N=4 half of one
+        llama_q8 = self.model("llama", LLAMA, ["--panel-cols", "128"])
+        gpt2 = self.model("gpt2", GPT2)
+        gpt2_q8 = self.model("gpt2", GPT2, ["--panel-cols", "0"])        # down: [d, F], repacked per rank
+        self.greedy_and_logits("llama-f32", llama, "auto")
+        self.greedy_and_logits("llama-q8", llama_q8, "f32")
+        self.greedy_and_logits("gpt2-f32", gpt2, "auto")
+        self.greedy_and_logits("gpt2-q8", gpt2_q8, "f32")
+        self.kjv()
+        self.bad_rank_count(llama)
+        self.container_mismatch(llama, llama_q8)
+        if self.c.want("dead-rank"):
+            self.dead_rank(self.model("long", LONG))
+        return self.c.finish()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--qmap", required=True)
+    ap.add_argument("--qmap-mpi", required=True)
+    ap.add_argument("--tp-logits", required=True)
+    ap.add_argument("--mpirun", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("-k", default="", help="run only the groups whose name contains this")
+    a = ap.parse_args()
+    for k in ("qmap", "qmap_mpi", "tp_logits", "workdir"):
+        setattr(a, k, os.path.abspath(getattr(a, k)))
+    sys.exit(Suite(a).main())
+
+
+if __name__ == "__main__":
+    main()
