@@ -20,7 +20,7 @@ static const void *row_at(const qr_matrix *w, size_t r)
 
 static size_t plain_elem_bytes(qm_dtype dtype)
 {
-    return qr_dtype_get(dtype)->elem_bytes;
+    return qr_dtype_get(dtype)->block_bytes; /* blocks of one element */
 }
 
 static qm_status plain_view(const qm_file *f, const qm_tensor *t, qr_matrix *out, qm_error *err)
@@ -85,9 +85,9 @@ static void q8_row(const qr_matrix *w, size_t r, float *out)
 #define INT8_X QR_XK_BIT(QR_XK_INT8)
 
 static const qr_dtype_traits traits[] = {
-    { QM_DTYPE_F32, "f32", 4, 1, FLOAT_X, plain_view, plain_valid, f32_row },
-    { QM_DTYPE_F16, "f16", 2, 1, FLOAT_X, plain_view, plain_valid, f16_row },
-    { QM_DTYPE_Q8_ROW, "q8_row", 1, 64, FLOAT_X | INT8_X, q8_view, q8_valid, q8_row },
+    { QM_DTYPE_F32, "f32", 1, 4, 1, FLOAT_X, plain_view, plain_valid, f32_row },
+    { QM_DTYPE_F16, "f16", 1, 2, 1, FLOAT_X, plain_view, plain_valid, f16_row },
+    { QM_DTYPE_Q8_ROW, "q8_row", 1, 1, 64, FLOAT_X | INT8_X, q8_view, q8_valid, q8_row },
 };
 #define N_TRAITS (sizeof traits / sizeof traits[0])
 
@@ -115,9 +115,9 @@ size_t qr_dtype_row_bytes(qm_dtype dtype, size_t cols)
 {
     const qr_dtype_traits *t = qr_dtype_get(dtype);
     if (!t || cols > SIZE_MAX - t->row_align) return 0;
-    size_t padded = (cols + t->row_align - 1) / t->row_align * t->row_align;
-    if (padded > SIZE_MAX / t->elem_bytes) return 0;
-    return padded * t->elem_bytes;
+    size_t blocks = (cols + t->row_align - 1) / t->row_align * t->row_align / t->block_elems;
+    if (blocks > SIZE_MAX / t->block_bytes) return 0;
+    return blocks * t->block_bytes;
 }
 
 void qr_matrix_row_f32(const qr_matrix *w, size_t r, float *out)

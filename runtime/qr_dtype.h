@@ -21,8 +21,10 @@
 typedef struct qr_dtype_traits {
     qm_dtype dtype;                   /* also its index in qr_kernels.block */
     const char *name;                 /* "f32", "f16", "q8_row" (general.file_type spelling) */
-    size_t elem_bytes;                /* bytes of one stored element */
-    size_t row_align;                 /* rows of a container tensor start on multiples of this many elements */
+    size_t block_elems, block_bytes;  /* a row is stored in blocks of block_elems elements, block_bytes each
+                                       * (1 and the element's size for F32, F16 and Q8_ROW) */
+    size_t row_align;                 /* rows of a container tensor start on multiples of this many elements
+                                       * (a multiple of block_elems) */
     unsigned x_kinds;                 /* QR_XK_BIT(kind) for each kind of X its block kernels take; always
                                        * QR_XK_FLOAT (QR_ACT_F32, and rows too long for int8, use it) */
     /* The rest of a view of container tensor t (qr_matrix_from_tensor set dtype, rows, cols and data):

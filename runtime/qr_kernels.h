@@ -138,8 +138,9 @@ struct qr_kernels {
     qm_cpu_level level;
     /* The block kernel of each (W dtype, kind of X), as ggml's type_traits_cpu: [QM_DTYPE_F32][QR_XK_FLOAT]
      * F32 W, [QM_DTYPE_F16][QR_XK_FLOAT] F16 W, [QM_DTYPE_Q8_ROW][QR_XK_FLOAT] Q8_ROW W widened in
-     * registers, [QM_DTYPE_Q8_ROW][QR_XK_INT8] Q8_ROW W against X from quantize_x ("q8_int8" below). Every
-     * table has a kernel for each pair its dtype's row lists (qr_dtype_traits.x_kinds), NULL elsewhere. */
+     * registers, [QM_DTYPE_Q8_ROW][QR_XK_INT8] Q8_ROW W against X from quantize_x ("q8_int8" below). The
+     * portable table has a kernel for each pair a dtype's row lists (qr_dtype_traits.x_kinds), NULL
+     * elsewhere; another may leave a float-X pair NULL, and qr_matmul then runs the portable kernel. */
     qr_block_fn *block[QM_DTYPE_ID_LIMIT][QR_XK_COUNT];
     /* q8_int8 multiplies a GEMM block whose rows are longer than this many bytes in K slices of at most
      * this width, so only a slice of the block needs to stay in cache, and qr_matmul sizes its int8

@@ -83,6 +83,15 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
 
 /* ---- the product ---------------------------------------------------------------------------- */
 
+/* The block kernel of (dtype, kind of X): the variant's, or for float X the portable one where the
+ * variant has none, so a new dtype runs everywhere with its reference kernel alone. An int8 X kernel reads
+ * its own variant's encoding of X (qr_kernels.quantize_x), so every variant has those it lists. */
+static qr_block_fn *block_fn(const qr_kernels *k, qm_dtype dtype, qr_xkind xk)
+{
+    qr_block_fn *fn = k->block[dtype][xk];
+    return fn || xk != QR_XK_FLOAT ? fn : qr_kernels_ref.block[dtype][xk];
+}
+
 static const qr_matmul_opts default_opts = {NULL, QR_ACT_AUTO, NULL, false};
 
 static size_t pad64(size_t cols)
@@ -485,7 +494,7 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
         xq2 = terms == 2 ? base + l.q_bytes : NULL;
         xs = (float *)(void *)(base + (size_t)terms * l.q_bytes);
         xs2 = terms == 2 ? xs + n : NULL;
-        jb.fn = k->block[w0->dtype][QR_XK_INT8];
+        jb.fn = block_fn(k, w0->dtype, QR_XK_INT8);
         jb.x = xq;
         jb.x2 = xq2;
         jb.x_stride = pad64(w0->cols);
@@ -503,7 +512,7 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
         }
         jb.k = pad64(w0->cols);
     } else {
-        jb.fn = k->block[w0->dtype][QR_XK_FLOAT];
+        jb.fn = block_fn(k, w0->dtype, QR_XK_FLOAT);
         jb.x = (const uint8_t *)x;
         jb.x_stride = ldx * sizeof(float);
     }
