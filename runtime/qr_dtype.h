@@ -1,7 +1,8 @@
 /* qr_dtype.h — the runtime's row per weight dtype (ggml's type_traits idea): what generic runtime code
  * needs to know about a weight dtype, in one table. qr_matmul views, checks and dispatches through it and
  * the model loader asks it which dtypes a weight matrix may have, so a new weight dtype is its format row
- * (format/qm_format.c), one row here and its block kernels in each qr_kernels table (qr_kernels.block).
+ * (format/qm_format.c), one row here and its portable block kernels (qr_kernels_ref.c; a SIMD table adds
+ * its own when it has them, and must for int8 X: qr_kernels.block).
  *
  * Row -> f32 is what an embedding lookup (and a position table) needs: after `quantize --q8` the token
  * embedding is Q8_ROW, and only the rows of the tokens at hand are decoded, in place from the mapping.
