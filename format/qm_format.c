@@ -5,13 +5,17 @@
 
 #include "qm_bytes.h"
 
-/* Indexed by dtype id; a zero row means "unknown". A new dtype is one new row (spec §6). */
+static qm_status q8row_size(uint32_t rank, const uint64_t *dims, uint64_t alignment, uint64_t *nbytes);
+
+/* Indexed by dtype id; a zero row means "unknown". A new dtype (spec §6) is its id in qm_format.h, one
+ * row here and, if its elements have rules beyond the checksum (R-DATA-2), one in qm_verify.c's
+ * data_rules; the runtime adds its own row and kernels (runtime/qr_dtype.h). */
 static const qm_dtype_traits dtype_table[] = {
-    [QM_DTYPE_F32] = { QM_DTYPE_F32, "F32", 4, true, false },
-    [QM_DTYPE_F16] = { QM_DTYPE_F16, "F16", 2, true, false },
-    [QM_DTYPE_BF16] = { QM_DTYPE_BF16, "BF16", 2, true, false },
-    [QM_DTYPE_I32] = { QM_DTYPE_I32, "I32", 4, false, false },
-    [QM_DTYPE_Q8_ROW] = { QM_DTYPE_Q8_ROW, "Q8_ROW", 0, true, true },
+    [QM_DTYPE_F32] = { QM_DTYPE_F32, "F32", 4, true, false, NULL },
+    [QM_DTYPE_F16] = { QM_DTYPE_F16, "F16", 2, true, false, NULL },
+    [QM_DTYPE_BF16] = { QM_DTYPE_BF16, "BF16", 2, true, false, NULL },
+    [QM_DTYPE_I32] = { QM_DTYPE_I32, "I32", 4, false, false, NULL },
+    [QM_DTYPE_Q8_ROW] = { QM_DTYPE_Q8_ROW, "Q8_ROW", 0, true, true, q8row_size },
 };
 #define N_DTYPE_SLOTS (sizeof dtype_table / sizeof dtype_table[0])
 _Static_assert(N_DTYPE_SLOTS == QM_DTYPE_ID_LIMIT, "QM_DTYPE_ID_LIMIT must follow the dtype table");
@@ -90,17 +94,20 @@ qm_status qm_q8row_layout_of(uint32_t rank, const uint64_t *dims, uint64_t align
     return QM_OK;
 }
 
+static qm_status q8row_size(uint32_t rank, const uint64_t *dims, uint64_t alignment, uint64_t *nbytes)
+{
+    qm_q8row_layout l;
+    qm_status s = qm_q8row_layout_of(rank, dims, alignment, &l);
+    if (s == QM_OK) *nbytes = l.size;
+    return s;
+}
+
 qm_status qm_tensor_nbytes(uint32_t dtype, uint32_t rank, const uint64_t *dims, uint64_t alignment,
                            uint64_t *nbytes)
 {
     const qm_dtype_traits *t = qm_dtype_info(dtype);
     if (!t) return QM_ERR_UNKNOWN_DTYPE;
-    if (dtype == QM_DTYPE_Q8_ROW) {
-        qm_q8row_layout l;
-        qm_status s = qm_q8row_layout_of(rank, dims, alignment, &l);
-        if (s == QM_OK) *nbytes = l.size;
-        return s;
-    }
+    if (t->layout_size) return t->layout_size(rank, dims, alignment, nbytes);
     uint64_t n;
     qm_status s = qm_shape_elements(rank, dims, &n);
     if (s != QM_OK) return s;

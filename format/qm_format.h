@@ -47,6 +47,9 @@ typedef struct qm_dtype_traits {
     uint32_t elem_size;    /* bytes per element, or 0 if the layout is not plain */
     bool is_float;         /* holds real numbers (F32/F16/BF16/Q8_ROW) */
     bool is_quantized;     /* carries scales (Q8_ROW) */
+    /* The byte size of a tensor of this shape for a layout that is not plain (elem_size 0), with the
+     * errors of qm_tensor_nbytes; NULL for a plain one. */
+    qm_status (*layout_size)(uint32_t rank, const uint64_t *dims, uint64_t alignment, uint64_t *nbytes);
 } qm_dtype_traits;
 
 /* Traits of dtype `id`, or NULL if the id is unknown (R-TENSOR-5). */

@@ -61,17 +61,9 @@ static qm_status check_finite(const qm_file *f, const qm_tensor *t, qm_error *er
                    "tensor \"%.200s\" element %llu (the first) is NaN or infinite", t->name, (unsigned long long)bad);
 }
 
-/* R-DATA-2 for one tensor: the gap before it, float elements, and Q8_ROW's internal rules. */
-static qm_status check_full(const qm_file *f, uint64_t i, qm_error *err)
+/* R-DATA-2 for a Q8_ROW tensor (spec 6.1): q values, row padding, row sums, scales, padding between arrays. */
+static qm_status check_q8row(const qm_file *f, const qm_tensor *t, qm_error *err)
 {
-    const qm_tensor *t = &f->tensors[i];
-    uint64_t gap_start = i == 0 ? f->hdr.data_offset : f->tensors[i - 1].offset + f->tensors[i - 1].size;
-    if (!all_zero(f->base + gap_start, t->offset - gap_start))
-        return qm_fail(err, QM_ERR_PADDING_NONZERO, f->path, "tensor.padding", gap_start,
-                       "non-zero byte in the padding before tensor \"%.200s\"", t->name);
-    if (t->dtype == QM_DTYPE_F32 || t->dtype == QM_DTYPE_F16 || t->dtype == QM_DTYPE_BF16) return check_finite(f, t, err);
-    if (t->dtype != QM_DTYPE_Q8_ROW) return QM_OK;
-
     qm_q8row_layout l;
     qm_q8row_layout_of(t->rank, t->dims, f->hdr.alignment, &l); /* cannot fail: validated at open */
     const uint8_t *d = t->data;
@@ -104,6 +96,28 @@ static qm_status check_full(const qm_file *f, uint64_t i, qm_error *err)
         return qm_fail(err, QM_ERR_PADDING_NONZERO, f->path, "tensor.padding", t->offset,
                        "tensor \"%.200s\": padding between its arrays is not zero", t->name);
     return QM_OK;
+}
+
+/* R-DATA-2's rule for the elements of each dtype (NULL: none beyond R-DATA-1), beside its row in
+ * qm_format.c. */
+typedef qm_status data_rule_fn(const qm_file *f, const qm_tensor *t, qm_error *err);
+static data_rule_fn *const data_rules[QM_DTYPE_ID_LIMIT] = {
+    [QM_DTYPE_F32] = check_finite,
+    [QM_DTYPE_F16] = check_finite,
+    [QM_DTYPE_BF16] = check_finite,
+    [QM_DTYPE_Q8_ROW] = check_q8row,
+};
+
+/* R-DATA-2 for one tensor: the gap before it, then its dtype's rule. */
+static qm_status check_full(const qm_file *f, uint64_t i, qm_error *err)
+{
+    const qm_tensor *t = &f->tensors[i];
+    uint64_t gap_start = i == 0 ? f->hdr.data_offset : f->tensors[i - 1].offset + f->tensors[i - 1].size;
+    if (!all_zero(f->base + gap_start, t->offset - gap_start))
+        return qm_fail(err, QM_ERR_PADDING_NONZERO, f->path, "tensor.padding", gap_start,
+                       "non-zero byte in the padding before tensor \"%.200s\"", t->name);
+    data_rule_fn *rule = t->dtype < QM_DTYPE_ID_LIMIT ? data_rules[t->dtype] : NULL; /* known: R-TENSOR-5 */
+    return rule ? rule(f, t, err) : QM_OK;
 }
 
 /* R-DATA-1 (and R-DATA-2 if full) for tensor i, under a guard: a file that shrinks while it is hashed is

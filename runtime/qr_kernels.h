@@ -60,6 +60,15 @@ typedef struct qr_block {
 
 typedef void qr_block_fn(const qr_block *b);
 
+/* The kinds of X a block kernel takes, qr_kernels.block's second index: float rows as given, or the int8
+ * rows (one term each) that qr_kernels.quantize_x writes. */
+typedef enum qr_xkind {
+    QR_XK_FLOAT = 0,
+    QR_XK_INT8 = 1,
+    QR_XK_COUNT
+} qr_xkind;
+#define QR_XK_BIT(xk) (1u << (xk))
+
 /* The SIMD variants' decode loops prefetch W into L2 (hint T1), QR_PREFETCH4_BYTES ahead in each of four
  * streams and QR_PREFETCH_BYTES ahead of a lone row; -DQR_NO_PREFETCH drops it, -DQR_PREFETCH_HINT=,
  * -DQR_PREFETCH_BYTES=, -DQR_PREFETCH4_BYTES= to measure again (qr_kernels_avx512.c has the measurements).
@@ -129,10 +138,12 @@ typedef void qr_block_fn(const qr_block *b);
 struct qr_kernels {
     const char *name;
     qm_cpu_level level;
-    qr_block_fn *f32;         /* F32 W, float X */
-    qr_block_fn *f16;         /* F16 W, float X */
-    qr_block_fn *q8_f32;      /* Q8_ROW W widened in registers, float X */
-    qr_block_fn *q8_int8;     /* Q8_ROW W, X from quantize_x */
+    /* The block kernel of each (W dtype, kind of X), as ggml's type_traits_cpu: [QM_DTYPE_F32][QR_XK_FLOAT]
+     * F32 W, [QM_DTYPE_F16][QR_XK_FLOAT] F16 W, [QM_DTYPE_Q8_ROW][QR_XK_FLOAT] Q8_ROW W widened in
+     * registers, [QM_DTYPE_Q8_ROW][QR_XK_INT8] Q8_ROW W against X from quantize_x ("q8_int8" below). The
+     * portable table has a kernel for each pair a dtype's row lists (qr_dtype_traits.x_kinds), NULL
+     * elsewhere; another may leave a float-X pair NULL, and qr_matmul then runs the portable kernel. */
+    qr_block_fn *block[QM_DTYPE_ID_LIMIT][QR_XK_COUNT];
     /* q8_int8 multiplies a GEMM block whose rows are longer than this many bytes in K slices of at most
      * this width, so only a slice of the block needs to stay in cache, and qr_matmul sizes its int8
      * blocks by it; 0: rows are never sliced. At most QR_K_SLICE_BYTES. */

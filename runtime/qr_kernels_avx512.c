@@ -935,15 +935,16 @@ static float quantize_x_residual_unsigned(const float *x, const uint8_t *q1, flo
 /* What the three AVX-512 tables share; each table below lists only what makes it differ (the F16 and
  * two-term decode loops, QR_ACT_AUTO's decode, decode regions), so the differences read at a glance. */
 #define AVX512_SHARED                                                                       \
-    .level = QM_CPU_AVX512, .f32 = block_f32, .q8_f32 = block_q8_f32,                      \
+    .level = QM_CPU_AVX512, .block[QM_DTYPE_F32][QR_XK_FLOAT] = block_f32,                  \
+    .block[QM_DTYPE_Q8_ROW][QR_XK_FLOAT] = block_q8_f32,                                    \
     .k_slice_bytes = QR_K_SLICE_BYTES, .x_groups = 1, .gemm_x2 = 1, .quantize_x = quantize_x_unsigned,  \
     .quantize_x_residual = quantize_x_residual_unsigned
 
 const qr_kernels qr_kernels_avx512 = {
     AVX512_SHARED,
     .name = "avx512-vnni",
-    .f16 = block_f16,
-    .q8_int8 = block_q8_int8,
+    .block[QM_DTYPE_F16][QR_XK_FLOAT] = block_f16,
+    .block[QM_DTYPE_Q8_ROW][QR_XK_INT8] = block_q8_int8,
     .auto_decode_terms = 0,
 };
 
@@ -955,8 +956,8 @@ const qr_kernels qr_kernels_avx512 = {
 const qr_kernels qr_kernels_avx512_i8x2 = {
     AVX512_SHARED,
     .name = "avx512-vnni-i8x2",
-    .f16 = block_f16,
-    .q8_int8 = block_q8_int8,
+    .block[QM_DTYPE_F16][QR_XK_FLOAT] = block_f16,
+    .block[QM_DTYPE_Q8_ROW][QR_XK_INT8] = block_q8_int8,
     .auto_decode_terms = 2,
 };
 
@@ -970,8 +971,8 @@ const qr_kernels qr_kernels_avx512_i8x2 = {
 const qr_kernels qr_kernels_avx512_halves = {
     AVX512_SHARED,
     .name = "avx512-vnni-2x256",
-    .f16 = block_f16_no_prefetch,
-    .q8_int8 = block_q8_int8_no_prefetch,
+    .block[QM_DTYPE_F16][QR_XK_FLOAT] = block_f16_no_prefetch,
+    .block[QM_DTYPE_Q8_ROW][QR_XK_INT8] = block_q8_int8_no_prefetch,
     .auto_decode_terms = 2,
     .decode_regions = 1,
 };

@@ -130,10 +130,10 @@ static float quantize_x_residual_signed(const float *x, const uint8_t *q1, float
 const qr_kernels qr_kernels_ref = {
     .name = "generic",
     .level = QM_CPU_GENERIC,
-    .f32 = block_f32,
-    .f16 = block_f16,
-    .q8_f32 = block_q8_f32,
-    .q8_int8 = block_q8_int8,
+    .block[QM_DTYPE_F32][QR_XK_FLOAT] = block_f32,
+    .block[QM_DTYPE_F16][QR_XK_FLOAT] = block_f16,
+    .block[QM_DTYPE_Q8_ROW][QR_XK_FLOAT] = block_q8_f32,
+    .block[QM_DTYPE_Q8_ROW][QR_XK_INT8] = block_q8_int8,
     .quantize_x = quantize_x_signed,
     .quantize_x_residual = quantize_x_residual_signed,
 };

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "qr_dtype.h"
 #include "qr_kernels.h"
 
 /* ---- variant choice ------------------------------------------------------------------------- */
@@ -69,36 +70,27 @@ qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix 
     out->rows = (size_t)rows;
     out->cols = (size_t)cols;
     out->data = t->data;
-    switch (t->dtype) {
-    case QM_DTYPE_F32:
-        out->dtype = QM_DTYPE_F32;
-        out->row_stride = (size_t)cols * 4;
-        return QM_OK;
-    case QM_DTYPE_F16:
-        out->dtype = QM_DTYPE_F16;
-        out->row_stride = (size_t)cols * 2;
-        return QM_OK;
-    case QM_DTYPE_Q8_ROW: {
-        qm_q8row_layout lay;
-        qm_status st = qm_q8row_layout_of(t->rank, t->dims, qm_file_header(f)->alignment, &lay);
-        if (st != QM_OK || lay.size != t->size)  /* the reader checked this already (R-TENSOR-10) */
-            return qm_fail(err, QM_ERR_SIZE_MISMATCH, path, "tensor size", t->entry_offset,
-                           "tensor '%s': Q8_ROW size does not match its shape", t->name);
-        const uint8_t *base = (const uint8_t *)t->data;
-        out->dtype = QM_DTYPE_Q8_ROW;
-        out->row_stride = (size_t)lay.row_stride;
-        out->scales = (const float *)(const void *)(base + lay.scales_offset);
-        out->row_sums = (const int32_t *)(const void *)(base + lay.sums_offset);
-        return QM_OK;
-    }
-    default:
+    const qr_dtype_traits *tr = qr_dtype_get(t->dtype);
+    if (!tr) {
+        char list[64];
         return qm_fail(err, QM_ERR_TYPE_MISMATCH, path, "tensor dtype", t->entry_offset,
-                       "tensor '%s' has dtype %u; matmul takes F32, F16 or Q8_ROW weights", t->name,
-                       (unsigned)t->dtype);
+                       "tensor '%s' has dtype %u; matmul takes %s weights", t->name, (unsigned)t->dtype,
+                       qr_dtype_list(list, sizeof list));
     }
+    out->dtype = t->dtype;
+    return tr->view(f, t, out, err);
 }
 
 /* ---- the product ---------------------------------------------------------------------------- */
+
+/* The block kernel of (dtype, kind of X): the variant's, or for float X the portable one where the
+ * variant has none, so a new dtype runs everywhere with its reference kernel alone. An int8 X kernel reads
+ * its own variant's encoding of X (qr_kernels.quantize_x), so every variant has those it lists. */
+static qr_block_fn *block_fn(const qr_kernels *k, qm_dtype dtype, qr_xkind xk)
+{
+    qr_block_fn *fn = k->block[dtype][xk];
+    return fn || xk != QR_XK_FLOAT ? fn : qr_kernels_ref.block[dtype][xk];
+}
 
 static const qr_matmul_opts default_opts = {NULL, QR_ACT_AUTO, NULL, false};
 
@@ -116,7 +108,9 @@ static size_t pad64(size_t cols)
  * the most any variant uses (what a work buffer must hold). */
 static int int8_terms(const qr_kernels *k, const qr_matrix *w, size_t n, const qr_matmul_opts *opts)
 {
-    if (w->dtype != QM_DTYPE_Q8_ROW || w->cols > QR_INT8_MAX_COLS || opts->act == QR_ACT_F32) return 0;
+    const qr_dtype_traits *tr = qr_dtype_get(w->dtype);
+    if (!tr || !(tr->x_kinds & QR_XK_BIT(QR_XK_INT8)) || w->cols > QR_INT8_MAX_COLS || opts->act == QR_ACT_F32)
+        return 0;
     if (opts->act == QR_ACT_INT8) return 1;
     if (opts->act == QR_ACT_AUTO && n == 1 && k && !opts->row_invariant) return k->auto_decode_terms;
     return 2;
@@ -221,25 +215,12 @@ size_t qr_matmul_work_size(const qr_matrix *w, size_t n, const qr_matmul_opts *o
     return layout_of(w, n, terms, terms == 2 ? thread_count(opts) : 1).total;
 }
 
-/* Element-aligned views only: kernels read floats and halves as such (the generic one with plain C
- * loads, where a misaligned float is undefined behaviour). */
-static bool aligned(const void *p, size_t a)
-{
-    return (uintptr_t)p % a == 0;
-}
-
+/* The dtype's own checks (qr_dtype_traits.valid) after the ones every view shares. */
 static bool valid_matrix(const qr_matrix *w)
 {
     if (!w || !w->data || w->rows == 0 || w->cols == 0) return false;
-    switch (w->dtype) {
-    case QM_DTYPE_F32: return w->row_stride / 4 >= w->cols && w->row_stride % 4 == 0 && aligned(w->data, 4);
-    case QM_DTYPE_F16: return w->row_stride / 2 >= w->cols && w->row_stride % 2 == 0 && aligned(w->data, 2);
-    case QM_DTYPE_Q8_ROW:
-        return w->cols <= SIZE_MAX - 63 && w->row_stride == pad64(w->cols) && w->scales && w->row_sums &&
-               aligned(w->scales, 4) &&
-               aligned(w->row_sums, 4);
-    default: return false;
-    }
+    const qr_dtype_traits *tr = qr_dtype_get(w->dtype);
+    return tr && tr->valid(w);
 }
 
 /* Rows [begin, end) of `total` for part `p` of `parts`, boundaries on multiples of `grain`. */
@@ -513,7 +494,7 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
         xq2 = terms == 2 ? base + l.q_bytes : NULL;
         xs = (float *)(void *)(base + (size_t)terms * l.q_bytes);
         xs2 = terms == 2 ? xs + n : NULL;
-        jb.fn = k->q8_int8;
+        jb.fn = block_fn(k, w0->dtype, QR_XK_INT8);
         jb.x = xq;
         jb.x2 = xq2;
         jb.x_stride = pad64(w0->cols);
@@ -531,10 +512,11 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
         }
         jb.k = pad64(w0->cols);
     } else {
-        jb.fn = w0->dtype == QM_DTYPE_F32 ? k->f32 : w0->dtype == QM_DTYPE_F16 ? k->f16 : k->q8_f32;
+        jb.fn = block_fn(k, w0->dtype, QR_XK_FLOAT);
         jb.x = (const uint8_t *)x;
         jb.x_stride = ldx * sizeof(float);
     }
+    if (!jb.fn) return QM_ERR_INVALID_ARGUMENT; /* a table without the dtype's kernel: nothing written */
 
     qr_pool *pool = opts->pool;
     if ((double)n * (double)jb.rows * (double)w0->cols < (double)QR_PARALLEL_MIN_MACS) pool = NULL;

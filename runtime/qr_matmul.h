@@ -39,7 +39,7 @@
  * values are in [-127, 127]; scales[r] and row_sums[r] as the spec defines them. A -128, non-zero
  * padding or a wrong row sum (a file that breaks the spec) gives wrong numbers, never a fault. */
 typedef struct qr_matrix {
-    qm_dtype dtype;          /* QM_DTYPE_F32, QM_DTYPE_F16 or QM_DTYPE_Q8_ROW */
+    qm_dtype dtype;          /* a dtype of the runtime's table (qr_dtype.h): F32, F16 or Q8_ROW */
     size_t rows, cols;       /* both >= 1 */
     const void *data;
     size_t row_stride;
@@ -52,7 +52,8 @@ typedef struct qr_matrix {
 qr_matrix qr_matrix_rows(const qr_matrix *w, size_t first, size_t count);
 
 /* View tensor `t` of the open file `f` as a matrix: cols = last dim, rows = product of the others
- * (rank 1 is one row). QM_ERR_TYPE_MISMATCH if its dtype is not F32/F16/Q8_ROW (message names the tensor). */
+ * (rank 1 is one row). QM_ERR_TYPE_MISMATCH if its dtype has no row in qr_dtype.h (F32/F16/Q8_ROW; the
+ * message names the tensor). */
 qm_status qr_matrix_from_tensor(const qm_file *f, const qm_tensor *t, qr_matrix *out, qm_error *err);
 
 /* How a Q8_ROW product treats X.

@@ -217,12 +217,16 @@ static qm_status remember(qr_loader *ld, const qr_matrix *m)
     return QM_OK;
 }
 
-/* The matrix view of a tensor whose shape the caller has checked: F32, F16 or Q8_ROW, else an error. */
+/* The matrix view of a tensor whose shape the caller has checked: a dtype of the runtime's table
+ * (qr_dtype.h), else an error. */
 static qm_status matrix_view(qr_loader *ld, const qm_tensor *t, const char *name, qr_matrix *out)
 {
-    if (t->dtype != QM_DTYPE_F32 && t->dtype != QM_DTYPE_F16 && t->dtype != QM_DTYPE_Q8_ROW)
+    if (!qr_dtype_get(t->dtype)) {
+        char list[64];
         return qm_fail(ld->err, QM_ERR_TYPE_MISMATCH, ld->path, name, t->entry_offset,
-                       "tensor is %s; weight matrices must be F32, F16 or Q8_ROW", dtype_name(t->dtype));
+                       "tensor is %s; weight matrices must be %s", dtype_name(t->dtype),
+                       qr_dtype_list(list, sizeof list));
+    }
     qm_status st = qr_matrix_from_tensor(ld->f, t, out, ld->err);
     if (st != QM_OK) return st;
     return remember(ld, out);

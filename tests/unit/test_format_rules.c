@@ -370,6 +370,8 @@ static void test_dtype_and_meta_tables(void **state) {
         assert_string_equal(t->name, dt[i].name);
         assert_int_equal(t->elem_size, dt[i].elem);
         assert_int_equal(qm_dtype_from_name(dt[i].name), dt[i].id);
+        /* a layout that is not plain must say its size (qm_tensor_nbytes has no other way to know it) */
+        assert_int_equal(t->elem_size == 0, t->layout_size != NULL);
     }
     assert_true(qm_dtype_info(QM_DTYPE_Q8_ROW)->is_quantized);
     assert_false(qm_dtype_info(QM_DTYPE_F32)->is_quantized);

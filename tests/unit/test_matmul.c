@@ -21,6 +21,9 @@
  *     decode output has the same bits whether its row was read as one of four streams or alone.
  *   - QR_ACT_AUTO is QR_ACT_F32 for n = 1 and QR_ACT_INT8X2 for n > 1, bit for bit.
  *   - Argument errors leave Y untouched; work sizes; variant names; qr_kernels_get() honours QMAP_CPU.
+ *   - The portable kernel table has a block kernel for exactly the (dtype, kind of X) pairs the runtime's
+ *     dtype rows list (qr_dtype.h), every other table one for each int8-X pair and none for unlisted
+ *     pairs, so dispatch through the table (float X falls back to the portable kernel) never meets a NULL.
  * Variants the CPU lacks are skipped and say so. PRNG: splitmix64 (tu_rng) with fixed seeds. */
 #include "test_util.h"
 
@@ -32,6 +35,7 @@
 
 #include "qm_half.h"
 #include "qq_kernels.h"
+#include "qr_dtype.h"
 #include "qr_kernels.h"
 #include "qr_matmul.h"
 #include "test_pools.h"
@@ -701,6 +705,38 @@ static void test_names(void **state)
     else unsetenv("QMAP_CPU");
     print_message("QMAP_CPU=%s: qr_kernels_get() = %s\n", saved ? saved_copy : "(unset)",
                   qr_kernels_name(qr_kernels_get()));
+}
+
+/* 9. The kernel tables against the dtype rows: the portable table a kernel for each pair a row lists,
+ * the others one for each int8-X pair (a float-X pair may fall back to the portable kernel), and all
+ * NULL elsewhere (also the tables this CPU cannot run: their contents are only read) */
+
+static void test_kernel_slots(void **state)
+{
+    (void)state;
+    static const qr_kernels *const tables[] = {&qr_kernels_ref, &qr_kernels_avx2, &qr_kernels_avx512,
+                                               &qr_kernels_avx512_i8x2, &qr_kernels_avx512_halves};
+    size_t rows = 0;
+    for (uint32_t d = 0; d < QM_DTYPE_ID_LIMIT; d++) {
+        const qr_dtype_traits *tr = qr_dtype_get((qm_dtype)d);
+        if (tr) {
+            rows++;
+            assert_int_equal(tr->dtype, d);
+            assert_non_null(tr->view);
+            assert_non_null(tr->valid);
+            assert_non_null(tr->row_to_f32);
+            assert_true(tr->x_kinds & QR_XK_BIT(QR_XK_FLOAT)); /* every dtype takes float X (QR_ACT_F32) */
+        }
+        for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++)
+            for (int xk = 0; xk < QR_XK_COUNT; xk++) {
+                const bool want = tr && (tr->x_kinds & QR_XK_BIT(xk)), have = tables[i]->block[d][xk] != NULL;
+                const bool may_fall_back = tables[i] != &qr_kernels_ref && xk == QR_XK_FLOAT;
+                if (want != have && !(want && may_fall_back))
+                    fail_msg("table %s, dtype %s, kind of X %d: %s", qr_kernels_name(tables[i]), dtype_name(d),
+                             xk, want ? "the row lists it, the table has no kernel" : "a kernel the row does not list");
+            }
+    }
+    assert_true(rows >= 3); /* F32, F16 and Q8_ROW at least */
 }
 
 /* ------------------------------------------------------------------------------------------------ */
@@ -1456,6 +1492,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_kernel_slots),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_work_size),
         cmocka_unit_test(test_sweep_f32),

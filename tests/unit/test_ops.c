@@ -430,6 +430,12 @@ static void test_matrix_row(void **state)
     assert_int_equal(qr_dtype_row_bytes(QM_DTYPE_F16, 65), 130);
     assert_int_equal(qr_dtype_row_bytes(QM_DTYPE_F32, 3), 12);
     assert_int_equal(qr_dtype_row_bytes(QM_DTYPE_F32, SIZE_MAX / 2), 0);
+    /* the list messages give: each row's container name, and a short buffer still ends in a NUL */
+    char list[64], small[5];
+    qr_dtype_list(list, sizeof list);
+    for (uint32_t d = 0; d < QM_DTYPE_ID_LIMIT; d++)
+        if (qr_dtype_get((qm_dtype)d)) assert_non_null(strstr(list, qm_dtype_info(d)->name));
+    assert_int_equal(strlen(qr_dtype_list(small, sizeof small)), sizeof small - 1);
     free(f); free(h); free(q);
 }
 
