@@ -109,9 +109,10 @@ const qc_importer *qc_importer_of(qc_input_kind kind)
     return NULL;
 }
 
-static const qc_importer *sniff(const uint8_t *d, size_t len)
+const qc_importer *qc_importer_sniff(const void *data, size_t len)
 {
-    if (len < 4) return NULL;        /* no format here is shorter than its magic */
+    const uint8_t *d = data;
+    if (len < 4 || !d) return NULL;  /* no format here is shorter than its magic */
     for (size_t i = 0; i < N_IMPORTERS; i++)
         if (importers[i].sniff && importers[i].sniff(d, len)) return &importers[i];
     return NULL;
@@ -168,7 +169,7 @@ static qm_status open_file(const char *path, uint64_t json_limit, qc_source **ou
     uint32_t fi = 0;
     qm_status st = qc_source_map_file(s, path, &fi, err);
     if (st != QM_OK) return qc_source_hand_over(s, st, out);
-    const qc_importer *imp = sniff(s->files[fi].data, (size_t)s->files[fi].size);
+    const qc_importer *imp = qc_importer_sniff(s->files[fi].data, (size_t)s->files[fi].size);
     *kind = imp;
     if (!imp) {
         char formats[300];

@@ -170,6 +170,8 @@ typedef struct qc_importer {
 
 /* The row of `kind`, or NULL. */
 const qc_importer *qc_importer_of(qc_input_kind kind);
+/* The first row whose sniff recognises the `len` bytes at `data` (a whole file), or NULL. */
+const qc_importer *qc_importer_sniff(const void *data, size_t len);
 
 struct qc_index;
 /* Open the input at `path` once and read it with the importer its bytes name (a directory is a raw dump
