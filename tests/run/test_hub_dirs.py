@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "convert"))
 
 import spec_reader  # noqa: E402
-from checks import Checks, fresh_dir  # noqa: E402
+from checks import fresh_dir, parse_suite_args  # noqa: E402
 from models import llama, phi3  # noqa: E402
 from savers import save_safetensors  # noqa: E402
 
@@ -126,11 +126,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qmap", required=True)
     ap.add_argument("--npm", required=True, help="the directory mk/tok.mk installs the npm packages into")
-    ap.add_argument("--workdir", required=True)
-    ap.add_argument("-k", dest="filt")
-    args = ap.parse_args()
-    c = Checks(args.filt)
-    os.makedirs(args.workdir, exist_ok=True)
+    args, c = parse_suite_args(ap)
     torch.set_num_threads(2)
     want = reference_ids(args.npm)
     for name, mod, kw, pkg in CASES:
