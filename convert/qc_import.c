@@ -3,7 +3,8 @@
  *
  * An input is opened once: qc_open_input maps the file (through qm_open_regular, so a FIFO or device is
  * refused before a byte is read), every row's sniff looks at that mapping, and the chosen row's parser
- * reads the same mapping as the source's first file. Rows are tried in table order; the zip rows come
+ * reads the same mapping as the source's first file, under a guard (a file that shrinks meanwhile is an
+ * error, not a SIGBUS). Rows are tried in table order; the zip rows come
  * first because a zip is recognised by its entries, not only by its first bytes. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 
 #include "qc_index.h"
 #include "qc_source.h"
+#include "qm_guard.h"
 
 /* ---- sniffs: each judges as little as it can, so that the parser can say what is wrong ---- */
 
@@ -159,8 +161,31 @@ static qm_status open_directory(const char *path, uint64_t json_limit, qc_source
     return st;
 }
 
-/* The file is mapped as the first file of a source of no kind yet; the sniffed row parses that mapping,
- * or, for an index, the index is read from it and the source dropped. */
+/* Sniff the mapped file s->files[fi] and read it with its row; for an index, read the index from it and
+ * drop the source. Frees s on failure. */
+static qm_status read_mapped(qc_source *s, uint32_t fi, uint64_t json_limit, qc_source **out, qc_index **index,
+                             const qc_importer **kind, qm_error *err)
+{
+    const qc_file *f = &s->files[fi];
+    const qc_importer *imp = qc_importer_sniff(f->data, (size_t)f->size);
+    *kind = imp;
+    if (!imp) {
+        char formats[300];
+        list_formats(formats, sizeof formats);
+        qm_status st = qm_fail(err, QM_ERR_BAD_SOURCE, s->path, NULL, QM_NO_OFFSET, "not a checkpoint qmap reads (%s)",
+                               formats);
+        return qc_source_hand_over(s, st, out);
+    }
+    if (imp->kind == QC_INPUT_SHARD_INDEX) {
+        qm_status st = qc_index_parse(s->path, (const char *)f->data, (size_t)f->size, json_limit, index, err);
+        qc_source_free(s);
+        return st;
+    }
+    return qc_source_hand_over(s, parse_as(imp, s, fi, err), out);
+}
+
+/* The file is mapped once, as the first file of a source of no kind yet, and everything after reads that
+ * mapping: a file that shrinks meanwhile is an error naming it (format/qm_guard.h), not a SIGBUS. */
 static qm_status open_file(const char *path, uint64_t json_limit, qc_source **out, qc_index **index,
                            const qc_importer **kind, qm_error *err)
 {
@@ -169,21 +194,19 @@ static qm_status open_file(const char *path, uint64_t json_limit, qc_source **ou
     uint32_t fi = 0;
     qm_status st = qc_source_map_file(s, path, &fi, err);
     if (st != QM_OK) return qc_source_hand_over(s, st, out);
-    const qc_importer *imp = qc_importer_sniff(s->files[fi].data, (size_t)s->files[fi].size);
-    *kind = imp;
-    if (!imp) {
-        char formats[300];
-        list_formats(formats, sizeof formats);
-        st = qm_fail(err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET, "not a checkpoint qmap reads (%s)", formats);
-        return qc_source_hand_over(s, st, out);
-    }
-    if (imp->kind == QC_INPUT_SHARD_INDEX) {
-        st = qc_index_parse(path, (const char *)s->files[fi].data, (size_t)s->files[fi].size, json_limit, index,
-                            err);
+    const uint8_t *base = s->files[fi].data;
+    qm_guard g;
+    qm_guard_push(&g, base, (size_t)s->files[fi].size);
+    if (sigsetjmp(g.jump, 0)) {
+        qm_guard_pop(&g);
+        *out = NULL;                 /* what the parser had built is dropped with the source */
+        qm_status gs = qm_guard_fail(&g, err, path, base);
         qc_source_free(s);
-        return st;
+        return gs;
     }
-    return qc_source_hand_over(s, parse_as(imp, s, fi, err), out);
+    st = read_mapped(s, fi, json_limit, out, index, kind, err);
+    qm_guard_pop(&g);
+    return st;
 }
 
 qm_status qc_open_input(const char *path, uint64_t json_limit, qc_source **out, qc_index **index,
