@@ -133,7 +133,7 @@ static int open_idx(input_array *a, int fd, bool gzip, uint64_t file_size, bool 
 static int open_npy(input_array *a)
 {
     qm_error e;
-    if (qc_open_npy(a->path, &a->src, &e) != QM_OK) {
+    if (qc_open_file(QC_INPUT_NPY, a->path, &a->src, &e) != QM_OK) {
         fprintf(stderr, "qmap run: %s: %s\n", a->what, e.message);
         return 1;
     }

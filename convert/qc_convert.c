@@ -81,36 +81,20 @@ static qm_status push_source(job *j, qc_source *s)
     return QM_OK;
 }
 
-/* Open one file or directory as a source, by the kind its bytes say it is. */
+/* Open one checkpoint file or raw-dump directory (not an index) as a source. */
 static qm_status open_one(job *j, const char *path, const char **kind_out)
 {
-    const char *kind = qc_sniff(path);
     qc_source *s = NULL;
-    qm_status st;
-    *kind_out = kind;
-    if (!kind) {
-        struct stat sb;
-        if (stat(path, &sb) != 0) return qm_fail(j->err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "cannot open: no such file");
-        if (S_ISDIR(sb.st_mode))
-            return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET,
-                           "directory has no manifest.json (a raw dump written by convert/export_torch.py); "
-                           "give the checkpoint file itself");
-        if (!S_ISREG(sb.st_mode))   /* a FIFO, device or socket: refused without ever opening it for reading */
-            return qm_fail(j->err, QM_ERR_IO, path, NULL, QM_NO_OFFSET, "not a regular file (a FIFO, device, socket or directory)");
-        return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET,
-                       "not a checkpoint qmap reads (torch.save zip, safetensors, .npy, .npz, raw dump directory, "
-                       "shard index JSON)");
-    }
-    if (!strcmp(kind, "raw float32 dump")) st = qc_open_raw_dump(path, j->o->json_limit, &s, j->err);
-    else if (!strcmp(kind, "safetensors")) st = qc_open_safetensors(path, &s, j->err);
-    else if (!strcmp(kind, "torch.save zip") || !strcmp(kind, "legacy torch.save")) st = qc_open_torch_zip(path, &s, j->err);
-    else if (!strcmp(kind, "numpy .npy")) st = qc_open_npy(path, &s, j->err);
-    else if (!strcmp(kind, "numpy .npz")) st = qc_open_npz(path, &s, j->err);
-    else if (!strncmp(kind, "zip", 3))
-        return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET,
-                       "a zip archive that is neither a torch.save file (no data.pkl) nor an .npz (no .npy entries)");
-    else return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET, "unexpected input kind %s", kind);
+    qc_index *ix = NULL;
+    const qc_importer *imp = NULL;
+    qm_status st = qc_open_input(path, j->o->json_limit, &s, &ix, &imp, j->err);
+    *kind_out = imp ? imp->name : NULL;
     if (st != QM_OK) return st;
+    if (ix) {
+        qc_index_free(ix);
+        return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, NULL, QM_NO_OFFSET,
+                       "a shard index cannot name another index as a shard");
+    }
     return push_source(j, s);
 }
 
@@ -150,33 +134,42 @@ static qm_status resolve_inputs(job *j)
     return QM_OK;
 }
 
+/* Open the shards of the index j->index, in its order, and check they hold what it lists. */
+static qm_status open_shards(job *j)
+{
+    const char *first_kind = NULL, *kind = NULL;
+    if (j->index->n_shards == 0)   /* would leave nothing to plan from (it crashed the planners) */
+        return qm_fail(j->err, QM_ERR_BAD_SOURCE, j->index->path, "weight_map", QM_NO_OFFSET,
+                       "the index names no shard: there are no tensors to convert");
+    for (size_t k = 0; k < j->index->n_shards; k++) {
+        qm_status st = open_one(j, j->index->shards[k], &kind);
+        if (st != QM_OK) return st;
+        if (!first_kind) first_kind = kind;
+    }
+    qm_status st = qc_index_check(j->index, j->srcs, j->n_srcs, j->err);
+    if (st != QM_OK) return st;
+    snprintf(j->sum->kinds, sizeof j->sum->kinds, "%s (%zu shards, index %s)", first_kind ? first_kind : "?",
+             j->index->n_shards, j->index->path);
+    return QM_OK;
+}
+
 static qm_status open_inputs(job *j)
 {
     const char *first_kind = NULL;
     for (size_t i = 0; i < j->o->n_inputs; i++) {
-        const char *path = j->inputs[i], *kind = qc_sniff(path);
-        if (kind && !strcmp(kind, "json")) {
+        const char *path = j->inputs[i];
+        qc_source *s = NULL;
+        const qc_importer *imp = NULL;
+        qm_status st = qc_open_input(path, j->o->json_limit, &s, &j->index, &imp, j->err);
+        if (st != QM_OK) return st;
+        if (j->index) {
             if (j->o->n_inputs != 1)
                 return qm_fail(j->err, QM_ERR_INVALID_ARGUMENT, path, NULL, QM_NO_OFFSET,
                                "a shard index names its shards itself: give it alone");
-            qm_status st = qc_index_read(path, j->o->json_limit, &j->index, j->err);
-            if (st != QM_OK) return st;
-            /* an index naming no shard would leave nothing to plan from (it crashed the planners) */
-            if (j->index->n_shards == 0)
-                return qm_fail(j->err, QM_ERR_BAD_SOURCE, path, "weight_map", QM_NO_OFFSET,
-                               "the index names no shard: there are no tensors to convert");
-            for (size_t k = 0; k < j->index->n_shards; k++) {
-                if ((st = open_one(j, j->index->shards[k], &kind)) != QM_OK) return st;
-                if (!first_kind) first_kind = kind;
-            }
-            if ((st = qc_index_check(j->index, j->srcs, j->n_srcs, j->err)) != QM_OK) return st;
-            snprintf(j->sum->kinds, sizeof j->sum->kinds, "%s (%zu shards, index %s)", first_kind ? first_kind : "?",
-                     j->index->n_shards, path);
-            return QM_OK;
+            return open_shards(j);
         }
-        qm_status st = open_one(j, path, &kind);
-        if (st != QM_OK) return st;
-        if (!first_kind) first_kind = kind;
+        if ((st = push_source(j, s)) != QM_OK) return st;
+        if (!first_kind) first_kind = imp->name;
     }
     if (j->n_srcs > 1) snprintf(j->sum->kinds, sizeof j->sum->kinds, "%s (%u shards)", first_kind, j->n_srcs);
     else snprintf(j->sum->kinds, sizeof j->sum->kinds, "%s", first_kind ? first_kind : "?");
@@ -213,7 +206,7 @@ static qm_status find_config(job *j)
         return read_text(j, path, &j->config_json);
     }
     for (uint32_t i = 0; i < j->n_srcs; i++)
-        if (j->srcs[i]->config_json && !strcmp(j->srcs[i]->kind, "raw float32 dump")) {
+        if (j->srcs[i]->config_json && j->srcs[i]->input == QC_INPUT_RAW_DUMP) {
             snprintf(j->config_name, sizeof j->config_name, "%.4096s/manifest.json (config)", j->srcs[i]->path);
             if (!(j->config_json = strdup(j->srcs[i]->config_json)))
                 return qm_fail(j->err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory");

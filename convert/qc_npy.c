@@ -311,7 +311,7 @@ static char *base_name(const char *path)
     return r;
 }
 
-static qm_status parse_npy(qc_source *s, uint32_t fi, qm_error *err)
+qm_status qc_parse_npy(qc_source *s, uint32_t fi, qm_error *err)
 {
     const qc_file *f = &s->files[fi];
     npy_info info = { 0 };
@@ -328,28 +328,6 @@ static qm_status parse_npy(qc_source *s, uint32_t fi, qm_error *err)
     else st = add_array(s, name, &info, QC_STORAGE_MAPPED, fi, 0, err);
     free(name);
     return st;
-}
-
-qm_status qc_open_npy(const char *path, qc_source **out, qm_error *err)
-{
-    *out = NULL;
-    qc_source *s = qc_source_new("numpy .npy", path);
-    if (!s) return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory");
-    uint32_t fi;
-    qm_status st = qc_source_map_file(s, path, &fi, err);
-    if (st == QM_OK) st = parse_npy(s, fi, err);
-    return qc_source_hand_over(s, st, out);
-}
-
-qm_status qc_open_npy_buffer(const void *data, size_t len, const char *name, qc_source **out, qm_error *err)
-{
-    *out = NULL;
-    qc_source *s = qc_source_new("numpy .npy", name);
-    if (!s) return qm_fail(err, QM_ERR_NOMEM, name, NULL, QM_NO_OFFSET, "out of memory");
-    uint32_t fi;
-    qm_status st = qc_source_add_buffer(s, name ? name : "", data, len, &fi, err);
-    if (st == QM_OK) st = parse_npy(s, fi, err);
-    return qc_source_hand_over(s, st, out);
 }
 
 /* ---- .npz ---- */
@@ -439,7 +417,7 @@ static qm_status check_unique_names(qc_source *s, qm_error *err)
     return st;
 }
 
-static qm_status parse_npz(qc_source *s, uint32_t fi, qm_error *err)
+qm_status qc_parse_npz(qc_source *s, uint32_t fi, qm_error *err)
 {
     const qc_file *f = &s->files[fi];
     if (f->size == 0) return qm_fail(err, QM_ERR_BAD_SOURCE, s->path, NULL, 0, "empty file is not a zip archive");
@@ -485,27 +463,4 @@ static qm_status parse_npz(qc_source *s, uint32_t fi, qm_error *err)
         if (st != QM_OK) return st;
     }
     return check_unique_names(s, err);
-}
-
-qm_status qc_open_npz(const char *path, qc_source **out, qm_error *err)
-{
-    *out = NULL;
-    qc_source *s = qc_source_new("numpy .npz", path);
-    if (!s) return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory");
-    uint32_t fi;
-    /* the archive is read from the mapping, so the file and buffer variants share one code path */
-    qm_status st = qc_source_map_file(s, path, &fi, err);
-    if (st == QM_OK) st = parse_npz(s, fi, err);
-    return qc_source_hand_over(s, st, out);
-}
-
-qm_status qc_open_npz_buffer(const void *data, size_t len, const char *name, qc_source **out, qm_error *err)
-{
-    *out = NULL;
-    qc_source *s = qc_source_new("numpy .npz", name);
-    if (!s) return qm_fail(err, QM_ERR_NOMEM, name, NULL, QM_NO_OFFSET, "out of memory");
-    uint32_t fi;
-    qm_status st = qc_source_add_buffer(s, name ? name : "", data, len, &fi, err);
-    if (st == QM_OK) st = parse_npz(s, fi, err);
-    return qc_source_hand_over(s, st, out);
 }

@@ -128,7 +128,7 @@ static qm_status take_metadata(qc_source *s, const json_t *meta, qm_error *err)
     return QM_OK;
 }
 
-static qm_status parse(qc_source *s, uint32_t fi, qm_error *err)
+qm_status qc_parse_safetensors(qc_source *s, uint32_t fi, qm_error *err)
 {
     const char *file = s->path;
     const uint8_t *d = s->files[fi].data;
@@ -231,27 +231,4 @@ out:
     free(es);
     json_decref(root);
     return st;
-}
-
-qm_status qc_open_safetensors(const char *path, qc_source **out, qm_error *err)
-{
-    *out = NULL;
-    qc_source *s = qc_source_new("safetensors", path);
-    if (!s) return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory");
-    uint32_t fi;
-    qm_status st = qc_source_map_file(s, path, &fi, err);
-    if (st == QM_OK) st = parse(s, fi, err);
-    return qc_source_hand_over(s, st, out);
-}
-
-qm_status qc_open_safetensors_buffer(const void *data, size_t len, const char *name, qc_source **out,
-                                     qm_error *err)
-{
-    *out = NULL;
-    qc_source *s = qc_source_new("safetensors", name);
-    if (!s) return qm_fail(err, QM_ERR_NOMEM, name, NULL, QM_NO_OFFSET, "out of memory");
-    uint32_t fi;
-    qm_status st = qc_source_add_buffer(s, name ? name : "", data, len, &fi, err);
-    if (st == QM_OK) st = parse(s, fi, err);
-    return qc_source_hand_over(s, st, out);
 }

@@ -1,5 +1,5 @@
 /* qc_source.c — the importer-independent half of a qc_source: files, storages, tensors, view checks,
- * on-demand storage loads, and input sniffing. */
+ * on-demand storage loads. Sniffing and the importer table are in qc_import.c. */
 #include "qc_source.h"
 #include "qc_crc32.h"
 #include "qm_fileio.h"
@@ -354,66 +354,4 @@ qm_status qc_source_load(qc_source *s, uint32_t index, const uint8_t **bytes, qm
                        "archive entry fails its CRC-32 check");
     *bytes = st->nbytes ? s->buf : empty_storage;
     return QM_OK;
-}
-
-/* ---- sniffing ---- */
-
-static const uint8_t legacy_torch_magic[] = { 0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46,
-                                              0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19 };
-
-static const char *sniff_zip(const char *path)
-{
-    int zerr = 0;
-    zip_t *z = zip_open(path, ZIP_RDONLY, &zerr);
-    if (!z) return "torch.save zip";   /* corrupt or truncated: the torch importer reports libzip's reason */
-    const char *kind = NULL;
-    zip_int64_t n = zip_get_num_entries(z, 0);
-    for (zip_int64_t i = 0; i < n && !kind; i++) {
-        const char *name = zip_get_name(z, (zip_uint64_t)i, 0);
-        if (!name) continue;
-        size_t len = strlen(name);
-        if ((len >= 8 && !strcmp(name + len - 8, "data.pkl"))) kind = "torch.save zip";
-    }
-    for (zip_int64_t i = 0; i < n && !kind; i++) {
-        const char *name = zip_get_name(z, (zip_uint64_t)i, 0);
-        size_t len = name ? strlen(name) : 0;
-        if (len >= 4 && !strcmp(name + len - 4, ".npy")) kind = "numpy .npz";
-    }
-    zip_discard(z);
-    return kind ? kind : "zip (neither torch.save nor .npz)";
-}
-
-const char *qc_sniff(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) != 0) return NULL;
-    if (S_ISDIR(st.st_mode)) {
-        size_t n = strlen(path) + sizeof "/manifest.json";
-        char *m = malloc(n);
-        if (!m) return NULL;
-        snprintf(m, n, "%s/manifest.json", path);
-        bool has = access(m, R_OK) == 0;
-        free(m);
-        return has ? "raw float32 dump" : NULL;
-    }
-    int fd = qm_open_regular(path, NULL, NULL);   /* a FIFO is no known input: the caller says so, at once */
-    if (fd < 0) return NULL;
-    uint8_t b[64] = { 0 };
-    ssize_t got = read(fd, b, sizeof b);
-    close(fd);
-    if (got < 4) return NULL;
-    if (!memcmp(b, "PK\x03\x04", 4) || !memcmp(b, "PK\x05\x06", 4)) return sniff_zip(path);
-    if (got >= 6 && !memcmp(b, "\x93NUMPY", 6)) return "numpy .npy";
-    if ((size_t)got >= sizeof legacy_torch_magic && !memcmp(b, legacy_torch_magic, sizeof legacy_torch_magic))
-        return "legacy torch.save";
-    /* safetensors: a u64 length then the JSON header's '{'. The length is not judged here, so that the
-     * importer can say what is wrong with it instead of "unknown input". */
-    if (got >= 9 && b[8] == '{') return "safetensors";
-    size_t i = 0;
-    while (i < (size_t)got && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t')) i++;
-    if (i < (size_t)got && b[i] == '{') {
-        /* a sharded-checkpoint index: a JSON object with "weight_map" — the caller parses it */
-        return "json";
-    }
-    return NULL;
 }

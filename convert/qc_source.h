@@ -71,6 +71,19 @@ typedef struct qc_storage {
     uint32_t crc32;
 } qc_storage;
 
+/* The input formats, one importer row each (qc_import.c). The values name kinds in code, never in files. */
+typedef enum qc_input_kind {
+    QC_INPUT_UNKNOWN = 0,
+    QC_INPUT_RAW_DUMP,               /* a directory with manifest.json (convert/export_torch.py) */
+    QC_INPUT_TORCH_ZIP,              /* torch.save >= 1.6: a zip with data.pkl */
+    QC_INPUT_NPZ,                    /* a zip of NAME.npy entries */
+    QC_INPUT_ZIP_OTHER,              /* a zip that is neither: refused with a reason */
+    QC_INPUT_NPY,
+    QC_INPUT_LEGACY_TORCH,           /* a pre-1.6 pickle: the torch importer refuses it with a remedy */
+    QC_INPUT_SAFETENSORS,
+    QC_INPUT_SHARD_INDEX,            /* a JSON object: a sharded checkpoint's index (qc_index.h) */
+} qc_input_kind;
+
 /* A read-only mapping of one input file. */
 typedef struct qc_file {
     char *path;                      /* owned */
@@ -80,8 +93,8 @@ typedef struct qc_file {
 } qc_file;
 
 typedef struct qc_source {
-    const char *kind;                /* static string naming the input kind: "safetensors",
-                                      * "torch.save zip", "numpy .npy", "numpy .npz", "raw float32 dump" */
+    const char *kind;                /* static: the importer row's display name ("safetensors", …) */
+    qc_input_kind input;             /* the importer row that read it */
     char *path;                      /* owned: the path the user gave */
     qc_file *files;  uint32_t n_files;
     qc_storage *storages; uint64_t n_storages;
@@ -136,31 +149,53 @@ bool qc_tensor_is_contiguous(const qc_tensor *t);
  * buffer, its length checked against nbytes and its CRC by libzip. */
 qm_status qc_source_load(qc_source *s, uint32_t index, const uint8_t **bytes, qm_error *err);
 
-/* Sniff the kind of input at `path` from its bytes (a directory counts as a raw dump if it holds
- * manifest.json). Returns a static name as in qc_source.kind ("torch.save zip" also for a zip libzip
- * cannot open, so that importer reports why), "legacy torch.save" for a pre-1.6 pickle file, "json" for
- * a JSON object (a shard index; the caller parses it), "zip (neither torch.save nor .npz)", or NULL if
- * the kind is unknown. The safetensors length is not judged here, so its importer can say what is wrong. */
-const char *qc_sniff(const char *path);
+/* ---- importers: one row per input format (convert/qc_import.c) ----
+ *
+ * A new source format is one row in qc_import.c's table plus its parse function: `qmap convert` opens
+ * each input once (qc_open_input maps the file), the rows' sniff functions look at the bytes already
+ * mapped, and the first row that recognises them parses the same mapping. */
 
-/* ---- importers (each validates everything before use; on failure *out is NULL) ---- */
-qm_status qc_open_safetensors(const char *path, qc_source **out, qm_error *err);
-qm_status qc_open_torch_zip(const char *path, qc_source **out, qm_error *err);
-qm_status qc_open_npy(const char *path, qc_source **out, qm_error *err);
-qm_status qc_open_npz(const char *path, qc_source **out, qm_error *err);
-/* The manifest is checked against the caps of qc_json.h (kind QC_JSON_MANIFEST; json_limit: --json-limit
- * in bytes, 0 for the default) before it is parsed. */
+typedef struct qc_importer {
+    qc_input_kind kind;
+    const char *name;                /* display name, also qc_source.kind: "safetensors", "numpy .npy" */
+    /* true if the `len` bytes at `data` (the whole file, mapped) are this format; NULL for a directory
+     * format. Sniffs judge as little as they can, so that the parser can say what is wrong. */
+    bool (*sniff)(const uint8_t *data, size_t len);
+    /* read the file s->files[file] into s's storages and tensors; NULL if the format is not a source */
+    qm_status (*parse)(qc_source *s, uint32_t file, qm_error *err);
+    /* a directory format's reader (raw dump); NULL for file formats */
+    qm_status (*open_dir)(const char *dir, uint64_t json_limit, qc_source **out, qm_error *err);
+    const char *refusal;             /* non-NULL: recognised only to be refused with this reason */
+} qc_importer;
+
+/* The row of `kind`, or NULL. */
+const qc_importer *qc_importer_of(qc_input_kind kind);
+/* The first row whose sniff recognises the `len` bytes at `data` (a whole file), or NULL. */
+const qc_importer *qc_importer_sniff(const void *data, size_t len);
+
+struct qc_index;
+/* Open the input at `path` once and read it with the importer its bytes name (a directory is a raw dump
+ * if it holds manifest.json). A source comes back in *out; a shard index in *index (the caller opens its
+ * shards); the other is NULL. *kind (may be NULL) receives the row read, also on some failures (the
+ * importer's own error). Unknown input: QM_ERR_BAD_SOURCE listing the formats read. json_limit: as
+ * --json-limit, for a raw dump's manifest and an index. */
+qm_status qc_open_input(const char *path, uint64_t json_limit, qc_source **out, struct qc_index **index,
+                        const qc_importer **kind, qm_error *err);
+
+/* Read `path` / a caller-owned buffer as `kind`, without sniffing (tests, fuzz targets, `qmap run
+ * --input x.npy`). The buffer must outlive the source; `name` is used in messages. Not for directory or
+ * index kinds (QM_ERR_INVALID_ARGUMENT). */
+qm_status qc_open_file(qc_input_kind kind, const char *path, qc_source **out, qm_error *err);
+qm_status qc_open_buffer(qc_input_kind kind, const void *data, size_t len, const char *name, qc_source **out,
+                         qm_error *err);
+
+/* Each importer's parse (each validates everything before use) and the raw dump's directory reader, whose
+ * manifest is checked against the caps of qc_json.h (kind QC_JSON_MANIFEST; json_limit: --json-limit in
+ * bytes, 0 for the default) before it is parsed. */
+qm_status qc_parse_safetensors(qc_source *s, uint32_t file, qm_error *err);
+qm_status qc_parse_torch_zip(qc_source *s, uint32_t file, qm_error *err);
+qm_status qc_parse_npy(qc_source *s, uint32_t file, qm_error *err);
+qm_status qc_parse_npz(qc_source *s, uint32_t file, qm_error *err);
 qm_status qc_open_raw_dump(const char *dir, uint64_t json_limit, qc_source **out, qm_error *err);
-
-/* The same over a caller-owned buffer that must outlive the source (fuzz targets, tests). `name` is
- * used in messages. */
-qm_status qc_open_safetensors_buffer(const void *data, size_t len, const char *name, qc_source **out,
-                                     qm_error *err);
-qm_status qc_open_torch_zip_buffer(const void *data, size_t len, const char *name, qc_source **out,
-                                   qm_error *err);
-qm_status qc_open_npy_buffer(const void *data, size_t len, const char *name, qc_source **out,
-                             qm_error *err);
-qm_status qc_open_npz_buffer(const void *data, size_t len, const char *name, qc_source **out,
-                             qm_error *err);
 
 #endif /* QC_SOURCE_H */

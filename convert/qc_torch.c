@@ -593,26 +593,7 @@ static qm_status open_archive(qc_source *s, uint32_t file, const uint8_t *data, 
     return st;
 }
 
-qm_status qc_open_torch_zip(const char *path, qc_source **out, qm_error *err)
+qm_status qc_parse_torch_zip(qc_source *s, uint32_t file, qm_error *err)
 {
-    *out = NULL;
-    qc_source *s = qc_source_new("torch.save zip", path);
-    if (!s) return qm_fail(err, QM_ERR_NOMEM, path, NULL, QM_NO_OFFSET, "out of memory");
-    uint32_t fi = 0;
-    qm_status st = qc_source_map_file(s, path, &fi, err);
-    if (!st) st = open_archive(s, fi, s->files[fi].data, s->files[fi].size, err);
-    return qc_source_hand_over(s, st, out);
-}
-
-qm_status qc_open_torch_zip_buffer(const void *data, size_t len, const char *name, qc_source **out,
-                                   qm_error *err)
-{
-    *out = NULL;
-    if (!name) name = "(buffer)";
-    qc_source *s = qc_source_new("torch.save zip", name);
-    if (!s) return qm_fail(err, QM_ERR_NOMEM, name, NULL, QM_NO_OFFSET, "out of memory");
-    uint32_t fi = 0;
-    qm_status st = qc_source_add_buffer(s, name, data, len, &fi, err);
-    if (!st) st = open_archive(s, fi, data, len, err);
-    return qc_source_hand_over(s, st, out);
+    return open_archive(s, file, s->files[file].data, s->files[file].size, err);
 }

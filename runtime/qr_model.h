@@ -94,6 +94,40 @@ typedef struct qr_lm_hparams {
     bool learned_positions;  /* a position table of ctx rows: no position at or past ctx can be run */
 } qr_lm_hparams;
 
+/* ---- the loader pieces every rotary decoder shares (qr_lm_load.c): llama and its descendants ---- */
+
+/* The hyperparameters of a rotary decoder beyond its sizes. */
+typedef struct qr_rope_lm_config {
+    float norm_eps;          /* RMSNorm epsilon */
+    float rope_theta;        /* rotary base (default 10000) */
+    uint32_t window;         /* sliding_window, 0 = none; the family says which layers use it */
+} qr_rope_lm_config;
+
+/* Read and range-check hp's sizes and *c: vocab, context, dim, layers, heads, kv heads (default: heads),
+ * head_dim (required, or dim / heads when absent if !head_dim_required), ffn_dim, sliding window,
+ * norm_eps, rope_theta. Errors name the "<arch>.<key>". */
+qm_status qr_load_rope_lm_hparams(qr_loader *ld, bool head_dim_required, qr_lm_hparams *hp, qr_rope_lm_config *c);
+
+/* Every layer's window (c->window on each; the family changes the ones it needs) and the rotary inverse
+ * frequencies, allocated (free them) and filled; hp->window points at the windows. */
+qm_status qr_rope_lm_alloc(qr_loader *ld, qr_lm_hparams *hp, const qr_rope_lm_config *c, uint32_t **window,
+                           float **inv_freq);
+
+/* A layer's attention projections: q (H·hd, dim), k, v (KV·hd, dim), o (dim, H·hd). */
+typedef struct qr_attn_proj {
+    qr_matrix wq, wk, wv, wo;
+} qr_attn_proj;
+/* A layer's gated feed-forward: gate, up (ffn_dim, dim); down (dim, ffn_dim), or its column panels. */
+typedef struct qr_glu_ffn {
+    qr_matrix w_gate, w_up, w_down;
+    size_t down_panels;
+} qr_glu_ffn;
+qm_status qr_load_attn_proj(qr_loader *ld, unsigned layer, const qr_lm_hparams *hp, qr_attn_proj *a);
+qm_status qr_load_glu_ffn(qr_loader *ld, unsigned layer, const qr_lm_hparams *hp, qr_glu_ffn *f);
+/* The output head: the embedding itself when tied, else output.weight (vocab, dim). */
+qm_status qr_load_lm_head(qr_loader *ld, const qr_lm_hparams *hp, bool tied, const qr_matrix *tok_embd,
+                          qr_matrix *out);
+
 /* What a product's input rows tolerate in a prompt (n > 1) when the session lets prompts use one int8 term
  * (qr_lm_state_params.one_term_prompts: QMAP_ACT_AUTO). One int8 term costs little on rows out of a norm
  * or out of attention (Q/K/V, the attention output, gate/up), about ten times as much on the FFN's down

@@ -42,3 +42,13 @@ def fresh_dir(path):
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path)
     return path
+
+
+def parse_suite_args(ap):
+    """Add the options every suite takes (--workdir, -k FILTER) to `ap`, parse, create the workdir; returns
+    (args, Checks)."""
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("-k", dest="filt")
+    args = ap.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    return args, Checks(args.filt)

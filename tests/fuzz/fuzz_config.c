@@ -2,7 +2,7 @@
  * it (convert/qc_arch.c: qc_plan_build, qc_plan_write_meta, qc_plan_free).
  *
  * Once per process the target builds small fixed checkpoints in memory, as safetensors bytes opened with
- * qc_open_safetensors_buffer, with the tensor names Hugging Face / PyTorch give them and the sizes of the
+ * qc_open_buffer(QC_INPUT_SAFETENSORS, …), with the tensor names Hugging Face / PyTorch give them and the sizes of the
  * default configs of tests/models (so the seeds config/models-*.json plan completely): gpt2 (tied head,
  * bool attention-mask buffers), gpt_neo (an lm_head equal to the embedding), llama (4 heads, 2 kv heads,
  * untied head, inv_freq buffers), qwen2 (q/k/v biases, 1 kv head, tied), an MNIST-shaped mlp and the
@@ -284,7 +284,7 @@ static void make_fixture(void)
         char name[64];
         snprintf(name, sizeof name, "%s.safetensors", g_model_names[i]);
         qm_error err;
-        if (qc_open_safetensors_buffer(g_bytes[i], len, name, &g_src[i], &err) != QM_OK)
+        if (qc_open_buffer(QC_INPUT_SAFETENSORS, g_bytes[i], len, name, &g_src[i], &err) != QM_OK)
             die("fixture checkpoint refused", err.message);
     }
 }

@@ -1,4 +1,4 @@
-/* fuzz_npy.c — libFuzzer target for the .npy importer (qc_open_npy_buffer): header dict parser and data.
+/* fuzz_npy.c — libFuzzer target for the .npy importer (qc_open_buffer, QC_INPUT_NPY): header dict parser and data.
  *
  * What must hold, for ANY input bytes:
  *   - The importer never crashes, never reads outside the buffer and never leaks (ASan/UBSan/LSan; the
@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qc_source *s = (qc_source *)&g_sink;
     qm_error err;
     qm_error_clear(&err);
-    qm_status st = qc_open_npy_buffer(size ? buf : NULL, size, "dir/fuzz.npy", &s, &err);
+    qm_status st = qc_open_buffer(QC_INPUT_NPY, size ? buf : NULL, size, "dir/fuzz.npy", &s, &err);
     if (st != QM_OK) {
         CHECK(strcmp(qm_status_name(st), "QM_ERR_UNKNOWN") != 0, "known status");
         CHECK(err.code == st, "err.code == returned status");

@@ -1,4 +1,4 @@
-/* fuzz_npz.c — libFuzzer target for the .npz importer (qc_open_npz_buffer), then qc_source_load of every
+/* fuzz_npz.c — libFuzzer target for the .npz importer (qc_open_buffer, QC_INPUT_NPZ), then qc_source_load of every
  * storage (libzip inflate, CRC check, zip_skip of each entry's .npy header).
  *
  * What must hold, for ANY input bytes:
@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qc_source *s = (qc_source *)&g_sink;
     qm_error err;
     qm_error_clear(&err);
-    qm_status st = qc_open_npz_buffer(size ? buf : NULL, size, "fuzz.npz", &s, &err);
+    qm_status st = qc_open_buffer(QC_INPUT_NPZ, size ? buf : NULL, size, "fuzz.npz", &s, &err);
     if (st != QM_OK) {
         check_failure(st, &err);
         CHECK(s == NULL, "*out is NULL on failure");

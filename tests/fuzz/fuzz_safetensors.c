@@ -1,4 +1,4 @@
-/* fuzz_safetensors.c — libFuzzer target for the safetensors importer (qc_open_safetensors_buffer).
+/* fuzz_safetensors.c — libFuzzer target for the safetensors importer (qc_open_buffer, QC_INPUT_SAFETENSORS).
  *
  * What must hold, for ANY input bytes:
  *   - The importer never crashes, never reads outside the buffer and never leaks (ASan/UBSan/LSan; the
@@ -51,7 +51,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qc_source *s = (qc_source *)&g_sink;
     qm_error err;
     qm_error_clear(&err);
-    qm_status st = qc_open_safetensors_buffer(size ? buf : NULL, size, "fuzz.safetensors", &s, &err);
+    qm_status st = qc_open_buffer(QC_INPUT_SAFETENSORS, size ? buf : NULL, size, "fuzz.safetensors", &s, &err);
     if (st != QM_OK) {
         check_failure(st, &err, s);
     } else {
@@ -87,7 +87,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* the same bytes again: same answer */
     qc_source *s2 = NULL;
     qm_error err2;
-    qm_status st2 = qc_open_safetensors_buffer(size ? buf : NULL, size, "fuzz.safetensors", &s2, &err2);
+    qm_status st2 = qc_open_buffer(QC_INPUT_SAFETENSORS, size ? buf : NULL, size, "fuzz.safetensors", &s2, &err2);
     CHECK(st2 == st, "deterministic status");
     qc_source_free(s2);
     free(buf);

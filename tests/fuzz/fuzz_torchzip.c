@@ -1,4 +1,4 @@
-/* fuzz_torchzip.c — libFuzzer target for the torch.save zip importer (qc_open_torch_zip_buffer).
+/* fuzz_torchzip.c — libFuzzer target for the torch.save zip importer (qc_open_buffer, QC_INPUT_TORCH_ZIP).
  *
  * What must hold, for ANY input bytes (taken as a .pt file):
  *   - It never crashes, never reads outside the input and never leaks (ASan/UBSan/LSan; the input is
@@ -94,7 +94,7 @@ static void run_image(const uint8_t *data, size_t size)
     qc_source *s = (qc_source *)(uintptr_t)1;
     qm_error err;
     memset(&err, 0x5A, sizeof err);
-    qm_status st = qc_open_torch_zip_buffer(buf, size, "fuzz.pt", &s, &err);
+    qm_status st = qc_open_buffer(QC_INPUT_TORCH_ZIP, buf, size, "fuzz.pt", &s, &err);
     if (st != QM_OK) {
         check_failure(st, &err);
         CHECK(s == NULL);

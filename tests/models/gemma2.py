@@ -15,14 +15,12 @@ and for even layers (layer_types "sliding_attention") 0 <= i - j < sliding_windo
 down(gelu_tanh(gate(x)) · up(x)); logits = cap·tanh(lm_head(norm(x)) / cap) (final_logit_softcapping).
 head_dim is set on its own (H·hd != d here, as in the released models).
 """
-import math
-
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
+from . import llama
 from .common import perturb_vectors
-from .llama import RotaryEmbedding, apply_rope
+from .llama import softcap
 
 
 def make_config(**overrides):
@@ -51,54 +49,13 @@ class RMSNorm(nn.Module):
         return (out * (1.0 + self.weight.float())).type_as(x)
 
 
-def softcap(x, cap):
-    return torch.tanh(x / cap) * cap if cap else x
-
-
-class Attention(nn.Module):
+class Attention(llama.Attention):
+    """Llama's projections and attention; Gemma's scaling, score soft-capping and window on even layers."""
     def __init__(self, cfg, layer):
-        super().__init__()
-        d = cfg["hidden_size"]
-        self.n_head, self.n_kv, self.head_dim = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+        super().__init__(cfg)
         self.scaling = cfg["query_pre_attn_scalar"] ** -0.5
         self.cap = cfg.get("attn_logit_softcapping")
         self.window = cfg["sliding_window"] if layer % 2 == 0 else None
-        self.q_proj = nn.Linear(d, self.n_head * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=False)
-        self.o_proj = nn.Linear(self.n_head * self.head_dim, d, bias=False)
-        self.rotary_emb = RotaryEmbedding(self.head_dim, cfg["rope_theta"])
-
-    def forward(self, x):
-        B, T, _ = x.shape
-        q = self.q_proj(x).view(B, T, self.n_head, self.head_dim).transpose(1, 2)
-        k = self.k_proj(x).view(B, T, self.n_kv, self.head_dim).transpose(1, 2)
-        v = self.v_proj(x).view(B, T, self.n_kv, self.head_dim).transpose(1, 2)
-        cos, sin = self.rotary_emb(T)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        rep = self.n_head // self.n_kv
-        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        scores = softcap((q @ k.transpose(-1, -2)) * self.scaling, self.cap)
-        i = torch.arange(T).view(T, 1)
-        j = torch.arange(T).view(1, T)
-        visible = j <= i
-        if self.window is not None:
-            visible = visible & (i - j < self.window)
-        scores = scores.masked_fill(~visible, torch.finfo(scores.dtype).min)
-        y = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype) @ v
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim))
-
-
-class MLP(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        d, ff = cfg["hidden_size"], cfg["intermediate_size"]
-        self.gate_proj = nn.Linear(d, ff, bias=False)
-        self.up_proj = nn.Linear(d, ff, bias=False)
-        self.down_proj = nn.Linear(ff, d, bias=False)
-
-    def forward(self, x):
-        return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
 
 
 class DecoderLayer(nn.Module):
@@ -106,7 +63,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         d, eps = cfg["hidden_size"], cfg["rms_norm_eps"]
         self.self_attn = Attention(cfg, layer)
-        self.mlp = MLP(cfg)
+        self.mlp = llama.MLP(cfg)                   # GeGLU: hidden_act gelu_pytorch_tanh
         self.input_layernorm = RMSNorm(d, eps)
         self.post_attention_layernorm = RMSNorm(d, eps)
         self.pre_feedforward_layernorm = RMSNorm(d, eps)

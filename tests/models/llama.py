@@ -22,8 +22,6 @@ Variants (build(variant=...)): "llama" untied head, GQA 4/2; "mistral" untied, s
 32 over hidden 64, so H*hd != d), q_norm/k_norm: the RMSNorm (weight [hd], rms_norm_eps) of each query and key
 head after the projection and before the rotation, tied head, GQA 4/2, no biases, no window.
 """
-import math
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -116,6 +114,33 @@ def apply_rope(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
+def softcap(x, cap):
+    """cap·tanh(x / cap) (Gemma 2's soft-capping); x itself when cap is None or 0."""
+    return torch.tanh(x / cap) * cap if cap else x
+
+
+def attend(q, k, v, rotary_emb, scaling, window=None, cap=None):
+    """HF's eager attention after the projections, shared by every rotary family here: q [B, T, H, hd],
+    k and v [B, T, KV, hd] -> [B, T, H·hd]. RoPE on q and k, kv heads repeated (HF repeat_kv: query head h
+    uses kv head h // (H / KV)), scores q·kᵀ·scaling soft-capped when cap is set, the causal mask (and
+    0 <= i - j < window when window is set), softmax in float32, times v."""
+    B, T, H, hd = q.shape
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)                 # [B, H|KV, T, hd]
+    cos, sin = rotary_emb(T)
+    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    rep = H // k.shape[1]
+    k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    scores = softcap((q @ k.transpose(-1, -2)) * scaling, cap)                         # [B, H, T, T]
+    i = torch.arange(T).view(T, 1)
+    j = torch.arange(T).view(1, T)
+    visible = j <= i
+    if window is not None:
+        visible = visible & (i - j < window)
+    scores = scores.masked_fill(~visible, torch.finfo(scores.dtype).min)
+    y = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype) @ v
+    return y.transpose(1, 2).reshape(B, T, H * hd)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg):
         super().__init__()
@@ -124,6 +149,7 @@ class Attention(nn.Module):
         self.n_kv = cfg["num_key_value_heads"]
         self.head_dim = cfg.get("head_dim") or d // self.n_head
         self.window = sliding_window(cfg)
+        self.scaling, self.cap = self.head_dim ** -0.5, None                        # HF: head_dim ** -0.5
         bias = has_qkv_bias(cfg)
         self.q_proj = nn.Linear(d, self.n_head * self.head_dim, bias=bias)
         self.k_proj = nn.Linear(d, self.n_kv * self.head_dim, bias=bias)
@@ -138,23 +164,14 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         q = self.q_proj(x).view(B, T, self.n_head, self.head_dim)
         k = self.k_proj(x).view(B, T, self.n_kv, self.head_dim)
+        v = self.v_proj(x).view(B, T, self.n_kv, self.head_dim)
         if hasattr(self, "q_norm"):                                                    # Qwen3: per head
             q, k = self.q_norm(q), self.k_norm(k)
-        q, k = q.transpose(1, 2), k.transpose(1, 2)                                    # [B, H|KV, T, hd]
-        v = self.v_proj(x).view(B, T, self.n_kv, self.head_dim).transpose(1, 2)
-        cos, sin = self.rotary_emb(T)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        rep = self.n_head // self.n_kv                                                 # HF repeat_kv
-        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)                    # [B, H, T, T]
-        i = torch.arange(T).view(T, 1)
-        j = torch.arange(T).view(1, T)
-        visible = j <= i
-        if self.window is not None:
-            visible = visible & (i - j < self.window)
-        scores = scores.masked_fill(~visible, torch.finfo(scores.dtype).min)
-        y = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype) @ v
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, self.n_head * self.head_dim))
+        y = attend(q, k, v, self.rotary_emb, self.scaling, self.window, self.cap)
+        return self.o_proj(y)
+
+
+ACTIVATIONS = {"silu": F.silu, "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
 
 
 class MLP(nn.Module):
@@ -164,16 +181,18 @@ class MLP(nn.Module):
         self.gate_proj = nn.Linear(d, ff, bias=False)
         self.up_proj = nn.Linear(d, ff, bias=False)
         self.down_proj = nn.Linear(ff, d, bias=False)
+        self.act = ACTIVATIONS[cfg["hidden_act"]]                                     # SwiGLU, or GeGLU (Gemma)
 
     def forward(self, x):
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg):
+    """A pre-norm block; Phi-3 passes its fused attention and MLP in."""
+    def __init__(self, cfg, attn=None, mlp=None):
         super().__init__()
-        self.self_attn = Attention(cfg)
-        self.mlp = MLP(cfg)
+        self.self_attn = attn if attn is not None else Attention(cfg)
+        self.mlp = mlp if mlp is not None else MLP(cfg)
         self.input_layernorm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
         self.post_attention_layernorm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
 
@@ -183,10 +202,10 @@ class DecoderLayer(nn.Module):
 
 
 class LlamaModel(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, make_layer=DecoderLayer):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg["vocab_size"], cfg["hidden_size"])
-        self.layers = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg["num_hidden_layers"])])
+        self.layers = nn.ModuleList([make_layer(cfg) for _ in range(cfg["num_hidden_layers"])])
         self.norm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
 
     def forward(self, input_ids):
@@ -197,10 +216,10 @@ class LlamaModel(nn.Module):
 
 
 class LlamaForCausalLM(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, make_layer=DecoderLayer):
         super().__init__()
         self.config = cfg
-        self.model = LlamaModel(cfg)
+        self.model = LlamaModel(cfg, make_layer)
         self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
         if cfg.get("tie_word_embeddings", False):
             self.lm_head.weight = self.model.embed_tokens.weight

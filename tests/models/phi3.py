@@ -13,14 +13,12 @@ H·hd + KV·hd], v = the rest; RoPE in the rotate-half layout over the whole hea
 grouped-query attention; a sliding window (query i sees key j when 0 <= i - j < sliding_window);
 gate, up = gate_up_proj(x).chunk(2, dim=-1); down_proj(up * silu(gate)). RMSNorm as Llama's.
 """
-import math
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from .common import perturb_vectors
-from .llama import RMSNorm, RotaryEmbedding, apply_rope
+from .llama import DecoderLayer, LlamaForCausalLM, RotaryEmbedding, attend
 
 
 def make_config(**overrides):
@@ -49,24 +47,11 @@ class Attention(nn.Module):
 
     def forward(self, x):
         B, T, _ = x.shape
-        qkv = self.qkv_proj(x)
         qp, kp = self.n_head * self.head_dim, self.n_kv * self.head_dim
-        q = qkv[..., :qp].view(B, T, self.n_head, self.head_dim).transpose(1, 2)
-        k = qkv[..., qp:qp + kp].view(B, T, self.n_kv, self.head_dim).transpose(1, 2)
-        v = qkv[..., qp + kp:].view(B, T, self.n_kv, self.head_dim).transpose(1, 2)
-        cos, sin = self.rotary_emb(T)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        rep = self.n_head // self.n_kv
-        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
-        i = torch.arange(T).view(T, 1)
-        j = torch.arange(T).view(1, T)
-        visible = j <= i
-        if self.window is not None:
-            visible = visible & (i - j < self.window)
-        scores = scores.masked_fill(~visible, torch.finfo(scores.dtype).min)
-        y = F.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype) @ v
-        return self.o_proj(y.transpose(1, 2).reshape(B, T, qp))
+        q, k, v = self.qkv_proj(x).split([qp, kp, kp], dim=-1)
+        y = attend(q.view(B, T, self.n_head, self.head_dim), k.view(B, T, self.n_kv, self.head_dim),
+                   v.view(B, T, self.n_kv, self.head_dim), self.rotary_emb, self.head_dim ** -0.5, self.window)
+        return self.o_proj(y)
 
 
 class MLP(nn.Module):
@@ -81,50 +66,14 @@ class MLP(nn.Module):
         return self.down_proj(up * F.silu(gate))
 
 
-class DecoderLayer(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.self_attn = Attention(cfg)
-        self.mlp = MLP(cfg)
-        self.input_layernorm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
-        self.post_attention_layernorm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
-
-    def forward(self, x):
-        x = x + self.self_attn(self.input_layernorm(x))
-        return x + self.mlp(self.post_attention_layernorm(x))
-
-
-class Phi3Model(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.embed_tokens = nn.Embedding(cfg["vocab_size"], cfg["hidden_size"])
-        self.layers = nn.ModuleList([DecoderLayer(cfg) for _ in range(cfg["num_hidden_layers"])])
-        self.norm = RMSNorm(cfg["hidden_size"], cfg["rms_norm_eps"])
-
-    def forward(self, input_ids):
-        x = self.embed_tokens(input_ids)
-        for layer in self.layers:
-            x = layer(x)
-        return self.norm(x)
-
-
-class Phi3ForCausalLM(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.config = cfg
-        self.model = Phi3Model(cfg)
-        self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
-        if cfg.get("tie_word_embeddings", False):
-            self.lm_head.weight = self.model.embed_tokens.weight
-
-    def forward(self, input_ids):
-        """input_ids [B, T] (int64) -> logits [B, T, V]."""
-        return self.lm_head(self.model(input_ids))
+def make_layer(cfg):
+    """Llama's block with the fused projections."""
+    return DecoderLayer(cfg, Attention(cfg), MLP(cfg))
 
 
 def build(seed=0, **overrides):
     cfg = make_config(**overrides)
     torch.manual_seed(seed)
-    model = Phi3ForCausalLM(cfg).eval()
+    model = LlamaForCausalLM(cfg, make_layer).eval()       # Phi3ForCausalLM: Llama's model, these layers
     perturb_vectors(model, seed)
     return model, cfg

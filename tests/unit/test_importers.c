@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include "qc_index.h"
@@ -70,7 +72,7 @@ static void fill_pattern(void)
 static qm_status open_st(const bytes *b, qc_source **s, qm_error *err)
 {
     qm_error_clear(err);
-    return qc_open_safetensors_buffer(b->p, b->n, "t.safetensors", s, err);
+    return qc_open_buffer(QC_INPUT_SAFETENSORS, b->p, b->n, "t.safetensors", s, err);
 }
 
 /* The call failed with `code`, *s stayed NULL, and the message mentions `needle`. */
@@ -105,7 +107,7 @@ static void npy_expect(unsigned major, const char *dict, size_t dlen, qm_status 
     qc_source *s = (qc_source *)1;
     qm_error err;
     qm_error_clear(&err);
-    qm_status st = qc_open_npy_buffer(b.p, b.n, "x.npy", &s, &err);
+    qm_status st = qc_open_buffer(QC_INPUT_NPY, b.p, b.n, "x.npy", &s, &err);
     expect_fail(st, &s, &err, code, needle);
     free(b.p);
 }
@@ -233,7 +235,7 @@ static void test_st_seed_files(void **state)
     (void)state;
     qc_source *s;
     qm_error err;
-    assert_int_equal(qc_open_safetensors(SEEDS "/safetensors/model.safetensors", &s, &err), QM_OK);
+    assert_int_equal(qc_open_file(QC_INPUT_SAFETENSORS, SEEDS "/safetensors/model.safetensors", &s, &err), QM_OK);
     assert_int_equal(s->n_tensors, 5);
     assert_string_equal(s->tensors[0].name, "model.embed.weight");
     const qc_tensor *t = find(s, "model.embed.weight");
@@ -245,13 +247,13 @@ static void test_st_seed_files(void **state)
     assert_string_equal(s->config_json, "{\"format\":\"pt\"}");
     qc_source_free(s);
 
-    assert_int_equal(qc_open_safetensors(SEEDS "/safetensors/dtypes.safetensors", &s, &err), QM_OK);
+    assert_int_equal(qc_open_file(QC_INPUT_SAFETENSORS, SEEDS "/safetensors/dtypes.safetensors", &s, &err), QM_OK);
     assert_int_equal(s->n_tensors, 6);
     check_shape(find(s, "t.i32"), QC_I32, 4, (uint64_t[]){ 2, 2, 2, 2 });
     check_shape(find(s, "t.bool"), QC_BOOL, 1, (uint64_t[]){ 2 });
     qc_source_free(s);
 
-    assert_int_equal(qc_open_safetensors(SEEDS "/safetensors/bf16.safetensors", &s, &err), QM_OK);
+    assert_int_equal(qc_open_file(QC_INPUT_SAFETENSORS, SEEDS "/safetensors/bf16.safetensors", &s, &err), QM_OK);
     check_shape(find(s, "w"), QC_BF16, 2, (uint64_t[]){ 2, 2 });
     const uint8_t *p;
     assert_int_equal(qc_source_load(s, 0, &p, &err), QM_OK);
@@ -273,17 +275,17 @@ static void test_st_header_length(void **state)
     tu_wr64(big, 100000001ull);
     big[8] = '{';
     qm_error_clear(&err);
-    expect_fail(qc_open_safetensors_buffer(big, sizeof big, "t", &s, &err), &s, &err, QM_ERR_BAD_SOURCE,
+    expect_fail(qc_open_buffer(QC_INPUT_SAFETENSORS, big, sizeof big, "t", &s, &err), &s, &err, QM_ERR_BAD_SOURCE,
                 "above the limit");
     /* N beyond the file */
     tu_wr64(big, 9);
-    expect_fail(qc_open_safetensors_buffer(big, sizeof big, "t", &s, &err), &s, &err, QM_ERR_BAD_SOURCE,
+    expect_fail(qc_open_buffer(QC_INPUT_SAFETENSORS, big, sizeof big, "t", &s, &err), &s, &err, QM_ERR_BAD_SOURCE,
                 "past the end");
     tu_wr64(big, UINT64_MAX);
-    expect_fail(qc_open_safetensors_buffer(big, sizeof big, "t", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, NULL);
+    expect_fail(qc_open_buffer(QC_INPUT_SAFETENSORS, big, sizeof big, "t", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, NULL);
     /* shorter than the length field */
-    expect_fail(qc_open_safetensors_buffer(big, 7, "t", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "too short");
-    expect_fail(qc_open_safetensors_buffer(NULL, 0, "t", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "too short");
+    expect_fail(qc_open_buffer(QC_INPUT_SAFETENSORS, big, 7, "t", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "too short");
+    expect_fail(qc_open_buffer(QC_INPUT_SAFETENSORS, NULL, 0, "t", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "too short");
 }
 
 static void test_st_bad_json(void **state)
@@ -385,7 +387,7 @@ static qc_source *npy_ok(unsigned major, const char *dict, size_t dlen, bytes *b
     qc_source *s;
     qm_error err;
     qm_error_clear(&err);
-    qm_status st = qc_open_npy_buffer(b.p, b.n, "dir/weights.npy", &s, &err);
+    qm_status st = qc_open_buffer(QC_INPUT_NPY, b.p, b.n, "dir/weights.npy", &s, &err);
     if (st != QM_OK) fail_msg("npy refused: %s", err.message);
     assert_string_equal(s->kind, "numpy .npy");
     assert_int_equal(s->n_tensors, 1);
@@ -461,7 +463,7 @@ static void test_npy_seed_files(void **state)
         snprintf(path, sizeof path, SEEDS "/npy/%s.npy", c[i].file);
         qc_source *s;
         qm_error err;
-        if (qc_open_npy(path, &s, &err) != QM_OK) fail_msg("%s: %s", path, err.message);
+        if (qc_open_file(QC_INPUT_NPY, path, &s, &err) != QM_OK) fail_msg("%s: %s", path, err.message);
         assert_string_equal(s->tensors[0].name, c[i].name);
         check_shape(&s->tensors[0], c[i].t, c[i].rank, c[i].shape);
         if (c[i].t == QC_F32)
@@ -471,9 +473,9 @@ static void test_npy_seed_files(void **state)
     }
     qc_source *s = (qc_source *)1;
     qm_error err;
-    expect_fail(qc_open_npy(SEEDS "/npy/bad_big_endian.npy", &s, &err), &s, &err, QM_ERR_UNSUPPORTED, "big-endian");
-    expect_fail(qc_open_npy(SEEDS "/npy/bad_object.npy", &s, &err), &s, &err, QM_ERR_UNSUPPORTED, "unpickle");
-    expect_fail(qc_open_npy("tests/no/such.npy", &s, &err), &s, &err, QM_ERR_IO, NULL);
+    expect_fail(qc_open_file(QC_INPUT_NPY, SEEDS "/npy/bad_big_endian.npy", &s, &err), &s, &err, QM_ERR_UNSUPPORTED, "big-endian");
+    expect_fail(qc_open_file(QC_INPUT_NPY, SEEDS "/npy/bad_object.npy", &s, &err), &s, &err, QM_ERR_UNSUPPORTED, "unpickle");
+    expect_fail(qc_open_file(QC_INPUT_NPY, "tests/no/such.npy", &s, &err), &s, &err, QM_ERR_IO, NULL);
 }
 
 /* fortran_order True keeps the bytes and gives column-major strides: element [i][j] is at i + j*rows. */
@@ -484,7 +486,7 @@ static void test_npy_fortran(void **state)
     bytes b = npy_file(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", col_major, sizeof col_major);
     qc_source *s;
     qm_error err;
-    assert_int_equal(qc_open_npy_buffer(b.p, b.n, "m.npy", &s, &err), QM_OK);
+    assert_int_equal(qc_open_buffer(QC_INPUT_NPY, b.p, b.n, "m.npy", &s, &err), QM_OK);
     const qc_tensor *t = &s->tensors[0];
     assert_int_equal(t->stride[0], 1);
     assert_int_equal(t->stride[1], 2);
@@ -493,7 +495,7 @@ static void test_npy_fortran(void **state)
     qc_source_free(s);
     free(b.p);
     /* the same from NumPy */
-    assert_int_equal(qc_open_npy(SEEDS "/npy/f4_fortran_2x3.npy", &s, &err), QM_OK);
+    assert_int_equal(qc_open_file(QC_INPUT_NPY, SEEDS "/npy/f4_fortran_2x3.npy", &s, &err), QM_OK);
     t = &s->tensors[0];
     check_shape(t, QC_F32, 2, (uint64_t[]){ 2, 3 });
     for (uint64_t k = 0; k < 6; k++) assert_true(f32_at(s, t, k) == (float)k);
@@ -501,7 +503,7 @@ static void test_npy_fortran(void **state)
     /* rank 3: strides 1, d0, d0*d1 */
     fill_pattern();
     b = npy_file(1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3, 4), }", g_pattern, 96);
-    assert_int_equal(qc_open_npy_buffer(b.p, b.n, "m.npy", &s, &err), QM_OK);
+    assert_int_equal(qc_open_buffer(QC_INPUT_NPY, b.p, b.n, "m.npy", &s, &err), QM_OK);
     assert_int_equal(s->tensors[0].stride[0], 1);
     assert_int_equal(s->tensors[0].stride[1], 2);
     assert_int_equal(s->tensors[0].stride[2], 6);
@@ -520,19 +522,19 @@ static void test_npy_refusals(void **state)
     /* bad magic */
     bytes b = npy_file(1, NPY_OK_DICT, g_pattern, 8);
     b.p[1] = 'n';
-    expect_fail(qc_open_npy_buffer(b.p, b.n, "x.npy", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "magic");
-    expect_fail(qc_open_npy_buffer(b.p, 5, "x.npy", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "magic");
+    expect_fail(qc_open_buffer(QC_INPUT_NPY, b.p, b.n, "x.npy", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "magic");
+    expect_fail(qc_open_buffer(QC_INPUT_NPY, b.p, 5, "x.npy", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "magic");
     /* unknown version */
     b.p[1] = 'N';
     b.p[6] = 4;
-    expect_fail(qc_open_npy_buffer(b.p, b.n, "x.npy", &s, &err), &s, &err, QM_ERR_UNSUPPORTED, "version 4.0");
+    expect_fail(qc_open_buffer(QC_INPUT_NPY, b.p, b.n, "x.npy", &s, &err), &s, &err, QM_ERR_UNSUPPORTED, "version 4.0");
     b.p[6] = 1;
     b.p[7] = 1;
-    expect_fail(qc_open_npy_buffer(b.p, b.n, "x.npy", &s, &err), &s, &err, QM_ERR_UNSUPPORTED, "version 1.1");
+    expect_fail(qc_open_buffer(QC_INPUT_NPY, b.p, b.n, "x.npy", &s, &err), &s, &err, QM_ERR_UNSUPPORTED, "version 1.1");
     b.p[7] = 0;
     /* truncated: inside the length field, inside the header */
-    expect_fail(qc_open_npy_buffer(b.p, 9, "x.npy", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "header length");
-    expect_fail(qc_open_npy_buffer(b.p, 30, "x.npy", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "ends inside");
+    expect_fail(qc_open_buffer(QC_INPUT_NPY, b.p, 9, "x.npy", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "header length");
+    expect_fail(qc_open_buffer(QC_INPUT_NPY, b.p, 30, "x.npy", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "ends inside");
     free(b.p);
     /* malformed dicts */
     npy_expect(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,) ", 8, QM_ERR_BAD_SOURCE, "malformed");
@@ -624,14 +626,14 @@ static void test_npz_libzip(void **state)
         write_zip(path, e, 2);
         qc_source *s;
         qm_error err;
-        if (qc_open_npz(path, &s, &err) != QM_OK) fail_msg("%s", err.message);
+        if (qc_open_file(QC_INPUT_NPZ, path, &s, &err) != QM_OK) fail_msg("%s", err.message);
         check_npz_pair(s);
         /* loads in any order, repeatedly: zip_skip drops the header each time */
         check_npz_pair(s);
         qc_source_free(s);
         size_t len;
         uint8_t *img = tu_read_file(path, &len);
-        assert_int_equal(qc_open_npz_buffer(img, len, "mem.npz", &s, &err), QM_OK);
+        assert_int_equal(qc_open_buffer(QC_INPUT_NPZ, img, len, "mem.npz", &s, &err), QM_OK);
         check_npz_pair(s);
         qc_source_free(s);
         free(img);
@@ -648,7 +650,7 @@ static void npz_expect(const zentry *e, size_t n, qm_status code, const char *ne
     qc_source *s = (qc_source *)1;
     qm_error err;
     qm_error_clear(&err);
-    expect_fail(qc_open_npz(path, &s, &err), &s, &err, code, needle);
+    expect_fail(qc_open_file(QC_INPUT_NPZ, path, &s, &err), &s, &err, code, needle);
 }
 
 static void test_npz_refusals(void **state)
@@ -672,8 +674,8 @@ static void test_npz_refusals(void **state)
     qc_source *s = (qc_source *)1;
     qm_error err;
     uint8_t junk[64] = "PK\x03\x04 not really a zip";
-    expect_fail(qc_open_npz_buffer(junk, sizeof junk, "j.npz", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "zip");
-    expect_fail(qc_open_npz_buffer(junk, 0, "j.npz", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "empty");
+    expect_fail(qc_open_buffer(QC_INPUT_NPZ, junk, sizeof junk, "j.npz", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "zip");
+    expect_fail(qc_open_buffer(QC_INPUT_NPZ, junk, 0, "j.npz", &s, &err), &s, &err, QM_ERR_BAD_SOURCE, "empty");
 }
 
 /* A stored entry whose bytes were changed after the archive was written: the CRC check catches it when
@@ -696,7 +698,7 @@ static void test_npz_corrupt_data(void **state)
     hit[11] ^= 1;
     qc_source *s;
     qm_error err;
-    assert_int_equal(qc_open_npz_buffer(img, len, "crc.npz", &s, &err), QM_OK);
+    assert_int_equal(qc_open_buffer(QC_INPUT_NPZ, img, len, "crc.npz", &s, &err), QM_OK);
     const uint8_t *p;
     assert_int_equal(qc_source_load(s, 0, &p, &err), QM_ERR_BAD_SOURCE);
     assert_true(tu_contains(err.message, "CRC"));
@@ -712,7 +714,7 @@ static void test_npz_seed_files(void **state)
     for (size_t i = 0; i < 2; i++) {
         qc_source *s;
         qm_error err;
-        if (qc_open_npz(files[i], &s, &err) != QM_OK) fail_msg("%s", err.message);
+        if (qc_open_file(QC_INPUT_NPZ, files[i], &s, &err) != QM_OK) fail_msg("%s", err.message);
         assert_int_equal(s->n_tensors, 3);
         const qc_tensor *w = find(s, "w");
         check_shape(w, QC_F32, 2, (uint64_t[]){ 2, 3 });
@@ -728,7 +730,7 @@ static void test_npz_seed_files(void **state)
     }
     qc_source *s;
     qm_error err;
-    assert_int_equal(qc_open_npz(SEEDS "/npz/positional.npz", &s, &err), QM_OK);
+    assert_int_equal(qc_open_file(QC_INPUT_NPZ, SEEDS "/npz/positional.npz", &s, &err), QM_OK);
     check_shape(find(s, "arr_0"), QC_F32, 1, (uint64_t[]){ 4 });
     const qc_tensor *t = find(s, "arr_1");
     check_shape(t, QC_F64, 2, (uint64_t[]){ 2, 3 });
@@ -769,7 +771,7 @@ static qm_status check_index(const char *dir, const char *index_json, qm_error *
     assert_true(ix->n_shards <= 8);
     for (size_t i = 0; i < ix->n_shards; i++) {
         qm_error e2;
-        if (qc_open_safetensors(ix->shards[i], &src[i], &e2) != QM_OK) fail_msg("%s", e2.message);
+        if (qc_open_file(QC_INPUT_SAFETENSORS, ix->shards[i], &src[i], &e2) != QM_OK) fail_msg("%s", e2.message);
     }
     st = qc_index_check(ix, src, ix->n_shards, err);
     for (size_t i = 0; i < ix->n_shards; i++) qc_source_free(src[i]);
@@ -843,6 +845,70 @@ static void test_index(void **state)
     assert_null(none);
 }
 
+/* ---- the importer table: qc_open_input sniffs once and reads with the row the bytes name ---- */
+
+/* Open `path` through the table; the row it chose, or UNKNOWN. */
+static qc_input_kind open_kind(const char *path, qm_status want, const char *needle)
+{
+    qc_source *s = NULL;
+    qc_index *ix = NULL;
+    const qc_importer *imp = NULL;
+    qm_error err = { 0 };
+    qm_status st = qc_open_input(path, 0, &s, &ix, &imp, &err);
+    if (st != want || (needle && !tu_contains(err.message, needle)))
+        fail_msg("%s: expected %s mentioning '%s'; got %s: %s", path, qm_status_name(want), needle ? needle : "",
+                 qm_status_name(st), err.message);
+    if (st == QM_OK) {
+        assert_true((s != NULL) != (ix != NULL));       /* a source or an index, never both */
+        if (s) assert_string_equal(s->kind, imp->name);
+        if (s) assert_int_equal(s->input, imp->kind);
+    }
+    qc_source_free(s);
+    qc_index_free(ix);
+    return imp ? imp->kind : QC_INPUT_UNKNOWN;
+}
+
+static void write_bytes(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+static void test_input_table(void **state)
+{
+    (void)state;
+    assert_int_equal(open_kind(SEEDS "/safetensors/model.safetensors", QM_OK, NULL), QC_INPUT_SAFETENSORS);
+    assert_int_equal(open_kind(SEEDS "/torchzip/linear.pt", QM_OK, NULL), QC_INPUT_TORCH_ZIP);
+    assert_int_equal(open_kind(SEEDS "/npz/stored.npz", QM_OK, NULL), QC_INPUT_NPZ);
+    assert_int_equal(open_kind(SEEDS "/npy/f4_fortran_2x3.npy", QM_OK, NULL), QC_INPUT_NPY);
+    assert_int_equal(open_kind(SEEDS "/index/model.safetensors.index.json", QM_OK, NULL), QC_INPUT_SHARD_INDEX);
+    /* recognised to be refused with the remedy or the reason */
+    assert_int_equal(open_kind(SEEDS "/torchzip/legacy.pt", QM_ERR_UNSUPPORTED, "torch >= 1.6"), QC_INPUT_LEGACY_TORCH);
+    char dir[] = "/tmp/qmap-input-table-XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    static const uint8_t empty_zip[22] = { 'P', 'K', 5, 6 };   /* an end-of-central-directory record only */
+    snprintf(path, sizeof path, "%s/empty.zip", dir);
+    write_bytes(path, empty_zip, sizeof empty_zip);
+    assert_int_equal(open_kind(path, QM_ERR_BAD_SOURCE, "neither a torch.save file"), QC_INPUT_ZIP_OTHER);
+    unlink(path);
+    /* unknown bytes: the message lists every format the table reads */
+    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    write_bytes(path, "plain words, no magic", 21);
+    assert_int_equal(open_kind(path, QM_ERR_BAD_SOURCE, "safetensors"), QC_INPUT_UNKNOWN);
+    assert_int_equal(open_kind(path, QM_ERR_BAD_SOURCE, "numpy .npz"), QC_INPUT_UNKNOWN);
+    unlink(path);
+    /* a FIFO is refused before a byte is read (the open would block); a directory needs manifest.json */
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(open_kind(path, QM_ERR_IO, "not a regular file"), QC_INPUT_UNKNOWN);
+    unlink(path);
+    assert_int_equal(open_kind(dir, QM_ERR_BAD_SOURCE, "manifest.json"), QC_INPUT_UNKNOWN);
+    assert_int_equal(open_kind("tests/no/such/file", QM_ERR_IO, NULL), QC_INPUT_UNKNOWN);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -863,6 +929,7 @@ int main(void)
         cmocka_unit_test(test_npz_corrupt_data),
         cmocka_unit_test(test_npz_seed_files),
         cmocka_unit_test(test_index),
+        cmocka_unit_test(test_input_table),
     };
     return cmocka_run_group_tests(tests, tu_group_setup, tu_group_teardown);
 }

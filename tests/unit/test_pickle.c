@@ -614,7 +614,7 @@ static qc_source *open_ok(const char *name)
     char path[TU_PATH_MAX];
     qc_source *s = NULL;
     qm_error err;
-    qm_status st = qc_open_torch_zip(fixture(path, name), &s, &err);
+    qm_status st = qc_open_file(QC_INPUT_TORCH_ZIP, fixture(path, name), &s, &err);
     if (st != QM_OK) fail_msg("%s: %s", name, err.message);
     assert_non_null(s);
     assert_string_equal(s->kind, "torch.save zip");
@@ -626,7 +626,7 @@ static void open_fails(const char *name, qm_status code, const char *needle)
     char path[TU_PATH_MAX];
     qc_source *s = (qc_source *)(uintptr_t)1;
     qm_error err;
-    qm_status st = qc_open_torch_zip(fixture(path, name), &s, &err);
+    qm_status st = qc_open_file(QC_INPUT_TORCH_ZIP, fixture(path, name), &s, &err);
     if (st != code) fail_msg("%s: expected %s, got %s: %s", name, qm_status_name(code), qm_status_name(st),
                              st ? err.message : "");
     assert_null(s);
@@ -768,11 +768,11 @@ static void test_zip_refused(void **state)
     qc_source *s = (qc_source *)(uintptr_t)1;
     qm_error err;
     static const uint8_t junk[64] = "this is not a zip archive, nor anything else";
-    assert_int_equal(qc_open_torch_zip_buffer(junk, sizeof junk, "junk.pt", &s, &err), QM_ERR_BAD_SOURCE);
+    assert_int_equal(qc_open_buffer(QC_INPUT_TORCH_ZIP, junk, sizeof junk, "junk.pt", &s, &err), QM_ERR_BAD_SOURCE);
     assert_null(s);
     assert_true(tu_contains(err.message, "not a zip archive"));
-    assert_int_equal(qc_open_torch_zip_buffer(NULL, 0, "empty.pt", &s, &err), QM_ERR_BAD_SOURCE);
-    assert_int_equal(qc_open_torch_zip("/nonexistent/qmap-test.pt", &s, &err), QM_ERR_IO);
+    assert_int_equal(qc_open_buffer(QC_INPUT_TORCH_ZIP, NULL, 0, "empty.pt", &s, &err), QM_ERR_BAD_SOURCE);
+    assert_int_equal(qc_open_file(QC_INPUT_TORCH_ZIP, "/nonexistent/qmap-test.pt", &s, &err), QM_ERR_IO);
     assert_null(s);
 }
 
@@ -784,7 +784,7 @@ static qm_status open_copy(const uint8_t *data, size_t len)
     memcpy(copy, data, len);
     qc_source *s = (qc_source *)(uintptr_t)1;
     qm_error err;
-    qm_status st = qc_open_torch_zip_buffer(copy, len, "cut.pt", &s, &err);
+    qm_status st = qc_open_buffer(QC_INPUT_TORCH_ZIP, copy, len, "cut.pt", &s, &err);
     if (st == QM_OK) {
         for (uint32_t i = 0; i < s->n_storages; i++) {
             const uint8_t *b;
