@@ -27,24 +27,18 @@
 
 #include "qc_idx.h"
 
+#define FUZZ_TARGET "fuzz_idx"
+#include "fuzz_check.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "fuzz_idx: property violated: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    abort();
-}
-
-#define CHECK(cond, what) do { if (!(cond)) die((what), #cond); } while (0)
 #define CAP ((uint64_t)1 << 20)
 
 static volatile uint8_t g_sink;
 
-static void check_failure(qm_status st, const qm_error *err, const qc_idx *x)
+static void check_idx_failure(qm_status st, const qm_error *err, const qc_idx *x)
 {
-    CHECK(strcmp(qm_status_name(st), "QM_ERR_UNKNOWN") != 0, "known status");
-    CHECK(err->code == st, "err.code == returned status");
-    CHECK(memchr(err->message, 0, sizeof err->message) && err->message[0], "non-empty terminated message");
+    check_failure(st, err);
     CHECK(x->data == NULL && x->n_elements == 0 && x->rank == 0, "*out zeroed on failure");
 }
 
@@ -98,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qc_idx mem;
     qm_status st = qc_idx_parse(size ? buf : NULL, size, "fuzz.idx", CAP, &mem, &err);
     if (st != QM_OK) {
-        check_failure(st, &err, &mem);
+        check_idx_failure(st, &err, &mem);
     } else {
         CHECK(size >= 4 && buf[0] == 0 && buf[1] == 0, "magic");
         CHECK(mem.rank == buf[3] && mem.rank >= 1 && mem.rank <= QC_MAX_RANK, "rank");
@@ -122,7 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             qm_status fst = qc_idx_read(path, CAP, &file, &ferr);
             check_stream(fd, path, fst, &file);
             if (fst != QM_OK) {
-                check_failure(fst, &ferr, &file);
+                check_idx_failure(fst, &ferr, &file);
                 CHECK(st != QM_OK || (size >= 2 && buf[0] == 0x1f && buf[1] == 0x8b), "plain input accepted both ways");
             } else if (st == QM_OK) {
                 CHECK(file.rank == mem.rank && file.dtype == mem.dtype && file.n_elements == mem.n_elements &&
