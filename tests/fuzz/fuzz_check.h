@@ -34,4 +34,11 @@ static inline void check_failure(qm_status st, const qm_error *err)
     CHECK(memchr(err->message, 0, sizeof err->message) && err->message[0], "non-empty terminated message");
 }
 
+/* A failed open: check_failure, and the out pointer it was given set to NULL. */
+static inline void check_open_failure(qm_status st, const qm_error *err, const void *out)
+{
+    check_failure(st, err);
+    CHECK(out == NULL, "*out is NULL on failure");
+}
+
 #endif /* FUZZ_CHECK_H */

@@ -156,8 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qm_error_clear(&err);
     qm_status st = qc_open_raw_dump(g_dump, 0, &s, &err);
     if (st != QM_OK) {
-        check_failure(st, &err);
-        CHECK(s == NULL, "*out is NULL on failure");
+        check_open_failure(st, &err, s);
         CHECK(st == QM_ERR_BAD_SOURCE || st == QM_ERR_UNSUPPORTED || st == QM_ERR_IO || st == QM_ERR_NOMEM,
               "documented status");
         return 0;

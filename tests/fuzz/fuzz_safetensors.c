@@ -29,12 +29,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static volatile uint8_t g_sink;
 
-static void check_open_failure(qm_status st, const qm_error *err, const qc_source *s)
-{
-    check_failure(st, err);
-    CHECK(s == NULL, "*out is NULL on failure");
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     uint8_t *buf = malloc(size ? size : 1);
