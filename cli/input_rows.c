@@ -104,10 +104,16 @@ static int open_idx(input_array *a, int fd, bool gzip, uint64_t file_size, bool 
 static int open_npy(input_array *a)
 {
     qm_error e;
-    if (qc_open_npy(a->path, &a->src, &e) != QM_OK) return fail_with(a, &e);
+    if (qc_open_npy(a->path, &a->src, &e) != QM_OK) {
+        fprintf(stderr, "qmap run: %s: %s\n", a->what, e.message);
+        return 1;
+    }
     const qc_tensor *t = &a->src->tensors[0];
     if (!qc_tensor_is_contiguous(t)) return fail(a, "a Fortran-order array; save it C-contiguous (np.ascontiguousarray)");
-    if (qc_source_load(a->src, t->storage, &a->bytes, &e) != QM_OK) return fail_with(a, &e);
+    if (qc_source_load(a->src, t->storage, &a->bytes, &e) != QM_OK) {
+        fprintf(stderr, "qmap run: %s: %s\n", a->what, e.message);
+        return 1;
+    }
     a->bytes += t->offset * qc_dtype_size(t->dtype);
     a->dtype = t->dtype;
     a->esize = qc_dtype_size(t->dtype);
