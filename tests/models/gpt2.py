@@ -156,9 +156,13 @@ class GPT2LMHeadModel(GPTCausalLM):
         super().__init__(cfg, d, GPTTransformer(cfg["vocab_size"], cfg["n_positions"], d, eps, blocks))
 
 
-def build(seed=0, **overrides):
-    cfg = make_config(**overrides)
+def build_seeded(cls, cfg, seed):
+    """cls(cfg) made from `seed`, in eval mode, its vectors perturbed (common.perturb_vectors): (model, cfg)."""
     torch.manual_seed(seed)
-    model = GPT2LMHeadModel(cfg).eval()
+    model = cls(cfg).eval()
     perturb_vectors(model, seed)
     return model, cfg
+
+
+def build(seed=0, **overrides):
+    return build_seeded(GPT2LMHeadModel, make_config(**overrides), seed)

@@ -16,8 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import perturb_vectors
-from .gpt2 import GPTCausalLM, GPTTransformer, PreLNBlock, gelu_new
+from .gpt2 import GPTCausalLM, GPTTransformer, PreLNBlock, build_seeded, gelu_new
 
 
 def make_config(**overrides):
@@ -114,8 +113,4 @@ class GPTNeoForCausalLM(GPTCausalLM):
 
 
 def build(seed=0, **overrides):
-    cfg = make_config(**overrides)
-    torch.manual_seed(seed)
-    model = GPTNeoForCausalLM(cfg).eval()
-    perturb_vectors(model, seed)
-    return model, cfg
+    return build_seeded(GPTNeoForCausalLM, make_config(**overrides), seed)
