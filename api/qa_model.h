@@ -31,4 +31,10 @@ struct qmap_model {
     char arch_name[32], variant[64], file_type[32];
 };
 
+/* The checks of a session's and a batch's parameters that are the same for both (`fn` names the call in
+ * messages): n_ctx within the model's learned positions and the cap of 2^24, a known kv_type, threads
+ * not negative. */
+qmap_status qa_check_lm_params(const qmap_model *m, const char *fn, uint32_t n_ctx, qmap_kv_type kv_type,
+                               int threads, qmap_error *err);
+
 #endif /* QA_MODEL_H */

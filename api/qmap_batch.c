@@ -50,26 +50,17 @@ static bool batch_act(qmap_act_mode a, qr_act *out)
 static qmap_status batch_state_params(const qmap_model *m, const qmap_batch_params *p, qr_lm_state_params *sp,
                                       qmap_error *err)
 {
-    const char *path = m->info.path;
     const qr_lm_hparams *hp = &m->hp;
     const uint32_t n_seq = p->n_seq ? p->n_seq : 1;
     const uint32_t n_ctx = p->n_ctx ? p->n_ctx : (hp->ctx < 4096 ? hp->ctx : 4096);
     if (n_seq > QA_BATCH_MAX_SEQ)
         return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_batch_new: n_seq %u is above the cap of %u", n_seq,
                        QA_BATCH_MAX_SEQ);
-    if (hp->learned_positions && n_ctx > hp->ctx)
-        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT,
-                       "%s: %s has learned positions for %u tokens; a context of %u is more than it can run", path,
-                       m->arch_name, hp->ctx, n_ctx);
-    if (n_ctx > (1u << 24))
-        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "%s: context %u is above the cap of 2^24", path, n_ctx);
-    if (p->kv_type != QMAP_KV_F16 && p->kv_type != QMAP_KV_F32)
-        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_batch_new: unknown kv_type %d", (int)p->kv_type);
+    qmap_status st = qa_check_lm_params(m, "qmap_batch_new", n_ctx, p->kv_type, p->threads, err);
+    if (st != QMAP_OK) return st;
     qr_act act;
     if (!batch_act(p->act, &act))
         return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_batch_new: unknown act mode %d", (int)p->act);
-    if (p->threads < 0)
-        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_batch_new: threads %d is negative", p->threads);
     *sp = (qr_lm_state_params){
         .n_ctx = n_ctx,
         .n_batch = p->n_batch ? p->n_batch : 512,

@@ -24,6 +24,22 @@ void qmap_session_params_default(qmap_session_params *p)
     p->act = QMAP_ACT_AUTO;
 }
 
+qmap_status qa_check_lm_params(const qmap_model *m, const char *fn, uint32_t n_ctx, qmap_kv_type kv_type,
+                               int threads, qmap_error *err)
+{
+    const char *path = m->info.path;
+    if (m->hp.learned_positions && n_ctx > m->hp.ctx)
+        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT,
+                       "%s: %s has learned positions for %u tokens; a context of %u is more than it can run", path,
+                       m->arch_name, m->hp.ctx, n_ctx);
+    if (n_ctx > (1u << 24))
+        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "%s: context %u is above the cap of 2^24", path, n_ctx);
+    if (kv_type != QMAP_KV_F16 && kv_type != QMAP_KV_F32)
+        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "%s: unknown kv_type %d", fn, (int)kv_type);
+    if (threads < 0) return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "%s: threads %d is negative", fn, threads);
+    return QMAP_OK;
+}
+
 qmap_status qmap_session_new(const qmap_model *m, const qmap_session_params *params, qmap_session **out,
                              qmap_error *err)
 {
@@ -42,21 +58,13 @@ qmap_status qmap_session_new(const qmap_model *m, const qmap_session_params *par
                        path, m->arch_name);
     const qr_lm_hparams *hp = &m->hp;
     uint32_t n_ctx = params->n_ctx ? params->n_ctx : hp->ctx < QMAP_DEFAULT_N_CTX ? hp->ctx : QMAP_DEFAULT_N_CTX;
-    if (hp->learned_positions && n_ctx > hp->ctx)
-        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT,
-                       "%s: %s has learned positions for %u tokens; a context of %u is more than it can run", path,
-                       m->arch_name, hp->ctx, n_ctx);
-    if (n_ctx > (1u << 24))
-        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "%s: context %u is above the cap of 2^24", path, n_ctx);
+    qmap_status st = qa_check_lm_params(m, "qmap_session_new", n_ctx, params->kv_type, params->threads, err);
+    if (st != QMAP_OK) return st;
     uint32_t n_batch = params->n_batch ? params->n_batch : 512;
     if (n_batch > n_ctx) n_batch = n_ctx;
-    if (params->kv_type != QMAP_KV_F16 && params->kv_type != QMAP_KV_F32)
-        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_session_new: unknown kv_type %d", (int)params->kv_type);
     qr_act act;
     if (!qa_act_of(params->act, &act))
         return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_session_new: unknown act mode %d", (int)params->act);
-    if (params->threads < 0)
-        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_session_new: threads %d is negative", params->threads);
 
     qmap_session *s = calloc(1, sizeof *s);
     if (!s) return qa_fail(err, QMAP_ERR_NOMEM, "%s: out of memory", path);

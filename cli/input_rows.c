@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "qc_idx.h"
 #include "qm_fileio.h"
 
 #define IDX_MAX_ROW_BYTES ((uint64_t)1 << 30)
@@ -33,67 +34,37 @@ void input_rows_free(input_array *a)
     memset(a, 0, sizeof *a);
 }
 
+/* Print "qmap run: WHAT: message" for an error the IDX or .npy reader set (its message names the file)
+ * and return 1. */
+static int fail_with(const input_array *a, const qm_error *e)
+{
+    fprintf(stderr, "qmap run: %s: %s\n", a->what, e->message);
+    return 1;
+}
+
 /* Up to n bytes of the IDX stream; fewer only at its end. -1 after printing the error (a damaged or cut
- * gzip stream). gzread reports a stream cut short as end of data plus an error code, hence the check on
- * a short read. */
+ * gzip stream). */
 static long long read_stream(const input_array *a, void *dst, size_t n)
 {
-    size_t done = 0;
-    while (done < n) {
-        unsigned want = n - done > (1u << 30) ? 1u << 30 : (unsigned)(n - done);
-        int got = gzread(a->gz, (uint8_t *)dst + done, want);
-        int zerr = Z_OK;
-        const char *msg = got <= 0 ? gzerror(a->gz, &zerr) : NULL;
-        if (got < 0 || (got == 0 && zerr != Z_OK && zerr != Z_STREAM_END)) {
-            fail(a, "the gzip stream is damaged or cut short: %s", msg ? msg : "read error");
-            return -1;
-        }
-        if (got == 0) break;
-        done += (size_t)got;
-    }
-    return (long long)done;
+    qm_error e;
+    long long got = qc_idx_read_bytes(a->gz, a->path, dst, n, &e);
+    if (got < 0) fail_with(a, &e);
+    return got;
 }
 
-static qc_dtype idx_type(uint8_t code, size_t *size)
-{
-    switch (code) {
-    case 0x08: *size = 1; return QC_U8;
-    case 0x09: *size = 1; return QC_I8;
-    case 0x0B: *size = 2; return QC_I16;
-    case 0x0C: *size = 4; return QC_I32;
-    case 0x0D: *size = 4; return QC_F32;
-    case 0x0E: *size = 8; return QC_F64;
-    default: *size = 0; return (qc_dtype)0;
-    }
-}
-
-/* The type, rank and dimensions; each count checked before it is used. */
+/* The header through convert's IDX reader (the one the fuzzer covers); only the row cap is checked here. */
 static int read_idx_header(input_array *a, uint64_t *n_bytes)
 {
-    uint8_t head[4 + 4 * QC_MAX_RANK];
-    long long got = read_stream(a, head, 4);
-    if (got < 0) return 1;
-    if (got < 4 || head[0] || head[1])
-        return fail(a, "not an IDX file: it must start with two zero bytes, a type and a rank (MNIST's format)");
-    a->dtype = idx_type(head[2], &a->esize);
-    if (!a->esize)
-        return fail(a, "IDX element type 0x%02x is not one of 0x08 (uint8), 0x09, 0x0B, 0x0C, 0x0D, 0x0E", head[2]);
-    a->rank = head[3];
-    if (a->rank == 0 || a->rank > QC_MAX_RANK) return fail(a, "IDX rank %u is outside 1..%d", a->rank, QC_MAX_RANK);
-    if ((got = read_stream(a, head + 4, 4 * a->rank)) < 0) return 1;
-    if (got < 4 * (long long)a->rank) return fail(a, "the file ends inside its %u dimensions", a->rank);
-    uint64_t n = 1;
-    for (uint32_t i = 0; i < a->rank; i++) {
-        const uint8_t *p = head + 4 + 4 * i;
-        uint64_t d = (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
-        if (d == 0) return fail(a, "IDX dimension %u is 0", i);
-        if (n > UINT64_MAX / a->esize / d) return fail(a, "the IDX dimensions overflow 64 bits");
-        n *= d;
-        a->shape[i] = d;
-    }
-    a->row_elems = n / a->shape[0];
+    qc_idx_header h;
+    qm_error e;
+    if (qc_idx_read_header(a->gz, a->path, UINT64_MAX, &h, &e) != QM_OK) return fail_with(a, &e);
+    a->dtype = h.dtype;
+    a->esize = h.esize;
+    a->rank = h.rank;
+    memcpy(a->shape, h.shape, sizeof a->shape);
+    a->row_elems = h.n_elements / h.shape[0];
     if (a->row_elems * a->esize > IDX_MAX_ROW_BYTES) return fail(a, "a row of more than 1 GiB");
-    *n_bytes = n * a->esize;
+    *n_bytes = h.n_elements * h.esize;
     return 0;
 }
 
@@ -161,10 +132,7 @@ int input_rows_open(const char *path, const char *what, bool allow_large, input_
     qm_error e;
     struct stat st;
     int fd = qm_open_regular(path, &st, &e);
-    if (fd < 0) {
-        fprintf(stderr, "qmap run: %s: %s\n", what, e.message);
-        return 1;
-    }
+    if (fd < 0) return fail_with(a, &e);
     uint8_t head[8] = { 0 };
     ssize_t got = pread(fd, head, sizeof head, 0);
     if (got < 0) {
@@ -178,15 +146,6 @@ int input_rows_open(const char *path, const char *what, bool allow_large, input_
         return fail(a, "neither an .npy file nor an IDX file (plain or .gz)%s",
                     got >= 2 && head[0] == 'P' && head[1] == 'K' ? "; for an .npz, save the one array as .npy" : "");
     return open_npy(a);
-}
-
-static void to_host(uint8_t *p, uint64_t n, size_t size)
-{
-    for (uint64_t i = 0; i < n; i++, p += size) {
-        if (size == 2) { uint16_t v; memcpy(&v, p, 2); v = __builtin_bswap16(v); memcpy(p, &v, 2); }
-        else if (size == 4) { uint32_t v; memcpy(&v, p, 4); v = __builtin_bswap32(v); memcpy(p, &v, 4); }
-        else if (size == 8) { uint64_t v; memcpy(&v, p, 8); v = __builtin_bswap64(v); memcpy(p, &v, 8); }
-    }
 }
 
 const uint8_t *input_rows_slice(input_array *a, uint64_t first, uint64_t count)
@@ -213,7 +172,7 @@ const uint8_t *input_rows_slice(input_array *a, uint64_t first, uint64_t count)
              (unsigned long long)(first * row_bytes + (uint64_t)got), (unsigned long long)total);
         return NULL;
     }
-    to_host(a->held, count * a->row_elems, a->esize);
+    qc_idx_to_host(a->held, count * a->row_elems, a->esize);
     a->next_row += count;
     uint8_t extra;
     if (a->next_row == a->shape[0] && (got = read_stream(a, &extra, 1)) != 0) {

@@ -1,15 +1,15 @@
 /* input_rows.h — the rows `qmap run` gives a classifier: an .npy file or an IDX file (plain or gzip).
  *
  * An .npy is read through convert's hardened importer and stays mapped (its rows are used in place). An
- * IDX file is read here, front to back, a slice of rows at a time (input_rows_slice), never whole: memory
- * is one slice of rows whatever the file's size (a 1 GiB uint8 IDX used to cost 5.8 GB: the elements, all
- * of them again as float32, and every output).
+ * IDX file is read front to back, a slice of rows at a time (input_rows_slice), never whole, through
+ * convert's IDX reader (convert/qc_idx.h: the header checks and the gzip reading): memory is one slice of
+ * rows whatever the file's size (a 1 GiB uint8 IDX used to cost 5.8 GB: the elements, all of them again
+ * as float32, and every output).
  *
- * IDX (MNIST's format): two zero bytes, a type byte (0x08 uint8, 0x09 int8, 0x0B int16, 0x0C int32, 0x0D
- * float32, 0x0E float64), a rank byte (1..QC_MAX_RANK), rank big-endian uint32 dimensions (none 0), then
- * the elements, big-endian, row-major, and nothing after them. A plain file's size must be exactly that; a
- * gzip stream that ends early or goes on past the last element is refused when the reading gets there (so
- * after some rows were classified: nothing is printed then). A gzip IDX may inflate to at most
+ * IDX (MNIST's format, described in qc_idx.h): a header, then the elements, big-endian, row-major, and
+ * nothing after them. A plain file's size must be exactly that; a gzip stream that ends early or goes on
+ * past the last element is refused when the reading gets there (so after some rows were classified:
+ * nothing is printed then). A gzip IDX may inflate to at most
  * INPUT_MAX_INFLATION times its compressed size or INPUT_INFLATE_FREE bytes, whichever is more — the bound
  * `qmap convert` puts on compressed zip entries, which a real data set (MNIST: 9.9 MB to 47 MB, 4.8x) is
  * far below and a gzip bomb (1 MB to 1 GiB) far above — unless allow_large; the header's dimensions are

@@ -35,24 +35,15 @@ static long long in_read(idx_in *in, void *dst, size_t n)
     while (done < n) {
         unsigned want = n - done > (1u << 30) ? 1u << 30 : (unsigned)(n - done);
         int got = gzread(in->gz, (uint8_t *)dst + done, want);
-        if (got < 0 || (got == 0 && !gzeof(in->gz))) {
-            int zerr;
-            const char *msg = gzerror(in->gz, &zerr);
+        /* gzread reports a stream cut short as end of data plus an error code */
+        int zerr = Z_OK;
+        const char *msg = got <= 0 ? gzerror(in->gz, &zerr) : NULL;
+        if (got < 0 || (got == 0 && zerr != Z_OK && zerr != Z_STREAM_END)) {
             in->st = qm_fail(in->err, QM_ERR_BAD_SOURCE, in->name, NULL, QM_NO_OFFSET,
-                    "the gzip stream is damaged after %zu bytes of IDX data: %s", done, msg ? msg : "read error");
+                             "the gzip stream is damaged or cut short: %s", msg ? msg : "read error");
             return -1;
         }
-        if (got == 0) {
-            /* gzread reports a stream cut short as end of data plus an error code */
-            int zerr;
-            const char *msg = gzerror(in->gz, &zerr);
-            if (zerr != Z_OK && zerr != Z_STREAM_END) {
-                in->st = qm_fail(in->err, QM_ERR_BAD_SOURCE, in->name, NULL, QM_NO_OFFSET,
-                        "the gzip stream is damaged or cut short: %s", msg ? msg : "read error");
-                return -1;
-            }
-            break;
-        }
+        if (got == 0) break;
         done += (size_t)got;
     }
     return (long long)done;
@@ -71,54 +62,67 @@ static qc_dtype idx_type(uint8_t code, size_t *size)
     }
 }
 
-static void to_host(void *data, uint64_t n, size_t size)
+void qc_idx_to_host(void *data, uint64_t n, size_t esize)
 {
     uint8_t *p = data;
-    for (uint64_t i = 0; i < n; i++, p += size) {
-        if (size == 2) { uint16_t v; memcpy(&v, p, 2); v = __builtin_bswap16(v); memcpy(p, &v, 2); }
-        else if (size == 4) { uint32_t v; memcpy(&v, p, 4); v = __builtin_bswap32(v); memcpy(p, &v, 4); }
-        else if (size == 8) { uint64_t v; memcpy(&v, p, 8); v = __builtin_bswap64(v); memcpy(p, &v, 8); }
+    for (uint64_t i = 0; i < n; i++, p += esize) {
+        if (esize == 2) { uint16_t v; memcpy(&v, p, 2); v = __builtin_bswap16(v); memcpy(p, &v, 2); }
+        else if (esize == 4) { uint32_t v; memcpy(&v, p, 4); v = __builtin_bswap32(v); memcpy(p, &v, 4); }
+        else if (esize == 8) { uint64_t v; memcpy(&v, p, 8); v = __builtin_bswap64(v); memcpy(p, &v, 8); }
     }
 }
 
-static qm_status read_idx(idx_in *in, uint64_t max_bytes, qc_idx *out)
+/* The type, rank and dimensions; each count checked before it is used. */
+static qm_status read_header(idx_in *in, uint64_t max_bytes, qc_idx_header *h)
 {
     qm_error *err = in->err;
+    memset(h, 0, sizeof *h);
     uint8_t head[4];
     long long got = in_read(in, head, 4);
     if (got < 0) return in->st;
     if (got < 4 || head[0] || head[1])
         return qm_fail(err, QM_ERR_BAD_SOURCE, in->name, "magic", 0,
                        "not an IDX file: it must start with two zero bytes, a type and a rank (MNIST's format)");
-    size_t esize;
-    qc_dtype dt = idx_type(head[2], &esize);
-    if (!esize)
+    h->dtype = idx_type(head[2], &h->esize);
+    if (!h->esize)
         return qm_fail(err, QM_ERR_UNSUPPORTED, in->name, "type", 2,
                        "IDX element type 0x%02x is not one of 0x08 (uint8), 0x09, 0x0B, 0x0C, 0x0D, 0x0E", head[2]);
-    uint32_t rank = head[3];
-    if (rank == 0 || rank > QC_MAX_RANK)
-        return qm_fail(err, QM_ERR_BAD_SOURCE, in->name, "rank", 3, "rank %u is outside 1..%d", rank, QC_MAX_RANK);
+    h->rank = head[3];
+    if (h->rank == 0 || h->rank > QC_MAX_RANK)
+        return qm_fail(err, QM_ERR_BAD_SOURCE, in->name, "rank", 3, "IDX rank %u is outside 1..%d", h->rank,
+                       QC_MAX_RANK);
     uint8_t dims[4 * QC_MAX_RANK];
-    got = in_read(in, dims, 4 * rank);
+    got = in_read(in, dims, 4 * h->rank);
     if (got < 0) return in->st;
-    if ((uint64_t)got < 4ull * rank)
+    if ((uint64_t)got < 4ull * h->rank)
         return qm_fail(err, QM_ERR_BAD_SOURCE, in->name, "dimensions", 4,
-                       "the file ends inside its %u dimensions", rank);
+                       "the file ends inside its %u dimensions", h->rank);
     uint64_t n = 1;
-    for (uint32_t i = 0; i < rank; i++) {
-        uint64_t d = (uint64_t)dims[4 * i] << 24 | (uint64_t)dims[4 * i + 1] << 16 | (uint64_t)dims[4 * i + 2] << 8 |
-                     dims[4 * i + 3];
+    for (uint32_t i = 0; i < h->rank; i++) {
+        const uint8_t *p = dims + 4 * i;
+        uint64_t d = (uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | p[3];
         if (d == 0)
-            return qm_fail(err, QM_ERR_BAD_SOURCE, in->name, "dimensions", 4 + 4 * i, "dimension %u is 0", i);
-        if (n > max_bytes / esize / d)
+            return qm_fail(err, QM_ERR_BAD_SOURCE, in->name, "dimensions", 4 + 4 * i, "IDX dimension %u is 0", i);
+        if (n > max_bytes / h->esize / d && max_bytes == UINT64_MAX)
+            return qm_fail(err, QM_ERR_UNSUPPORTED, in->name, "dimensions", 4 + 4 * i,
+                           "the IDX dimensions overflow 64 bits");
+        if (n > max_bytes / h->esize / d)
             return qm_fail(err, QM_ERR_UNSUPPORTED, in->name, "dimensions", 4 + 4 * i,
                            "the dimensions describe more than %llu bytes of data",
                            (unsigned long long)max_bytes);
         n *= d;
-        out->shape[i] = d;
+        h->shape[i] = d;
     }
-    uint64_t nbytes = n * esize;
-    /* grow with what arrives: a header may claim gigabytes in a file of a few bytes */
+    h->n_elements = n;
+    return QM_OK;
+}
+
+/* All of the data after the header, growing with what arrives: a header may claim gigabytes in a file
+ * of a few bytes. Nothing may follow the last element. */
+static qm_status read_data(idx_in *in, const qc_idx_header *h, uint8_t **data)
+{
+    qm_error *err = in->err;
+    uint64_t nbytes = h->n_elements * h->esize;
     uint8_t *buf = NULL;
     uint64_t have = 0, cap = 0;
     while (have < nbytes) {
@@ -134,12 +138,12 @@ static qm_status read_idx(idx_in *in, uint64_t max_bytes, qc_idx *out)
             buf = nb;
             cap = next;
         }
-        got = in_read(in, buf + have, (size_t)(cap - have));
+        long long got = in_read(in, buf + have, (size_t)(cap - have));
         if (got < 0) { free(buf); return in->st; }
         if (got == 0) break;
         have += (uint64_t)got;
     }
-    uint64_t header = 4 + 4ull * rank;
+    uint64_t header = 4 + 4ull * h->rank;
     if (have < nbytes) {
         free(buf);
         return qm_fail(err, QM_ERR_BAD_SOURCE, in->name, "data", header,
@@ -147,19 +151,44 @@ static qm_status read_idx(idx_in *in, uint64_t max_bytes, qc_idx *out)
                        (unsigned long long)nbytes);
     }
     uint8_t extra;
-    got = in_read(in, &extra, 1);
+    long long got = in_read(in, &extra, 1);
     if (got != 0) {
         free(buf);
         if (got < 0) return in->st;
         return qm_fail(err, QM_ERR_BAD_SOURCE, in->name, "data", header + nbytes,
                        "bytes follow the last element its dimensions describe");
     }
-    to_host(buf, n, esize);
-    out->dtype = dt;
-    out->rank = rank;
-    out->n_elements = n;
-    out->data = buf;
+    *data = buf;
     return QM_OK;
+}
+
+static qm_status read_idx(idx_in *in, uint64_t max_bytes, qc_idx *out)
+{
+    qc_idx_header h;
+    qm_status st = read_header(in, max_bytes, &h);
+    if (st != QM_OK) return st;
+    uint8_t *data = NULL;
+    if ((st = read_data(in, &h, &data)) != QM_OK) return st;
+    qc_idx_to_host(data, h.n_elements, h.esize);
+    out->dtype = h.dtype;
+    out->rank = h.rank;
+    memcpy(out->shape, h.shape, sizeof out->shape);
+    out->n_elements = h.n_elements;
+    out->data = data;
+    return QM_OK;
+}
+
+qm_status qc_idx_read_header(struct gzFile_s *gz, const char *name, uint64_t max_bytes, qc_idx_header *h,
+                             qm_error *err)
+{
+    idx_in in = { .name = name, .gz = gz, .err = err };
+    return read_header(&in, max_bytes ? max_bytes : IDX_DEFAULT_MAX, h);
+}
+
+long long qc_idx_read_bytes(struct gzFile_s *gz, const char *name, void *dst, size_t n, qm_error *err)
+{
+    idx_in in = { .name = name, .gz = gz, .err = err };
+    return in_read(&in, dst, n);
 }
 
 int qc_idx_sniff(const uint8_t *head, size_t len)

@@ -22,6 +22,15 @@
 #include "qc_source.h"
 #include "qm_error.h"
 
+/* What an IDX header says: its first 4 + 4 * rank bytes. */
+typedef struct qc_idx_header {
+    qc_dtype dtype;                  /* QC_U8, QC_I8, QC_I16, QC_I32, QC_F32 or QC_F64 */
+    size_t esize;                    /* bytes per element */
+    uint32_t rank;                   /* 1 .. QC_MAX_RANK */
+    uint64_t shape[QC_MAX_RANK];     /* none 0 */
+    uint64_t n_elements;             /* their product; n_elements * esize <= max_bytes */
+} qc_idx_header;
+
 typedef struct qc_idx {
     qc_dtype dtype;                  /* QC_U8, QC_I8, QC_I16, QC_I32, QC_F32 or QC_F64 */
     uint32_t rank;                   /* 1 .. QC_MAX_RANK */
@@ -42,5 +51,22 @@ qm_status qc_idx_parse(const void *data, size_t len, const char *name, uint64_t 
                        qm_error *err);
 
 void qc_idx_free(qc_idx *x);         /* zeroes *x; NULL allowed */
+
+struct gzFile_s;                      /* zlib's gzFile, so that this header needs no zlib.h */
+
+/* Reading an IDX front to back a slice at a time, for `qmap run --input` (memory is one slice whatever
+ * the file's size): the same header checks and gzip reading qc_idx_read is built on. `gz` is a zlib
+ * stream (gzdopen reads a plain file as it is and inflates a gzip one) positioned at the file's start;
+ * `name` is used in messages; max_bytes caps the size the dimensions describe (0: 4 GiB). The caller
+ * checks that size against the file and reads the data. */
+qm_status qc_idx_read_header(struct gzFile_s *gz, const char *name, uint64_t max_bytes, qc_idx_header *h,
+                             qm_error *err);
+
+/* Up to n bytes of the stream into dst: how many (fewer than n only at the end of the data), or -1 with
+ * err set when the gzip stream is damaged or cut short. */
+long long qc_idx_read_bytes(struct gzFile_s *gz, const char *name, void *dst, size_t n, qm_error *err);
+
+/* n elements of esize bytes from the file's big-endian order to the host's, in place. */
+void qc_idx_to_host(void *data, uint64_t n, size_t esize);
 
 #endif /* QC_IDX_H */

@@ -1,11 +1,11 @@
 # mk/run.mk — decoder-LM runtime tests: parity with PyTorch per family and dtype, prefill vs decode,
 # threads, chunking, KV types, API error paths, and no allocation per token (tests/run/).
 
-$(BUILD)/tests/lm_logits: tests/run/lm_logits.c $(LIBS) $(HEADERS)
+$(BUILD)/tests/lm_logits: tests/run/lm_logits.c tests/run/logits_tool.h $(LIBS) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
-$(BUILD)/asan/lm_logits: tests/run/lm_logits.c $(ASAN_FORMAT_OBJ) $(HEADERS)
+$(BUILD)/asan/lm_logits: tests/run/lm_logits.c tests/run/logits_tool.h $(ASAN_FORMAT_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN_CFLAGS) -DLM_LOGITS_NO_ALLOC_HOOK -o $@ $< $(ASAN_FORMAT_OBJ) $(LDLIBS)
 

@@ -12,13 +12,8 @@ bool serve_classify_parse(const char *body, size_t len, uint32_t input_dim, floa
 {
     *x = NULL;
     *n = 0;
-    json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return serve_fail(err, 400, "invalid_request_error", "invalid_json", NULL, "the body must be a JSON object: %s",
-                          root ? "it is not an object" : je.text);
-    }
+    json_t *root = serve_load_object(body, len, err);
+    if (!root) return false;
     json_t *rows = json_object_get(root, "inputs"), *px = json_object_get(root, "pixels");
     size_t nr = json_array_size(rows);
     bool ok = true;

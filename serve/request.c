@@ -48,8 +48,7 @@ static bool bad(serve_error *e, const char *param, const char *fmt, ...)
     return serve_fail(e, 400, "invalid_request_error", "invalid_value", param, "%s", msg);
 }
 
-/* Parse the body as one JSON object. jansson refuses invalid UTF-8 and NUL inside strings. */
-static json_t *load_object(const char *body, size_t len, serve_error *err)
+json_t *serve_load_object(const char *body, size_t len, serve_error *err)
 {
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
@@ -311,7 +310,7 @@ bool serve_request_parse(const char *body, size_t len, bool chat, const serve_de
     out->min_p = def->min_p;
     out->repeat_penalty = def->repeat_penalty;
     out->top_k = def->top_k;
-    json_t *root = load_object(body, len, err);
+    json_t *root = serve_load_object(body, len, err);
     if (!root) return false;
     bool ok = (chat ? parse_messages(root, out, err) : parse_prompt(root, out, err)) && parse_sampling(root, out, err) &&
               parse_limits(root, out, err) && parse_stop(root, out, err) && parse_logprobs(root, out, err);
@@ -324,7 +323,7 @@ bool serve_tokenize_parse(const char *body, size_t len, serve_tokenize_request *
 {
     memset(out, 0, sizeof *out);
     out->add_special = true;
-    json_t *root = load_object(body, len, err);
+    json_t *root = serve_load_object(body, len, err);
     if (!root) return false;
     json_t *c = json_object_get(root, "content");
     bool ok = json_is_string(c) ? true : bad(err, "content", "'content' must be a string");
@@ -338,7 +337,7 @@ bool serve_detokenize_parse(const char *body, size_t len, int32_t **ids, size_t 
 {
     *ids = NULL;
     *n_ids = 0;
-    json_t *root = load_object(body, len, err);
+    json_t *root = serve_load_object(body, len, err);
     if (!root) return false;
     json_t *t = json_object_get(root, "tokens");
     bool ok = json_is_array(t) ? parse_ids(t, "tokens", ids, n_ids, err) : bad(err, "tokens", "'tokens' must be a list of token ids");

@@ -37,6 +37,11 @@ bool serve_fail(serve_error *e, int status, const char *type, const char *code, 
 /* The error as a NUL-terminated JSON text (malloc'd; NULL on out of memory). */
 char *serve_error_json(const serve_error *e);
 
+/* A request body parsed as one JSON object (jansson's json_t, the caller's to json_decref), or NULL with
+ * *err a 400 invalid_json: not JSON (where it breaks), or JSON but not an object. jansson refuses invalid
+ * UTF-8, NUL inside strings and (here) a key given twice. Every endpoint reads its body through this. */
+struct json_t *serve_load_object(const char *body, size_t len, serve_error *err);
+
 typedef struct serve_message {
     char *role;                /* "system", "user", "assistant" ("developer" is read as "system") */
     char *content;             /* UTF-8, NUL-terminated (a list of text parts is joined) */

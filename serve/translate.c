@@ -16,13 +16,8 @@ bool serve_translate_parse(const char *body, size_t len, serve_translate_request
 {
     memset(out, 0, sizeof *out);
     out->beam = 1;
-    json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return serve_fail(err, 400, "invalid_request_error", "invalid_json", NULL, "the body must be a JSON object: %s",
-                          root ? "it is not an object" : je.text);
-    }
+    json_t *root = serve_load_object(body, len, err);
+    if (!root) return false;
     json_t *text = json_object_get(root, "text"), *beam = json_object_get(root, "beam");
     json_t *one[1] = { text };
     size_t n = json_is_string(text) ? 1 : json_array_size(text);

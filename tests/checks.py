@@ -29,12 +29,30 @@ class Checks:
         sys.stdout.flush()
         return bool(ok)
 
-    def finish(self):
-        """Print the closing count line (and each failure); the exit status for sys.exit."""
-        print("\n%d passed, %d failed" % (self.passed, len(self.failed)))
+    def finish(self, seconds=None):
+        """Print the closing count line (with the run's time when given) and each failure; the exit status
+        for sys.exit."""
+        took = "" if seconds is None else " (%.1f s)" % seconds
+        print("\n%d passed, %d failed%s" % (self.passed, len(self.failed), took))
         for f in self.failed:
             print("FAILED: " + f)
         return 1 if self.failed else 0
+
+
+def short(s, n=400):
+    """s on one line, cut to n characters: a subprocess's output in a FAIL line."""
+    s = s.strip().replace("\n", " | ")
+    return s if len(s) <= n else s[:n - 3] + "..."
+
+
+def xxh3_file(path):
+    """The XXH3-64 of a file's bytes, read 1 MiB at a time."""
+    import xxhash   # here, not at the top: the suites that do not hash files need not have it
+    h = xxhash.xxh3_64()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.intdigest()
 
 
 def fresh_dir(path):

@@ -20,7 +20,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 import numpy as np
 
 from . import _lib
-from .errors import QMAP_ERR_INVALID_ARGUMENT, QMAP_ERR_STATE, InvalidArgumentError, StateError, error_for
+from .errors import QMAP_ERR_STATE, StateError, error_for
+from .errors import invalid as _invalid
+from .errors import raise_if as _raise_if
 
 C = _lib.lib
 DTYPE_NAMES = {1: "F32", 2: "F16", 3: "BF16", 4: "I32", 5: "Q8_ROW"}
@@ -33,16 +35,8 @@ META_ARRAY_DTYPES = {1: "<u4", 2: "<i4", 3: "<u8", 4: "<i8", 5: "<f4", 6: "<f8",
 META_STRING, META_ARRAY = 8, 9
 
 
-def _raise_if(status: int, err: _lib.qmap_error) -> None:
-    if status != 0:
-        raise error_for(status, err.message.decode("utf-8", "replace"))
-
-
-def _invalid(message: str) -> InvalidArgumentError:
-    return InvalidArgumentError(message, code=QMAP_ERR_INVALID_ARGUMENT, status="QMAP_ERR_INVALID_ARGUMENT")
-
-
 def _human_bytes(n: int) -> str:
+    """n bytes as people read them (model.py's repr uses it too)."""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if n >= size:
             return "%.1f %s" % (n / size, unit)

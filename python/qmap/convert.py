@@ -13,7 +13,8 @@ import warnings
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
 
 from . import _lib
-from .errors import QMAP_ERR_INVALID_ARGUMENT, InvalidArgumentError, error_for
+from .errors import error_for
+from .errors import invalid as _invalid
 
 C = _lib.lib
 PathLike = Union[str, "os.PathLike[str]"]
@@ -36,10 +37,6 @@ class Progress(NamedTuple):
 
 class ConvertWarning(UserWarning):
     """A warning of qmap.convert (e.g. NaN/Inf copied from a weight; strict=True makes it an error)."""
-
-
-def _invalid(message: str) -> InvalidArgumentError:
-    return InvalidArgumentError(message, code=QMAP_ERR_INVALID_ARGUMENT, status="QMAP_ERR_INVALID_ARGUMENT")
 
 
 def _path(name: str, value: Any) -> bytes:

@@ -7,7 +7,7 @@ derives from it too (FileIOError is an OSError, InvalidArgumentError a ValueErro
 catches the built-in catches qmap's.
 """
 import re
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Type
 
 _TAGGED = re.compile(r"\[QM(AP)?_[A-Z0-9_]+\]$")   # the library's messages end with their status
 
@@ -102,3 +102,15 @@ def error_for(code: int, message: str, status: Optional[str] = None) -> Error:
         from . import _lib
         status = _lib.lib.qmap_status_name(code).decode()
     return CLASS_OF_CODE.get(code, Error)(message, code=code, status=status)
+
+
+def raise_if(status: int, err: Any) -> None:
+    """Raise the exception for a C call's status (0: nothing), with the message it wrote into err (a
+    _lib.qmap_error)."""
+    if status != 0:
+        raise error_for(status, err.message.decode("utf-8", "replace"))
+
+
+def invalid(message: str) -> InvalidArgumentError:
+    """The InvalidArgumentError of an argument the package itself refuses (before any C call)."""
+    return InvalidArgumentError(message, code=QMAP_ERR_INVALID_ARGUMENT, status="QMAP_ERR_INVALID_ARGUMENT")

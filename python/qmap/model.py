@@ -15,8 +15,10 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _lib
-from .errors import (QMAP_ERR_INVALID_ARGUMENT, QMAP_ERR_NOT_FOUND, QMAP_ERR_STATE, InvalidArgumentError,
-                     NotFoundError, StateError, error_for)
+from .container import _human_bytes
+from .errors import QMAP_ERR_INVALID_ARGUMENT, QMAP_ERR_NOT_FOUND, QMAP_ERR_STATE, NotFoundError, StateError
+from .errors import invalid as _invalid
+from .errors import raise_if as _raise_if
 
 C = _lib.lib
 KINDS = {0: "none", 1: "lm", 2: "classifier", 3: "seq2seq"}
@@ -24,22 +26,6 @@ KV_TYPES = {"f16": 0, "f32": 1}
 ACT_MODES = {"auto": 0, "int8": 1, "f32": 2, "int8x2": 3, "precise": 4}
 DEFAULT_MAX_CTX = 4096      # positions of the KV cache when n_ctx is not given (the model's, up to this)
 PIECE_CAP = 4096            # bytes qmap_detokenize may write: every token of the common vocabularies fits
-
-
-def _raise_if(status: int, err: _lib.qmap_error) -> None:
-    if status != 0:
-        raise error_for(status, err.message.decode("utf-8", "replace"))
-
-
-def _invalid(message: str) -> InvalidArgumentError:
-    return InvalidArgumentError(message, code=QMAP_ERR_INVALID_ARGUMENT, status="QMAP_ERR_INVALID_ARGUMENT")
-
-
-def _human_bytes(n: int) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return "%.1f %s" % (n / size, unit)
-    return "%d B" % n
 
 
 def _choice(name: str, value: str, table: Dict[str, int]) -> int:

@@ -35,7 +35,6 @@ from collections import OrderedDict
 import numpy as np
 import torch
 import torch.nn as nn
-import xxhash
 
 sys.dont_write_bytecode = True     # keep tests/ free of __pycache__
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,14 +58,8 @@ TIMEOUT = 120
 
 Checks = checks.Checks
 fresh_dir = checks.fresh_dir
-
-
-def xxh3_file(path):
-    h = xxhash.xxh3_64()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.intdigest()
+short = checks.short
+xxh3_file = checks.xxh3_file
 
 
 class Converter:
@@ -80,11 +73,6 @@ class Converter:
         except subprocess.TimeoutExpired:
             return -999, "", "timed out after %ds: %s" % (TIMEOUT, " ".join(cmd))
         return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
-
-
-def short(s, n=400):
-    s = s.strip().replace("\n", " | ")
-    return s if len(s) <= n else s[:n - 3] + "..."
 
 # ------------------------------------------------------------------------------------------- container checks
 
@@ -766,11 +754,7 @@ def main():
     BadInputs(suite).run()
     test_torch_fast.run(suite.ck, args.qmap, suite.work)
     ExportCommand(suite).run()
-    ck = suite.ck
-    print("%d passed, %d failed (%.1fs)" % (ck.passed, len(ck.failed), time.time() - t0))
-    for f in ck.failed:
-        print("  FAILED %s" % f)
-    return 1 if ck.failed else 0
+    return suite.ck.finish(time.time() - t0)
 
 
 if __name__ == "__main__":

@@ -36,15 +36,11 @@
 #include "qm_writer.h"
 #include "fuzz_scratch.h"
 
+#define FUZZ_TARGET "fuzz_config"
+#include "fuzz_check.h"
+#include "fuzz_plan.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "fuzz_config: property violated: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    abort();
-}
-
-#define CHECK(cond, what) do { if (!(cond)) die((what), #cond); } while (0)
 
 /* ---- safetensors bytes built in memory (fixture) ---- */
 
@@ -251,13 +247,11 @@ enum { N_MODELS = 6 };
 static const char *const g_model_names[N_MODELS] = { "gpt2", "gpt_neo", "llama", "qwen2", "mlp", "seq2seq" };
 static qc_source *g_src[N_MODELS];
 static uint8_t *g_bytes[N_MODELS];
-static char g_dir[512];
+static char g_dir[512], g_plan_path[600];   /* the scratch directory; plan.qmap in it */
 
 static void cleanup(void)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s/plan.qmap", g_dir);
-    unlink(path);
+    unlink(g_plan_path);
     rmdir(g_dir);
     for (int i = 0; i < N_MODELS; i++) {
         qc_source_free(g_src[i]);
@@ -269,6 +263,7 @@ static void make_fixture(void)
 {
     if (!fuzz_scratch_dir(g_dir, sizeof g_dir, "config", cleanup))
         die("cannot make a scratch directory under", "TMPDIR");
+    snprintf(g_plan_path, sizeof g_plan_path, "%s/plan.qmap", g_dir);
     for (int i = 0; i < N_MODELS; i++) {
         stbuf b = { 0 };
         switch (i) {
@@ -289,57 +284,7 @@ static void make_fixture(void)
     }
 }
 
-/* ---- properties ---- */
-
-static void check_failure(qm_status st, const qm_error *err)
-{
-    CHECK(st != QM_OK, "failure reported as QM_OK");
-    CHECK(strcmp(qm_status_name(st), "QM_ERR_UNKNOWN") != 0, "known status");
-    CHECK(err->code == st, "err.code == returned status");
-    CHECK(memchr(err->message, 0, sizeof err->message) && err->message[0], "non-empty terminated message");
-}
-
-static bool plan_status_documented(qm_status st)
-{
-    return st == QM_ERR_UNKNOWN_ARCH || st == QM_ERR_BAD_CONFIG || st == QM_ERR_SHAPE ||
-           st == QM_ERR_MISSING_TENSOR || st == QM_ERR_UNEXPECTED_TENSOR || st == QM_ERR_UNSUPPORTED ||
-           st == QM_ERR_BAD_SOURCE || st == QM_ERR_NOMEM;
-}
-
-static void check_plan(const qc_plan *p, qc_source *const *srcs, uint32_t n_srcs)
-{
-    CHECK(p->arch && p->arch[0], "plan names its architecture");
-    for (uint64_t i = 0; i < p->n_out; i++) {
-        const qc_out *o = &p->out[i];
-        CHECK(memchr(o->name, 0, sizeof o->name) && o->name[0], "output name non-empty and terminated");
-        CHECK(o->src < n_srcs && o->tensor < srcs[o->src]->n_tensors, "output refers to a real tensor");
-        CHECK(o->rank >= 1 && o->rank <= 4, "output rank 1..4");
-        const qc_tensor *t = &srcs[o->src]->tensors[o->tensor];
-        uint64_t n = 1;
-        for (uint32_t d = 0; d < o->rank; d++) n *= o->dims[d];
-        CHECK(n == qc_tensor_elements(t), "output has the tensor's element count");
-        CHECK(!o->transpose || (o->rank == 2 && t->rank == 2), "only 2-D tensors are transposed");
-        for (uint64_t j = 0; j < i; j++) CHECK(strcmp(p->out[j].name, o->name) != 0, "output names distinct");
-    }
-    size_t al = strlen(p->arch);
-    for (uint64_t i = 0; i < p->n_meta; i++) {
-        const qc_meta_item *m = &p->meta[i];
-        CHECK(!strncmp(m->key, p->arch, al) && m->key[al] == '.', "metadata key under the architecture");
-        if (m->type == QM_META_STRING) CHECK(m->str != NULL, "string metadata set");
-        for (uint64_t j = 0; j < m->n_strs; j++) CHECK(m->strs[j] != NULL, "string array entries set");
-    }
-    char out[600];
-    snprintf(out, sizeof out, "%s/plan.qmap", g_dir);
-    qm_writer *w = NULL;
-    qm_error err;
-    if (qm_writer_create(out, NULL, &w, &err) != QM_OK) return;   /* the disk, not the plan */
-    qm_status st = qc_plan_write_meta(p, w, &err);
-    if (st != QM_OK && st != QM_ERR_NOMEM) {
-        fprintf(stderr, "fuzz_config: qc_plan_write_meta: %s\n", err.message);
-        die("an accepted plan's metadata can be written", NULL);
-    }
-    qm_writer_abort(w);
-}
+/* ---- properties (fuzz_plan.h) ---- */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -353,18 +298,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         qm_error err;
         qm_error_clear(&err);
         qm_status st = qc_plan_build(NULL, &g_src[i], 1, cfg, "config.json", NULL, &plan, &err);
-        if (st == QM_OK) {
-            check_plan(&plan, &g_src[i], 1);
-        } else {
-            check_failure(st, &err);
-            if (!plan_status_documented(st)) {
-                fprintf(stderr, "fuzz_config: %s: qc_plan_build gave %s: %s\n", g_model_names[i], qm_status_name(st),
-                        err.message);
-                die("the planner fails only with its documented errors", NULL);
-            }
-            CHECK(plan.n_out == 0 && plan.n_meta == 0 && plan.out == NULL && plan.meta == NULL,
-                  "a failed plan is left empty");
-        }
+        fuzz_plan_check(st, &err, &plan, &g_src[i], 1, UINT64_MAX, g_plan_path, g_model_names[i]);
         qc_plan_free(&plan);
     }
     free(cfg);

@@ -32,26 +32,13 @@
 #include "qc_index.h"
 #include "qc_source.h"
 
+#define FUZZ_TARGET "fuzz_index"
+#include "fuzz_check.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define FUZZ_INDEX_DIR "/fuzz-index-dir/"
 #define FUZZ_INDEX_PATH FUZZ_INDEX_DIR "model.safetensors.index.json"
-
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "fuzz_index: property violated: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    abort();
-}
-
-#define CHECK(cond, what) do { if (!(cond)) die((what), #cond); } while (0)
-
-static void check_failure(qm_status st, const qm_error *err)
-{
-    CHECK(st != QM_OK, "failure reported as QM_OK");
-    CHECK(strcmp(qm_status_name(st), "QM_ERR_UNKNOWN") != 0, "known status");
-    CHECK(err->code == st, "err.code == returned status");
-    CHECK(memchr(err->message, 0, sizeof err->message) && err->message[0], "non-empty terminated message");
-}
 
 static bool plain_name(const char *s)
 {

@@ -38,21 +38,17 @@
 #include "qm_writer.h"
 #include "fuzz_scratch.h"
 
+#define FUZZ_TARGET "fuzz_manifest"
+#include "fuzz_check.h"
+#include "fuzz_plan.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const unsigned FIXED_ELEMENTS[] = { 0, 1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512, 768, 1024 };
 #define N_FIXED (sizeof FIXED_ELEMENTS / sizeof FIXED_ELEMENTS[0])
 
 /* The once-per-process fixture: <g_root>/outside.bin and the dump directory <g_root>/dump. */
-static char g_root[512], g_dump[600];
-
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "fuzz_manifest: property violated: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    abort();
-}
-
-#define CHECK(cond, what) do { if (!(cond)) die((what), #cond); } while (0)
+static char g_root[512], g_dump[600], g_plan_path[700];
 
 static void path_in(char *out, size_t cap, const char *dir, const char *name)
 {
@@ -95,6 +91,7 @@ static void make_fixture(void)
     if (!fuzz_scratch_dir(g_root, sizeof g_root, "manifest", cleanup))
         die("cannot make a scratch directory under", "TMPDIR");
     path_in(g_dump, sizeof g_dump, g_root, "dump");
+    path_in(g_plan_path, sizeof g_plan_path, g_root, "plan.qmap");
     if (mkdir(g_dump, 0700) != 0) die("mkdir failed", g_dump);
     float *vals = malloc(1024 * sizeof *vals);
     if (!vals) die("out of memory", NULL);
@@ -122,14 +119,6 @@ static void make_fixture(void)
 
 static volatile uint8_t g_sink;
 
-static void check_failure(qm_status st, const qm_error *err)
-{
-    CHECK(st != QM_OK, "failure reported as QM_OK");
-    CHECK(strcmp(qm_status_name(st), "QM_ERR_UNKNOWN") != 0, "known status");
-    CHECK(err->code == st, "err.code == returned status");
-    CHECK(memchr(err->message, 0, sizeof err->message) && err->message[0], "non-empty terminated message");
-}
-
 static void check_source(qc_source *s)
 {
     qm_error err;
@@ -156,49 +145,6 @@ static void check_source(qc_source *s)
     }
 }
 
-static bool plan_status_documented(qm_status st)
-{
-    return st == QM_ERR_UNKNOWN_ARCH || st == QM_ERR_BAD_CONFIG || st == QM_ERR_SHAPE ||
-           st == QM_ERR_MISSING_TENSOR || st == QM_ERR_UNEXPECTED_TENSOR || st == QM_ERR_UNSUPPORTED ||
-           st == QM_ERR_BAD_SOURCE || st == QM_ERR_NOMEM;
-}
-
-static void check_plan(const qc_plan *p, qc_source *const *srcs, uint32_t n_srcs)
-{
-    CHECK(p->arch && p->arch[0], "plan names its architecture");
-    for (uint64_t i = 0; i < p->n_out; i++) {
-        const qc_out *o = &p->out[i];
-        CHECK(memchr(o->name, 0, sizeof o->name) && o->name[0], "output name non-empty and terminated");
-        CHECK(o->src < n_srcs && o->tensor < srcs[o->src]->n_tensors, "output refers to a real tensor");
-        CHECK(o->rank >= 1 && o->rank <= 4, "output rank 1..4");
-        const qc_tensor *t = &srcs[o->src]->tensors[o->tensor];
-        uint64_t n = 1;
-        for (uint32_t d = 0; d < o->rank; d++) n *= o->dims[d];
-        CHECK(n == qc_tensor_elements(t), "output has the tensor's element count");
-        CHECK(!o->transpose || (o->rank == 2 && t->rank == 2), "only 2-D tensors are transposed");
-        if (p->n_out <= 512)
-            for (uint64_t j = 0; j < i; j++) CHECK(strcmp(p->out[j].name, o->name) != 0, "output names distinct");
-    }
-    size_t al = strlen(p->arch);
-    for (uint64_t i = 0; i < p->n_meta; i++) {
-        const qc_meta_item *m = &p->meta[i];
-        CHECK(!strncmp(m->key, p->arch, al) && m->key[al] == '.', "metadata key under the architecture");
-        if (m->type == QM_META_STRING) CHECK(m->str != NULL, "string metadata set");
-        for (uint64_t j = 0; j < m->n_strs; j++) CHECK(m->strs[j] != NULL, "string array entries set");
-    }
-    char out[700];
-    path_in(out, sizeof out, g_root, "plan.qmap");
-    qm_writer *w = NULL;
-    qm_error err;
-    if (qm_writer_create(out, NULL, &w, &err) != QM_OK) return;   /* the disk, not the plan */
-    qm_status st = qc_plan_write_meta(p, w, &err);
-    if (st != QM_OK && st != QM_ERR_NOMEM) {
-        fprintf(stderr, "fuzz_manifest: qc_plan_write_meta: %s\n", err.message);
-        die("an accepted plan's metadata can be written", NULL);
-    }
-    qm_writer_abort(w);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!g_root[0]) make_fixture();
@@ -210,8 +156,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qm_error_clear(&err);
     qm_status st = qc_open_raw_dump(g_dump, 0, &s, &err);
     if (st != QM_OK) {
-        check_failure(st, &err);
-        CHECK(s == NULL, "*out is NULL on failure");
+        check_open_failure(st, &err, s);
         CHECK(st == QM_ERR_BAD_SOURCE || st == QM_ERR_UNSUPPORTED || st == QM_ERR_IO || st == QM_ERR_NOMEM,
               "documented status");
         return 0;
@@ -224,17 +169,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qm_error_clear(&err);
     qm_status ps = qc_plan_build(NULL, &s, 1, s->config_json, s->config_json ? "manifest.json (config)" : NULL,
                                  s->manifest_json, &plan, &err);
-    if (ps == QM_OK) {
-        check_plan(&plan, &s, 1);
-    } else {
-        check_failure(ps, &err);
-        if (!plan_status_documented(ps)) {
-            fprintf(stderr, "fuzz_manifest: qc_plan_build gave %s: %s\n", qm_status_name(ps), err.message);
-            die("the planner fails only with its documented errors", NULL);
-        }
-        CHECK(plan.n_out == 0 && plan.n_meta == 0 && plan.out == NULL && plan.meta == NULL,
-              "a failed plan is left empty");
-    }
+    fuzz_plan_check(ps, &err, &plan, &s, 1, 512, g_plan_path, "manifest.json");
     qc_plan_free(&plan);
     qc_source_free(s);
     return 0;

@@ -20,15 +20,10 @@
 
 #include "qc_source.h"
 
+#define FUZZ_TARGET "fuzz_npy"
+#include "fuzz_check.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "fuzz_npy: property violated: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    abort();
-}
-
-#define CHECK(cond, what) do { if (!(cond)) die((what), #cond); } while (0)
 
 static volatile uint8_t g_sink;
 
@@ -42,10 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qm_error_clear(&err);
     qm_status st = qc_open_buffer(QC_INPUT_NPY, size ? buf : NULL, size, "dir/fuzz.npy", &s, &err);
     if (st != QM_OK) {
-        CHECK(strcmp(qm_status_name(st), "QM_ERR_UNKNOWN") != 0, "known status");
-        CHECK(err.code == st, "err.code == returned status");
-        CHECK(memchr(err.message, 0, sizeof err.message) && err.message[0], "non-empty terminated message");
-        CHECK(s == NULL, "*out is NULL on failure");
+        check_open_failure(st, &err, s);
         free(buf);
         return 0;
     }

@@ -40,15 +40,10 @@
 /* Arrays are walked up to this many elements from the front, plus their last element, to keep runs fast. */
 #define MAX_ARRAY_WALK 4096u
 
+#define FUZZ_TARGET "fuzz_reader"
+#include "fuzz_check.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "fuzz_reader: property violated: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    abort();
-}
-
-#define CHECK(cond, what) do { if (!(cond)) die((what), #cond); } while (0)
 
 static volatile uint8_t g_sink; /* keeps the touched bytes from being optimised away */
 
@@ -70,7 +65,7 @@ static bool in_buffer(const uint8_t *buf, size_t size, const void *p, uint64_t l
 }
 
 /* A failure report must be a known, non-OK status with a non-empty, terminated message. */
-static void check_failure(qm_status st, const qm_error *err, const char *call)
+static void check_call_failure(qm_status st, const qm_error *err, const char *call)
 {
     if (st == QM_OK)
         die("failure reported as QM_OK", call);
@@ -162,7 +157,7 @@ static void check_tensors(const qm_file *f, const uint8_t *buf, size_t size)
         qm_status st = qm_tensor_verify(f, t, &err);
         bool match = qm_checksum(t->data, (size_t)t->size) == t->checksum;
         if (st != QM_OK) {
-            check_failure(st, &err, "qm_tensor_verify");
+            check_call_failure(st, &err, "qm_tensor_verify");
             CHECK(st == QM_ERR_TENSOR_CHECKSUM, "qm_tensor_verify code");
         }
         CHECK((st == QM_OK) == match, "qm_tensor_verify agrees with qm_checksum");
@@ -364,7 +359,7 @@ static void check_verify(const qm_file *f, bool full)
     if (st == QM_OK) {
         CHECK(bad == 0, "qm_verify OK but a tensor failed");
     } else {
-        check_failure(st, &err, full ? "qm_verify(full)" : "qm_verify");
+        check_call_failure(st, &err, full ? "qm_verify(full)" : "qm_verify");
         CHECK(bad > 0, "qm_verify failed but every tensor passed");
         CHECK(st == status[first_bad], "qm_verify returns the first failing tensor's code");
     }
@@ -388,7 +383,7 @@ static bool run_image(const uint8_t *data, size_t size, bool *sums_bad)
     memset(&err, 0x5A, sizeof err);
     qm_status st = qm_open_buffer(buf, size, "fuzz-input", &f, &err);
     if (st != QM_OK) {
-        check_failure(st, &err, "qm_open_buffer");
+        check_call_failure(st, &err, "qm_open_buffer");
         if (f != NULL)
             die("qm_open_buffer failed but *out is not NULL", qm_status_name(st));
         free(buf);

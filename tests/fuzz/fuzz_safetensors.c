@@ -22,26 +22,12 @@
 
 #include "qc_source.h"
 
+#define FUZZ_TARGET "fuzz_safetensors"
+#include "fuzz_check.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static void die(const char *what, const char *detail)
-{
-    fprintf(stderr, "fuzz_safetensors: property violated: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
-    abort();
-}
-
-#define CHECK(cond, what) do { if (!(cond)) die((what), #cond); } while (0)
-
 static volatile uint8_t g_sink;
-
-static void check_failure(qm_status st, const qm_error *err, const qc_source *s)
-{
-    CHECK(st != QM_OK, "failure reported as QM_OK");
-    CHECK(strcmp(qm_status_name(st), "QM_ERR_UNKNOWN") != 0, "known status");
-    CHECK(err->code == st, "err.code == returned status");
-    CHECK(memchr(err->message, 0, sizeof err->message) && err->message[0], "non-empty terminated message");
-    CHECK(s == NULL, "*out is NULL on failure");
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -53,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qm_error_clear(&err);
     qm_status st = qc_open_buffer(QC_INPUT_SAFETENSORS, size ? buf : NULL, size, "fuzz.safetensors", &s, &err);
     if (st != QM_OK) {
-        check_failure(st, &err, s);
+        check_open_failure(st, &err, s);
     } else {
         CHECK(size >= 8, "accepted input holds the length field");
         uint64_t n = 0;

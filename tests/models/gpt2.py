@@ -95,27 +95,32 @@ class GPT2MLP(nn.Module):
         return self.c_proj(gelu_new(self.c_fc(x)))
 
 
-class GPT2Block(nn.Module):
-    def __init__(self, cfg):
+class PreLNBlock(nn.Module):
+    """x + attn(ln_1(x)), then + mlp(ln_2(x)): the block of GPT-2 and GPT-Neo, under the names HF gives both.
+    attn and mlp are made by the caller (first attn, then mlp: the order the seed's draws go in)."""
+
+    def __init__(self, d, eps, attn, mlp):
         super().__init__()
-        d, eps = cfg["n_embd"], cfg["layer_norm_epsilon"]
         self.ln_1 = nn.LayerNorm(d, eps=eps)
-        self.attn = GPT2Attention(cfg)
+        self.attn = attn
         self.ln_2 = nn.LayerNorm(d, eps=eps)
-        self.mlp = GPT2MLP(cfg)
+        self.mlp = mlp
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
         return x + self.mlp(self.ln_2(x))
 
 
-class GPT2Model(nn.Module):
-    def __init__(self, cfg):
+class GPTTransformer(nn.Module):
+    """HF's `transformer` of GPT-2 and GPT-Neo: token and learned position embeddings, the blocks, ln_f.
+    make_blocks() is called after the embeddings are made, so that the seed's draws keep their order."""
+
+    def __init__(self, vocab, n_positions, d, eps, make_blocks):
         super().__init__()
-        self.wte = nn.Embedding(cfg["vocab_size"], cfg["n_embd"])
-        self.wpe = nn.Embedding(cfg["n_positions"], cfg["n_embd"])
-        self.h = nn.ModuleList([GPT2Block(cfg) for _ in range(cfg["n_layer"])])
-        self.ln_f = nn.LayerNorm(cfg["n_embd"], eps=cfg["layer_norm_epsilon"])
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(n_positions, d)
+        self.h = nn.ModuleList(make_blocks())
+        self.ln_f = nn.LayerNorm(d, eps=eps)
 
     def forward(self, input_ids):
         T = input_ids.shape[1]
@@ -125,12 +130,14 @@ class GPT2Model(nn.Module):
         return self.ln_f(x)
 
 
-class GPT2LMHeadModel(nn.Module):
-    def __init__(self, cfg):
+class GPTCausalLM(nn.Module):
+    """The transformer and lm_head, tied to wte unless the config says otherwise."""
+
+    def __init__(self, cfg, d, transformer):
         super().__init__()
         self.config = cfg
-        self.transformer = GPT2Model(cfg)
-        self.lm_head = nn.Linear(cfg["n_embd"], cfg["vocab_size"], bias=False)
+        self.transformer = transformer
+        self.lm_head = nn.Linear(d, cfg["vocab_size"], bias=False)
         if cfg.get("tie_word_embeddings", True):
             self.lm_head.weight = self.transformer.wte.weight
 
@@ -139,9 +146,23 @@ class GPT2LMHeadModel(nn.Module):
         return self.lm_head(self.transformer(input_ids))
 
 
-def build(seed=0, **overrides):
-    cfg = make_config(**overrides)
+class GPT2LMHeadModel(GPTCausalLM):
+    def __init__(self, cfg):
+        d, eps = cfg["n_embd"], cfg["layer_norm_epsilon"]
+
+        def blocks():
+            return [PreLNBlock(d, eps, GPT2Attention(cfg), GPT2MLP(cfg)) for _ in range(cfg["n_layer"])]
+
+        super().__init__(cfg, d, GPTTransformer(cfg["vocab_size"], cfg["n_positions"], d, eps, blocks))
+
+
+def build_seeded(cls, cfg, seed):
+    """cls(cfg) made from `seed`, in eval mode, its vectors perturbed (common.perturb_vectors): (model, cfg)."""
     torch.manual_seed(seed)
-    model = GPT2LMHeadModel(cfg).eval()
+    model = cls(cfg).eval()
     perturb_vectors(model, seed)
     return model, cfg
+
+
+def build(seed=0, **overrides):
+    return build_seeded(GPT2LMHeadModel, make_config(**overrides), seed)

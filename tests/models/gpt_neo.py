@@ -16,8 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .common import perturb_vectors
-from .gpt2 import gelu_new
+from .gpt2 import GPTCausalLM, GPTTransformer, PreLNBlock, build_seeded, gelu_new
 
 
 def make_config(**overrides):
@@ -103,54 +102,15 @@ class GPTNeoMLP(nn.Module):
         return self.c_proj(gelu_new(self.c_fc(x)))
 
 
-class GPTNeoBlock(nn.Module):
-    def __init__(self, cfg, kind):
-        super().__init__()
+class GPTNeoForCausalLM(GPTCausalLM):
+    def __init__(self, cfg):
         d, eps = cfg["hidden_size"], cfg["layer_norm_epsilon"]
-        self.ln_1 = nn.LayerNorm(d, eps=eps)
-        self.attn = GPTNeoAttention(cfg, kind)
-        self.ln_2 = nn.LayerNorm(d, eps=eps)
-        self.mlp = GPTNeoMLP(cfg)
 
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
+        def blocks():
+            return [PreLNBlock(d, eps, GPTNeoAttention(cfg, kind), GPTNeoMLP(cfg)) for kind in attention_layers(cfg)]
 
-
-class GPTNeoModel(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        d = cfg["hidden_size"]
-        self.wte = nn.Embedding(cfg["vocab_size"], d)
-        self.wpe = nn.Embedding(cfg["max_position_embeddings"], d)
-        self.h = nn.ModuleList([GPTNeoBlock(cfg, kind) for kind in attention_layers(cfg)])
-        self.ln_f = nn.LayerNorm(d, eps=cfg["layer_norm_epsilon"])
-
-    def forward(self, input_ids):
-        T = input_ids.shape[1]
-        x = self.wte(input_ids) + self.wpe(torch.arange(T))
-        for block in self.h:
-            x = block(x)
-        return self.ln_f(x)
-
-
-class GPTNeoForCausalLM(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.config = cfg
-        self.transformer = GPTNeoModel(cfg)
-        self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
-        if cfg.get("tie_word_embeddings", True):
-            self.lm_head.weight = self.transformer.wte.weight
-
-    def forward(self, input_ids):
-        """input_ids [B, T] (int64) -> logits [B, T, V]."""
-        return self.lm_head(self.transformer(input_ids))
+        super().__init__(cfg, d, GPTTransformer(cfg["vocab_size"], cfg["max_position_embeddings"], d, eps, blocks))
 
 
 def build(seed=0, **overrides):
-    cfg = make_config(**overrides)
-    torch.manual_seed(seed)
-    model = GPTNeoForCausalLM(cfg).eval()
-    perturb_vectors(model, seed)
-    return model, cfg
+    return build_seeded(GPTNeoForCausalLM, make_config(**overrides), seed)

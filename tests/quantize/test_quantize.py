@@ -77,19 +77,8 @@ class Checks(checks.Checks):
 
 
 fresh_dir = checks.fresh_dir
-
-
-def short(s, n=300):
-    s = s.strip().replace("\n", " | ")
-    return s if len(s) <= n else s[:n - 3] + "..."
-
-
-def xxh3_file(path):
-    h = xxhash.xxh3_64()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.intdigest()
+short = checks.short
+xxh3_file = checks.xxh3_file
 
 
 def f32_bits(x):
@@ -1236,11 +1225,7 @@ def main():
     suite.usage_cases()
     suite.e2e_cases()
     suite.verify_outputs()
-    ck = suite.ck
-    print("%d passed, %d failed (%.1f s)" % (ck.passed, len(ck.failed), time.time() - t0))
-    for f in ck.failed:
-        print("  FAILED %s" % f)
-    return 1 if ck.failed else 0
+    return suite.ck.finish(time.time() - t0)
 
 
 if __name__ == "__main__":

@@ -23,34 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "logits_tool.h"
 #include "qmap.h"
-
-#ifndef LM_LOGITS_NO_ALLOC_HOOK
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void __libc_free(void *);
-static volatile int g_armed;
-static volatile long g_allocs;
-
-void *malloc(size_t n) { if (g_armed) g_allocs++; return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { if (g_armed) g_allocs++; return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { if (g_armed) g_allocs++; return __libc_realloc(p, n); }
-void free(void *p) { __libc_free(p); }
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    if (g_armed) g_allocs++;
-    void *p = __libc_memalign(align, n);
-    if (!p) return 12; /* ENOMEM */
-    *out = p;
-    return 0;
-}
-void *aligned_alloc(size_t align, size_t n) { if (g_armed) g_allocs++; return __libc_memalign(align, n); }
-#else
-static volatile int g_armed;
-static volatile long g_allocs;
-#endif
 
 #define MAX_OTHERS 7
 #define N_BATCH 96
@@ -258,15 +232,6 @@ static int error_cases(run_ctx *c)
     return all ? 0 : 1;
 }
 
-static void parse_act(const char *a, qmap_act_mode *out)
-{
-    *out = !strcmp(a, "int8")      ? QMAP_ACT_INT8
-           : !strcmp(a, "f32")     ? QMAP_ACT_F32
-           : !strcmp(a, "int8x2")  ? QMAP_ACT_INT8X2
-           : !strcmp(a, "precise") ? QMAP_ACT_PRECISE
-                                   : QMAP_ACT_AUTO;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 4) {
@@ -281,8 +246,8 @@ int main(int argc, char **argv)
     int i = 3;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) c.bp.threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--kv") && i + 1 < argc) c.bp.kv_type = !strcmp(argv[++i], "f32") ? QMAP_KV_F32 : QMAP_KV_F16;
-        else if (!strcmp(argv[i], "--act") && i + 1 < argc) parse_act(argv[++i], &c.bp.act);
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc) c.bp.kv_type = parse_kv(argv[++i]);
+        else if (!strcmp(argv[i], "--act") && i + 1 < argc) c.bp.act = parse_act(argv[++i]);
         else if (!strcmp(argv[i], "--max-others") && i + 1 < argc) max_others = (uint32_t)atoi(argv[++i]);
         else if (!strcmp(argv[i], "--alloc-check")) alloc_check = true;
         else if (!strcmp(argv[i], "--session-default")) session_default = true;

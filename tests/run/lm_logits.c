@@ -15,36 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "logits_tool.h"
 #include "qmap.h"
-
-/* ---- allocation counter: this program's malloc family forwards to glibc's and counts while armed ----
- * (left out of the sanitizer build, whose runtime owns malloc) */
-#ifndef LM_LOGITS_NO_ALLOC_HOOK
-extern void *__libc_malloc(size_t);
-extern void *__libc_calloc(size_t, size_t);
-extern void *__libc_realloc(void *, size_t);
-extern void *__libc_memalign(size_t, size_t);
-extern void __libc_free(void *);
-static volatile int g_armed;
-static volatile long g_allocs;
-
-void *malloc(size_t n) { if (g_armed) g_allocs++; return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { if (g_armed) g_allocs++; return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { if (g_armed) g_allocs++; return __libc_realloc(p, n); }
-void free(void *p) { __libc_free(p); }
-int posix_memalign(void **out, size_t align, size_t n)
-{
-    if (g_armed) g_allocs++;
-    void *p = __libc_memalign(align, n);
-    if (!p) return 12; /* ENOMEM */
-    *out = p;
-    return 0;
-}
-void *aligned_alloc(size_t align, size_t n) { if (g_armed) g_allocs++; return __libc_memalign(align, n); }
-#else
-static volatile int g_armed;
-static volatile long g_allocs;
-#endif
 
 static int fail(const char *what, const qmap_error *e)
 {
@@ -67,15 +39,9 @@ int main(int argc, char **argv)
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "-t") && i + 1 < argc) sp.threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-b") && i + 1 < argc) sp.n_batch = (uint32_t)atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--kv") && i + 1 < argc) sp.kv_type = !strcmp(argv[++i], "f32") ? QMAP_KV_F32 : QMAP_KV_F16;
-        else if (!strcmp(argv[i], "--act") && i + 1 < argc) {
-            const char *a = argv[++i];
-            sp.act = !strcmp(a, "int8")      ? QMAP_ACT_INT8
-                     : !strcmp(a, "f32")     ? QMAP_ACT_F32
-                     : !strcmp(a, "int8x2")  ? QMAP_ACT_INT8X2
-                     : !strcmp(a, "precise") ? QMAP_ACT_PRECISE
-                                             : QMAP_ACT_AUTO;
-        } else if (!strcmp(argv[i], "--step")) step = true;
+        else if (!strcmp(argv[i], "--kv") && i + 1 < argc) sp.kv_type = parse_kv(argv[++i]);
+        else if (!strcmp(argv[i], "--act") && i + 1 < argc) sp.act = parse_act(argv[++i]);
+        else if (!strcmp(argv[i], "--step")) step = true;
         else if (!strcmp(argv[i], "--greedy") && i + 1 < argc) greedy = atol(argv[++i]);
         else if (!strcmp(argv[i], "--alloc-check")) alloc_check = true;
         else { fprintf(stderr, "lm_logits: unknown option %s\n", argv[i]); return 2; }
