@@ -9,8 +9,8 @@
  *   tg: a fresh state, -n qmap_eval calls of one token each (the decode path), timed; beside it memory's
  *       read bandwidth (bm_bandwidth_memory) with up to the same number of threads (qmap runs a small
  *       product on one), over an anonymous buffer no cache can hold (bm_memory_buffer_len: >= 4 x the
- *       LLC, never shorter than the model) and over a mapping of the model's own file just after a pass
- *       over that buffer evicted it, read just before and just after the run (the better of the two);
+ *       LLC, never shorter than the model) and over a mapping of the model's own file just after its
+ *       lines were flushed from the caches, read just before and just after the run (the better of two);
  *       the speed of light is the better reading divided by the bytes one decode step reads
  *       (qmap_model_info.bytes_per_token: every matrix once, one embedding row; and the KV cache its
  *       attention read, qmap_session_kv_bytes_read, averaged over the run), and the fraction reached.
@@ -143,7 +143,10 @@ typedef struct row {
 } row;
 
 /* Which of a tg row's two readings is its limit (the better median): "anonymous" or "mapping". */
-static const char *limit_reading(const row *r) { return r->bw_anon.median >= r->bw_map.median ? "anonymous" : "mapping"; }
+static const char *limit_reading(const row *r)
+{
+    return r->bw_anon.median >= r->bw_map.median ? "anonymous" : "mapping";
+}
 
 static void print_header(const bm_cfg *c)
 {
@@ -277,7 +280,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
 }
 
 /* Memory's best read bandwidth with up to t threads (a decode step may run a small product on fewer): over
- * the anonymous buffer (*a) and over the mapping after that buffer evicted it (*b), bm_bandwidth_memory. */
+ * the anonymous buffer (*a) and over the mapping flushed from the caches (*b), bm_bandwidth_memory. */
 static void limit_readings(const uint8_t *anon, size_t anon_len, const uint8_t *map, size_t map_len, int t,
                            double *a, double *b)
 {
@@ -608,8 +611,8 @@ static void print_row_notes(const bm_cfg *c, const row *r, int test)
         char llc[32] = "unknown";
         if (r->llc) snprintf(llc, sizeof llc, "%.0f MiB", (double)r->llc / (1 << 20));
         fprintf(stderr, "qmap bench: %s%ld, %d thr: limit from the %s reading: %.1f GB/s over %.0f MiB of anonymous "
-                "memory (>= %d x the LLC, %s, and the model), %.1f GB/s over the model's mapping just after that "
-                "evicted it (%.2f x)\n", r->test, r->n, r->threads, limit_reading(r), r->bw_anon.median,
+                "memory (>= %d x the LLC, %s, and the model), %.1f GB/s over the model's mapping flushed from the "
+                "caches (%.2f x)\n", r->test, r->n, r->threads, limit_reading(r), r->bw_anon.median,
                 (double)r->anon_len / (1 << 20), BM_LLC_MULTIPLE, llc, r->bw_map.median,
                 bm_ratio(r->bw_map.median, r->bw_anon.median));
         if (r->cache_holds)
