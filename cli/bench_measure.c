@@ -412,10 +412,10 @@ static void read_part(void *ctx, int t, int nt)
     j->out[t] = o;
 }
 
-double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads)
+/* `passes` timed passes of reader r over buf[0..len) (bm_read_once); GB/s of the bytes read. */
+static double read_passes(const bm_reader *r, const uint8_t *buf, size_t len, int threads, size_t passes)
 {
     if (threads < 1) threads = 1;
-    size_t passes = len >= MIN_READ_BYTES ? 1 : (MIN_READ_BYTES + len - 1) / (len ? len : 1);
     read_part_out *out = calloc((size_t)threads, sizeof *out);
     if (!out) return NAN;
     read_job j = { r, buf, len, passes, out };
@@ -427,6 +427,11 @@ double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int thre
     }
     free(out);
     return (double)bytes / s / 1e9;
+}
+
+double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int threads)
+{
+    return read_passes(r, buf, len, threads, len >= MIN_READ_BYTES ? 1 : (MIN_READ_BYTES + len - 1) / (len ? len : 1));
 }
 
 bool bm_reader_applies(const bm_reader *r, size_t len) { return !r->chunk || r->chunk < len; }
@@ -447,56 +452,63 @@ double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **be
     return top;
 }
 
-bool bm_cache_may_hold(size_t len)
+size_t bm_llc_bytes(void)
 {
     long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
     if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    if (llc <= 0) return len <= ((size_t)1 << 30);
-    return len <= 2 * (size_t)llc;
+    return llc > 0 ? (size_t)llc : 0;
 }
 
-double bm_best_until_steady(bm_reading_fn *fn, void *ctx, int max_readings, int *readings)
+size_t bm_memory_buffer_len(size_t llc, size_t model_bytes)
 {
-    double best = 0;
-    int n = 0;
-    while (n < max_readings) {
-        const double g = fn(ctx);
-        n++;
-        const bool rose = g > best * (1 + BM_WARM_GAIN);   /* NaN compares false: no rise */
-        if (g > best) best = g;
-        if (n >= 2 && !rose) break;
+    const size_t page = (size_t)2 << 20;
+    size_t len = BM_LLC_MULTIPLE * (llc ? llc : BM_LLC_UNKNOWN);
+    if (len < model_bytes) len = model_bytes;
+    return (len + page - 1) / page * page;
+}
+
+bool bm_cache_may_hold(size_t llc, size_t len) { return len <= 2 * (llc ? llc : BM_LLC_UNKNOWN); }
+
+/* Writes back and drops every line of p[0..len) from every cache level (clflushopt, else clflush), where the
+ * CPU has an instruction for it. A pass over a larger buffer does not do this on every CPU: a replacement
+ * policy that resists scans keeps lines read often (a model's mapping, read pass after pass) against a
+ * buffer read once, and posix_fadvise or madvise act on the page cache, not on the CPU's. */
+#if BENCH_X86
+__attribute__((target("clflushopt"))) static void flush_lines_opt(const uint8_t *p, size_t len)
+{
+    for (size_t i = 0; i < len; i += 64) _mm_clflushopt((void *)(uintptr_t)(p + i));
+    _mm_sfence();
+}
+
+static void flush_lines(const uint8_t *p, size_t len)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("clflushopt")) {
+        flush_lines_opt(p, len);
+        return;
     }
-    if (readings) *readings = n;
-    return best;
+    for (size_t i = 0; i < len; i += 64) _mm_clflush((const void *)(p + i));
+    _mm_mfence();
 }
+#else
+static void flush_lines(const uint8_t *p, size_t len) { (void)p, (void)len; }   /* the pass over anon only */
+#endif
 
-typedef struct bandwidth_job {
-    const uint8_t *buf;
-    size_t len;
-    int threads;
-    double top;         /* the best reading so far */
-    const char *best;   /* its winning reader */
-} bandwidth_job;
-
-static double bandwidth_reading(void *ctx)
+void bm_bandwidth_memory(const uint8_t *anon, size_t anon_len, const uint8_t *map, size_t map_len, int threads,
+                         double *anon_gbps, double *map_gbps)
 {
-    bandwidth_job *j = ctx;
-    const char *winner = NULL;
-    const double g = bm_bandwidth(j->buf, j->len, j->threads, &winner);
-    if (g > j->top) {
-        j->top = g;
-        j->best = winner;
+    const bm_reader *r;
+    const size_t n = bm_readers(&r);
+    *anon_gbps = *map_gbps = 0;
+    for (size_t i = 0; i < n; i++) {
+        /* each mapping pass right after an anonymous one and its own flush: nothing of map in any cache */
+        const bm_reader *evict = bm_reader_applies(&r[i], anon_len) ? &r[i] : &r[0];
+        const double a = read_passes(evict, anon, anon_len, threads, 1);
+        if (evict == &r[i]) *anon_gbps = fmax(*anon_gbps, a);
+        if (!bm_reader_applies(&r[i], map_len)) continue;
+        flush_lines(map, map_len);
+        *map_gbps = fmax(*map_gbps, read_passes(&r[i], map, map_len, threads, 1));
     }
-    return g;
-}
-
-double bm_bandwidth_warm(const uint8_t *buf, size_t len, int threads, const char **best)
-{
-    bandwidth_job j = { buf, len, threads, 0, NULL };
-    const double g = bm_best_until_steady(bandwidth_reading, &j, bm_cache_may_hold(len) ? BM_WARM_MAX_READINGS : 1,
-                                          NULL);
-    if (best && j.best) *best = j.best;
-    return g;
 }
 
 typedef struct touch_job {

@@ -114,34 +114,37 @@ double bm_read_once(const bm_reader *r, const uint8_t *buf, size_t len, int thre
  * not NULL) names the winner. */
 double bm_bandwidth(const uint8_t *buf, size_t len, int threads, const char **best);
 
-/* ---- a buffer the cache can hold ------------------------------------------------------------------ */
+/* ---- a limit no cache can serve ------------------------------------------------------------------- */
 
-/* A buffer the last-level cache can hold much of reads faster pass after pass, as the cache's replacement
- * keeps more of it, and a small model's mapping read right after a decode of it is already at the warm
- * figure (docs/perf/2026-11-28-intel-xeon.md, "Small models in a large L3"). A decode reads the same
- * weights token after token, so its steady state is the warm one, and a limit read once is too low. Such a
- * buffer is read until its reading stops rising. */
+/* A decode's limit is memory's: a reading the last-level cache can serve part of is too high, and flatters
+ * the kernels measured beside it. A buffer several times the LLC cannot stay in it (a replacement policy
+ * that resists scans keeps at most the LLC's size of a cyclic read, 1/BM_LLC_MULTIPLE of it), and a
+ * mapping whose lines were just flushed (bm_bandwidth_memory) finds nothing of its own in the cache. */
 
-/* A reading is taken again while it rises by more than this fraction over the best before it. */
-#define BM_WARM_GAIN 0.02
-/* At most this many readings of a buffer the cache may hold (bm_bandwidth_warm). */
-#define BM_WARM_MAX_READINGS 8
+/* The memory buffer is at least this many times the last-level cache. */
+#define BM_LLC_MULTIPLE 4
+/* The LLC assumed where neither the level-3 nor the level-2 size can be told. */
+#define BM_LLC_UNKNOWN ((size_t)256 << 20)
 
-/* Whether the last-level cache may hold part of a buffer of len bytes: len at most twice its size
- * (sysconf's level-3, else level-2 size); at most 1 GiB where neither can be told. */
-bool bm_cache_may_hold(size_t len);
+/* The last-level cache's bytes: sysconf's level-3 size, else level-2's; 0 when neither can be told. */
+size_t bm_llc_bytes(void);
 
-/* One reading of some limit (GB/s ...): NaN or <= 0 when there is none. */
-typedef double bm_reading_fn(void *ctx);
-/* Takes fn's readings until one rises by no more than BM_WARM_GAIN over the best before it: at least 2
- * readings, at most max_readings (>= 1). Returns the best (0 when none was above 0); *readings (if not NULL)
- * is the number taken. */
-double bm_best_until_steady(bm_reading_fn *fn, void *ctx, int max_readings, int *readings);
+/* The length of the anonymous buffer a decode's limit is read from: at least BM_LLC_MULTIPLE x llc
+ * (BM_LLC_UNKNOWN for llc 0) and never shorter than the model's bytes per token, in whole 2 MiB pages. */
+size_t bm_memory_buffer_len(size_t llc, size_t model_bytes);
 
-/* bm_bandwidth, taken until steady (bm_best_until_steady, BM_WARM_MAX_READINGS) where bm_cache_may_hold(len),
- * once otherwise (a buffer that streams from memory reads the same every time: a second reading would
- * only double the cost of the baseline beside a large model's runs). */
-double bm_bandwidth_warm(const uint8_t *buf, size_t len, int threads, const char **best);
+/* Whether the last-level cache may hold much of len bytes: len at most twice llc (BM_LLC_UNKNOWN for llc
+ * 0). A decode of such weights reads part of them from the cache, faster than memory's limit. */
+bool bm_cache_may_hold(size_t llc, size_t len);
+
+/* Memory's read bandwidth, two ways, with every reader that applies: one timed pass over anon (anon_len
+ * from bm_memory_buffer_len: no cache serves it), then one timed pass over map (the model's file mapping)
+ * after its lines were flushed from every cache level (clflushopt/clflush on x86: a pass over a larger
+ * buffer alone leaves a mapping read often in a scan-resistant LLC). The best GB/s of each: *anon_gbps,
+ * *map_gbps. A map shorter than a few MiB reads low (starting the threads is a share of one pass): there
+ * anon is the limit. */
+void bm_bandwidth_memory(const uint8_t *anon, size_t anon_len, const uint8_t *map, size_t map_len, int threads,
+                         double *anon_gbps, double *map_gbps);
 
 /* ---- a buffer to read ------------------------------------------------------------------------------- */
 

@@ -6,12 +6,12 @@
  *       multiply-add peak (int8 for a Q8_ROW model, FMA otherwise): the fraction of the peak that the
  *       products' operations reach (2 per multiply-add the session counted: qmap_session_get_counters,
  *       each int8 term of X counted once, attention not at all);
- *   tg: a fresh state, -n qmap_eval calls of one token each (the decode path), timed; beside it the best
- *       read bandwidth (bench_measure.h) with up to the same number of threads (qmap runs a small product
- *       on one), over anonymous memory and over a mapping of the model's own file, read just before and
- *       just after the run (the better of the two), each read until it stops rising where the cache may
- *       hold the buffer (bm_bandwidth_warm: a small model's weights stay in a large L3 token after token);
- *       the speed of light is the better of the two divided by the bytes one decode step reads
+ *   tg: a fresh state, -n qmap_eval calls of one token each (the decode path), timed; beside it memory's
+ *       read bandwidth (bm_bandwidth_memory) with up to the same number of threads (qmap runs a small
+ *       product on one), over an anonymous buffer no cache can hold (bm_memory_buffer_len: >= 4 x the
+ *       LLC, never shorter than the model) and over a mapping of the model's own file just after its
+ *       lines were flushed from the caches, read just before and just after the run (the better of two);
+ *       the speed of light is the better reading divided by the bytes one decode step reads
  *       (qmap_model_info.bytes_per_token: every matrix once, one embedding row; and the KV cache its
  *       attention read, qmap_session_kv_bytes_read, averaged over the run), and the fraction reached.
  * With -d N (llama-bench's --n-depth) each run first evaluates N tokens, untimed, after the reset: the
@@ -128,6 +128,7 @@ typedef struct row {
     long n;
     int threads, mmap;
     bm_stats tps, limit, frac, bw_anon, bw_map;
+    bool cache_holds;         /* tg: the weights fit in twice the LLC: the decode may beat memory's limit */
     int reruns;               /* runs taken again because they came out above BM_RATIO_LIMIT x their limit */
     int steady;               /* runs whose limit held (bm_limit_steady of the readings before and after) */
     bm_stats frac_steady;     /* the fraction over those runs (runs 0: none held) */
@@ -138,14 +139,21 @@ typedef struct row {
     double int8_terms;        /* pp: int8 multiply-adds per weight multiply-add (0: float; 2: every product
                                * in two terms; between 1 and 2: some in one, some in two) */
     uint64_t large_pages;     /* tg over the mapping: its bytes in 2 MiB entries after the runs (UINT64_MAX unknown) */
+    size_t llc, anon_len;     /* tg: the last-level cache (0 unknown) and the anonymous buffer read beside it */
 } row;
+
+/* Which of a tg row's two readings is its limit (the better median): "anonymous" or "mapping". */
+static const char *limit_reading(const row *r)
+{
+    return r->bw_anon.median >= r->bw_map.median ? "anonymous" : "mapping";
+}
 
 static void print_header(const bm_cfg *c)
 {
     if (c->csv) {
         printf("model,file_type,size_bytes,params,dtypes,threads,mmap,test,tokens,tps_median,tps_min,tps_max,runs,"
                "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,int8_terms,reruns,act,kernels,"
-               "n_depth,kv_bytes_per_token,steady_runs,fraction_steady_median\n");
+               "n_depth,kv_bytes_per_token,steady_runs,fraction_steady_median,limit_reading\n");
     } else if (!c->json) {
         printf("| %-*s | %9s | %8s | %-22s | %3s | %4s | %*s | %-22s | %-26s | %-16s |\n", c->name_width, "model", "size",
                "params", "dtypes", "thr", "mmap", c->test_width, "test", "t/s median [min-max]", "limit (measured beside)",
@@ -233,18 +241,22 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
             jo_begin_object(j, "bandwidth_file_mapping");
             bm_json_stats(j, &r->bw_map, "GB/s");
             jo_end_object(j);
+            jo_cstring(j, "limit_reading", limit_reading(r));
+            jo_u64(j, "limit_buffer_bytes", r->anon_len);
+            jo_u64(j, "llc_bytes", r->llc);
+            jo_bool(j, "weights_fit_cache", r->cache_holds);
         }
         jo_end_object(j);
         return;
     }
     if (c->csv) {
-        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%.6f,%d,%s,%s,%ld,%.0f,%d,%.4f\n",
+        printf("%s,%s,%llu,%llu,\"%s\",%d,%d,%s,%ld,%.3f,%.3f,%.3f,%d,%.3f,%s,%.4f,%.4f,%.4f,%.3f,%.3f,%.6f,%d,%s,%s,%ld,%.0f,%d,%.4f,%s\n",
                in->path,
                in->file_type, (unsigned long long)in->file_size, (unsigned long long)in->n_params, mf->mix, r->threads,
                r->mmap, r->test, r->n, r->tps.median, r->tps.min, r->tps.max, r->tps.runs, r->limit.median, unit,
                r->frac.median, r->frac.min, r->frac.max, tg ? r->bw_anon.median : NAN, tg ? r->bw_map.median : NAN,
                tg ? NAN : r->int8_terms, r->reruns, cli_act_choices[c->act], qr_kernels_name(qr_kernels_get()), c->depth,
-               tg ? r->kv_bytes : NAN, r->steady, r->steady ? r->frac_steady.median : NAN);
+               tg ? r->kv_bytes : NAN, r->steady, r->steady ? r->frac_steady.median : NAN, tg ? limit_reading(r) : "");
         return;
     }
     binary_size(in->file_size, size, sizeof size);
@@ -254,8 +266,8 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     int tps_dec = r->tps.max >= 1000 ? 0 : 2;
     snprintf(tps, sizeof tps, "%.*f [%.*f-%.*f]", tps_dec, r->tps.median, tps_dec, r->tps.min, tps_dec, r->tps.max);
     if (tg)
-        snprintf(limit, sizeof limit, "%.*f t/s (%.1f GB/s)", r->limit.median >= 1000 ? 0 : 1, r->limit.median,
-                 fmax(r->bw_anon.median, r->bw_map.median));
+        snprintf(limit, sizeof limit, "%.*f t/s (%.1f GB/s %s)", r->limit.median >= 1000 ? 0 : 1, r->limit.median,
+                 fmax(r->bw_anon.median, r->bw_map.median), r->bw_anon.median >= r->bw_map.median ? "anon" : "map");
     else if (isnan(r->limit.median)) snprintf(limit, sizeof limit, "n/a (no %s)", unit + 6);
     else if (r->int8_terms > 1.005) /* not every product in one term: say how many on average */
         snprintf(limit, sizeof limit, "%.0f %s, %.2f terms", r->limit.median, unit, r->int8_terms);
@@ -267,24 +279,18 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     fflush(stdout);
 }
 
-/* The best read bandwidth of buf with up to t threads (a decode step may run a small product on fewer),
- * each reading taken until steady where the cache may hold buf (bm_bandwidth_warm). */
-static double best_bandwidth(const uint8_t *buf, size_t len, int t)
-{
-    double g = 0;
-    for (int q = 1; q <= t; q++) g = fmax(g, bm_bandwidth_warm(buf, len, q, NULL));
-    return g;
-}
-
-/* The anonymous buffer's (*a) and the mapping's (*b) best bandwidth. map_last: the mapping after the
- * buffer, as before a run, so that the model's pages are the cache's when it starts (as in a decode's
- * steady state); else first, as after a run, while its pages are still there. */
+/* Memory's best read bandwidth with up to t threads (a decode step may run a small product on fewer): over
+ * the anonymous buffer (*a) and over the mapping flushed from the caches (*b), bm_bandwidth_memory. */
 static void limit_readings(const uint8_t *anon, size_t anon_len, const uint8_t *map, size_t map_len, int t,
-                           bool map_last, double *a, double *b)
+                           double *a, double *b)
 {
-    if (!map_last) *b = best_bandwidth(map, map_len, t);
-    *a = best_bandwidth(anon, anon_len, t);
-    if (map_last) *b = best_bandwidth(map, map_len, t);
+    *a = *b = 0;
+    for (int q = 1; q <= t; q++) {
+        double qa, qb;
+        bm_bandwidth_memory(anon, anon_len, map, map_len, q, &qa, &qb);
+        *a = fmax(*a, qa);
+        *b = fmax(*b, qb);
+    }
 }
 
 /* bm_stats_of over a copy of v in scratch (n values each): v keeps the runs' order for --json's samples. */
@@ -345,7 +351,7 @@ static double timed_run(void *p)
 {
     run_ctx *r = p;
     double pre_a = 0, pre_b = 0, pre_peak = 0;
-    if (r->test == 1) limit_readings(r->anon, r->anon_len, r->map, r->map_len, r->threads, true, &pre_a, &pre_b);
+    if (r->test == 1) limit_readings(r->anon, r->anon_len, r->map, r->map_len, r->threads, &pre_a, &pre_b);
     else pre_peak = bm_peak_once(r->pk, r->peak_iters, r->threads);
     qmap_session_counters work;
     uint64_t kv_bytes;
@@ -368,7 +374,7 @@ static double timed_run(void *p)
         r->int8_terms = (double)work.int8_madds / weight_madds;
     } else {
         double a, b;
-        limit_readings(r->anon, r->anon_len, r->map, r->map_len, r->threads, false, &a, &b);
+        limit_readings(r->anon, r->anon_len, r->map, r->map_len, r->threads, &a, &b);
         r->bw_anon = fmax(a, pre_a);
         r->bw_map = fmax(b, pre_b);
         r->before = fmax(pre_a, pre_b);
@@ -397,6 +403,7 @@ typedef struct model_bench {
     uint8_t *anon;               /* tg: anonymous buffer of the bandwidth baseline */
     const uint8_t *map;          /* tg: the model's file, mapped for the baseline */
     size_t anon_len, map_len;
+    size_t llc;                  /* tg: the last-level cache's bytes (0 unknown: bm_llc_bytes) */
     int32_t *ids;
     double *v[2][N_V], *ratio, *scratch;
     bm_peak_kind pk;
@@ -440,8 +447,8 @@ static int mb_alloc(model_bench *b)
     int max_t = 1;
     for (int i = 0; i < c->n_threads; i++) if (c->threads[i] > max_t) max_t = c->threads[i];
     if (c->tg > 0) { /* the bandwidth baselines of tg (a pp-only run needs neither) */
-        b->anon_len = (size_t)b->in.bytes_per_token;
-        if (b->anon_len < ((size_t)1 << 20)) b->anon_len = (size_t)1 << 20;
+        b->llc = bm_llc_bytes();
+        b->anon_len = bm_memory_buffer_len(b->llc, (size_t)b->in.bytes_per_token);
         b->anon = bm_anon_buffer(b->anon_len, max_t);
         b->map = map_file(b->path, &b->map_len);
     }
@@ -515,11 +522,13 @@ static int mb_one_run(model_bench *b, int mi, int t, int test, long n, int run, 
     run_ctx rx = { .s = b->s[mi], .test = test, .ids = b->ids, .depth = b->c->depth, .n = n, .threads = t,
                    .anon = b->anon, .map = b->map, .anon_len = b->anon_len, .map_len = b->map_len, .pk = b->pk,
                    .peak_iters = 4000000, .mf = &b->mf, .bytes_per_token = b->in.bytes_per_token };
-    double f = bm_run_beside_limit(timed_run, &rx, BM_MAX_RERUNS, &tr->reruns[mi]);
+    /* weights the cache holds can be read faster than memory: no rerun, no error above the limit */
+    const bool cache_holds = test == 1 && bm_cache_may_hold(b->llc, (size_t)b->in.bytes_per_token);
+    double f = bm_run_beside_limit(timed_run, &rx, cache_holds ? 0 : BM_MAX_RERUNS, &tr->reruns[mi]);
     if (rx.failed) return mb_fail(b, rx.qe.message);
-    /* decoding cannot read the weights faster than the best plain read of them, and a prompt cannot multiply
-     * faster than the instruction peak: not a state change mid-run when every try came out above it */
-    if (f > BM_RATIO_LIMIT) {
+    /* decoding cannot read the weights faster than memory, and a prompt cannot multiply faster than the
+     * instruction peak: not a state change mid-run when every try came out above it */
+    if (f > BM_RATIO_LIMIT && !cache_holds) {
         snprintf(b->err, b->err_size, "%s: %s%ld with %d threads ran at %.2f x the %s measured beside it, in %d "
                  "tries: that baseline is wrong (or the %s), so no fraction is printed", b->path,
                  test == 0 ? "pp" : "tg", n, t, f, test ? "speed of light" : "multiply-add peak", BM_MAX_RERUNS + 1,
@@ -572,7 +581,9 @@ static row mb_row(model_bench *b, int mi, int t, int test, long n, const test_re
     row r = { .test = test == 0 ? "pp" : "tg", .n = n, .threads = t, .mmap = c->mmaps[mi],
               .int8_terms = tr->int8_terms, .kv_bytes = tr->kv_per_token, .reruns = tr->reruns[mi],
               /* tg rows only (the JSON's field): each call reads /proc/self/smaps */
-              .large_pages = test == 1 && c->mmaps[mi] ? qmap_model_large_page_bytes(b->m[mi]) : UINT64_MAX };
+              .large_pages = test == 1 && c->mmaps[mi] ? qmap_model_large_page_bytes(b->m[mi]) : UINT64_MAX,
+              .cache_holds = test == 1 && bm_cache_may_hold(b->llc, (size_t)b->in.bytes_per_token),
+              .llc = b->llc, .anon_len = b->anon_len };
     double *const *w = b->v[mi];
     const int runs = (int)c->runs;
     for (int k = 0; k < runs; k++)
@@ -596,6 +607,18 @@ static row mb_row(model_bench *b, int mi, int t, int test, long n, const test_re
 static void print_row_notes(const bm_cfg *c, const row *r, int test)
 {
     if (c->json || c->csv) return;
+    if (test) {
+        char llc[32] = "unknown";
+        if (r->llc) snprintf(llc, sizeof llc, "%.0f MiB", (double)r->llc / (1 << 20));
+        fprintf(stderr, "qmap bench: %s%ld, %d thr: limit from the %s reading: %.1f GB/s over %.0f MiB of anonymous "
+                "memory (>= %d x the LLC, %s, and the model), %.1f GB/s over the model's mapping flushed from the "
+                "caches (%.2f x)\n", r->test, r->n, r->threads, limit_reading(r), r->bw_anon.median,
+                (double)r->anon_len / (1 << 20), BM_LLC_MULTIPLE, llc, r->bw_map.median,
+                bm_ratio(r->bw_map.median, r->bw_anon.median));
+        if (r->cache_holds)
+            fprintf(stderr, "qmap bench: %s%ld, %d thr: the weights fit in twice the LLC: the decode reads part of "
+                    "them from the cache, and 'x limit' (memory's) can pass 1\n", r->test, r->n, r->threads);
+    }
     if (r->reruns)
         fprintf(stderr, "qmap bench: %s%ld, %d thr: %d run%s came out above %.2f x the limit read before and "
                 "after %s and %s taken again (the host's %s changed during the run)\n", r->test, r->n, r->threads,
@@ -664,12 +687,13 @@ static int bench_one(const bm_cfg *c, const char *path, json_out *j, uint64_t *l
 static const char BENCH_MODEL_DESCRIPTION[] =
     "Prompt processing (pp: -p tokens in one evaluation, the GEMM path) and text generation (tg: -n\n"
     "tokens one at a time, the decode path) in tokens/s, median [min-max] of -r runs after a warm-up, one\n"
-    "row per model, thread count and test, as llama.cpp's llama-bench prints them. Beside each tg run the\n"
-    "best read bandwidth is measured over anonymous memory and over the model's file mapping, just\n"
-    "before and just after the run (the better reading counts; a buffer of up to twice the last-level\n"
-    "cache's size is read again until its reading stops rising, as a decode finds what the cache kept of\n"
-    "the weights from the token before): the speed of light is that bandwidth divided by the bytes one\n"
-    "token reads (every matrix once, one embedding row, and the KV cache its attention read, on average\n"
+    "row per model, thread count and test, as llama.cpp's llama-bench prints them. Beside each tg run,\n"
+    "just before and just after it, memory's best read bandwidth is measured two ways no cache can serve:\n"
+    "a pass over anonymous memory of at least 4 x the last-level cache and never less than the model\n"
+    "('anon'), and a pass over the model's file mapping right after its lines were flushed from the\n"
+    "caches ('map'); a note on stderr gives both (--json: bandwidth_anonymous, bandwidth_file_mapping,\n"
+    "limit_reading, limit_buffer_bytes, llc_bytes). The speed of light is the better reading divided by\n"
+    "the bytes one token reads (every matrix once, one embedding row, and the KV cache its attention read, on average\n"
     "over the run: qmap_session_kv_bytes_read), and 'x limit' the fraction of it reached. With -d N each\n"
     "run first evaluates N tokens (untimed), so that pp and tg run at that context depth (the test column\n"
     "says '@ dN'), as llama-bench's -d does. Beside each pp run (before and after, the better reading)\n"
@@ -678,10 +702,12 @@ static const char BENCH_MODEL_DESCRIPTION[] =
     "multiply-add the session ran (qmap_session_get_counters: a product in two int8 terms runs each\n"
     "multiply-add twice, and 'limit' says how many terms a weight took on average), the output head once\n"
     "per prompt (only the last token's logits are computed), and no attention.\n"
-    "No run is printed above 1.05 x its limit: such a run is taken again with new readings (the host\n"
-    "changed during it; at most 3 times, counted as reruns), and one still above after that means the\n"
-    "baseline is wrong: the command stops with an error instead. A run whose limit read before and after\n"
-    "differs by more than 10% (the host changed state around it) is kept, but counted: after its row a\n"
+    "Weights that fit in twice the LLC (--json: weights_fit_cache) decode partly from the cache, and their\n"
+    "'x limit' (memory's) can pass 1. Else no run is printed above 1.05 x its limit: such a run is taken\n"
+    "again with new readings (the host changed during it; at most 3 times, counted as reruns), and one\n"
+    "still above after that means the baseline is wrong: the command stops with an error instead. A run\n"
+    "whose limit read before and after differs by more than 10% (the host changed state around it) is\n"
+    "kept, but counted: after its row a\n"
     "line on stderr says how many and gives the fraction over the runs whose limit held (readings that\n"
     "agree do not prove that the host held between them; --json: steady_runs, fraction_steady; --csv:\n"
     "steady_runs, fraction_steady_median). --json also gives each run in order, as llama-bench's\n"

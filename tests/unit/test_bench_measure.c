@@ -12,7 +12,9 @@
  * limit, until all have arrived: run one after another, they would time out), each on its own thread,
  * and leaves no thread behind; the time it returns covers the slowest thread's work. bm_run_beside_limit
  * takes a run again exactly while its ratio is above BM_RATIO_LIMIT, at most the reruns it was given,
- * counts them, and stops at a failed run (NaN). */
+ * counts them, and stops at a failed run (NaN). The buffer a decode's limit is read from is at least 4 x
+ * the LLC and never shorter than the model, for any LLC and model size given (bm_memory_buffer_len), and
+ * memory's two readings (bm_bandwidth_memory) come back. */
 #include <stdarg.h>
 #include <setjmp.h>
 #include <stdbool.h>
@@ -292,65 +294,49 @@ static void reruns_above_the_limit(void **state)
     assert_int_equal(reruns, 1);
 }
 
-/* The warm-up rule: readings go on while each rises by more than BM_WARM_GAIN over the best before it,
- * at least two and at most the cap; the best comes back, not the last. */
-static void readings_until_steady(void **state)
+/* The memory buffer a decode's limit is read from, for a given LLC and model: no cache can hold it — at
+ * least 4 x the LLC (the issue's bound; a cache that resists scans keeps at most its own size of a cyclic
+ * read), and where the LLC cannot be told 4 x BM_LLC_UNKNOWN —, never shorter than the model, in whole
+ * 2 MiB pages and no longer than needed; the cache may hold weights of at most twice the LLC. */
+static void memory_buffer_rule(void **state)
 {
     (void)state;
-    /* a buffer the cache fills pass after pass: 15 -> 24, then a reading within 2% of the best stops it */
-    const double warming[] = { 15.0, 18.3, 22.6, 24.0, 24.3, 30.0 };
-    scripted sc = { warming, 0 };
-    int n = 0;
-    assert_true(bm_best_until_steady(scripted_run, &sc, 8, &n) == 24.3);
-    assert_int_equal(n, 5);
-    assert_int_equal(sc.calls, 5);
-    /* streaming from memory: the second reading does not rise, two in all; a lower second keeps the first */
-    const double flat[] = { 16.4, 16.1, 30.0 };
-    sc = (scripted){ flat, 0 };
-    assert_true(bm_best_until_steady(scripted_run, &sc, 8, &n) == 16.4);
-    assert_int_equal(n, 2);
-    /* a rise of exactly 2% is no rise */
-    const double edge[] = { 10.0, 10.0 * (1 + BM_WARM_GAIN), 30.0 };
-    sc = (scripted){ edge, 0 };
-    assert_true(bm_best_until_steady(scripted_run, &sc, 8, NULL) == 10.0 * (1 + BM_WARM_GAIN));
-    assert_int_equal(sc.calls, 2);
-    /* still rising at the cap: stops there with the best so far */
-    const double rising[] = { 1, 2, 3, 4, 5 };
-    sc = (scripted){ rising, 0 };
-    assert_true(bm_best_until_steady(scripted_run, &sc, 3, &n) == 3);
-    assert_int_equal(n, 3);
-    /* one reading allowed: one taken */
-    sc = (scripted){ rising, 0 };
-    assert_true(bm_best_until_steady(scripted_run, &sc, 1, &n) == 1);
-    assert_int_equal(n, 1);
-    /* missing readings (NaN) count as readings, not as rises or as the best */
-    const double missing[] = { NAN, NAN, 7.0 };
-    sc = (scripted){ missing, 0 };
-    assert_true(bm_best_until_steady(scripted_run, &sc, 8, &n) == 0);
-    assert_int_equal(n, 2);
+    const size_t mib = (size_t)1 << 20, page = 2 * mib;
+    const size_t llcs[] = { 0, 2 * mib, 32 * mib, 480 * mib, 1024 * mib, 33 * mib + 4096 };
+    const size_t models[] = { 0, 1, 110767104, 1104467968, (size_t)5 << 30, 4 * 480 * mib + 1 };
+    for (size_t i = 0; i < sizeof llcs / sizeof llcs[0]; i++)
+        for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
+            const size_t llc = llcs[i], model = models[k], len = bm_memory_buffer_len(llc, model);
+            const size_t cache = llc ? llc : BM_LLC_UNKNOWN, need = 4 * cache > model ? 4 * cache : model;
+            assert_true(len >= 4 * cache);
+            assert_true(len >= model);
+            assert_true(len % page == 0);
+            assert_true(len < need + page);
+            assert_true(bm_cache_may_hold(llc, 2 * cache));
+            assert_false(bm_cache_may_hold(llc, 2 * cache + 1));
+            assert_false(bm_cache_may_hold(llc, len));   /* the buffer itself never */
+        }
+    /* the host's own LLC as the C library reports it */
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 <= 0) l3 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    assert_true(bm_llc_bytes() == (l3 > 0 ? (size_t)l3 : 0));
 }
 
-/* Which buffers are read until steady: up to twice the last-level cache's size as the C library reports
- * it (1 GiB when it cannot tell); and a warm reading gives a figure and names its reader. */
-static void cache_may_hold(void **state)
+/* Both readings of memory's bandwidth come back: over the anonymous buffer and over a second buffer read
+ * after it (as a model's mapping), also one shorter than some readers' chunks. */
+static void memory_readings(void **state)
 {
     (void)state;
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    const size_t bound = llc > 0 ? 2 * (size_t)llc : (size_t)1 << 30;
-    assert_true(bm_cache_may_hold(1));
-    assert_true(bm_cache_may_hold(bound));
-    assert_true(bm_cache_may_hold(bound - 1));
-    assert_false(bm_cache_may_hold(bound + 1));
-    assert_false(bm_cache_may_hold((size_t)64 << 30));
-    size_t len = (size_t)4 << 20;
-    uint8_t *buf = bm_anon_buffer(len, 1);
-    assert_non_null(buf);
-    const char *best = NULL;
-    const double g = bm_bandwidth_warm(buf, len, 1, &best);
-    assert_true(g > 0 && isfinite(g));
-    assert_non_null(best);
-    munmap(buf, len);
+    const size_t len = (size_t)8 << 20, map_len = (size_t)3 << 20;
+    uint8_t *anon = bm_anon_buffer(len, 1), *map = bm_anon_buffer(map_len, 1);
+    assert_non_null(anon);
+    assert_non_null(map);
+    double a = 0, m = 0;
+    bm_bandwidth_memory(anon, len, map, map_len, 2, &a, &m);
+    assert_true(a > 0 && isfinite(a));
+    assert_true(m > 0 && isfinite(m));
+    munmap(anon, len);
+    munmap(map, map_len);
 }
 
 /* The flag lists: every value in range and a multiple of the step, commas only between values; a bad list
@@ -393,8 +379,8 @@ int main(void)
         cmocka_unit_test(peak),
         cmocka_unit_test(threads_run_at_once),
         cmocka_unit_test(reruns_above_the_limit),
-        cmocka_unit_test(readings_until_steady),
-        cmocka_unit_test(cache_may_hold),
+        cmocka_unit_test(memory_buffer_rule),
+        cmocka_unit_test(memory_readings),
         cmocka_unit_test(lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
