@@ -584,6 +584,8 @@ qm_status qr_lm_logits_shard(qr_lm_state *s, const qr_shard *sh, const qr_matrix
 }
 
 /* ---- the family table ------------------------------------------------------------------------------ */
+/* Each defined in its own qr_arch_*.c; a new family is its file and one name here. */
+extern const qr_lm_family qr_family_gpt2, qr_family_gpt_neo, qr_family_llama, qr_family_gemma2;
 
 const qr_lm_family *qr_lm_family_for(qm_arch arch)
 {

@@ -233,8 +233,6 @@ typedef struct qr_lm_family {
 /* The family that runs `arch`, or NULL. */
 const qr_lm_family *qr_lm_family_for(qm_arch arch);
 
-extern const qr_lm_family qr_family_gpt2, qr_family_gpt_neo, qr_family_llama, qr_family_gemma2;
-
 /* ---- shared blocks of the forward passes -------------------------------------------------------------
  * Written once here, used by every family: they are the "layers" of CTranslate2's split. */
 
