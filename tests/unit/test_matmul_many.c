@@ -18,6 +18,7 @@
  *   - Argument errors (count 0 or above QR_MATMUL_MAX_PARTS, a NULL matrix or Y, ldy below a part's
  *     rows, a work buffer too small for any part) return QM_ERR_INVALID_ARGUMENT and write no Y.
  * PRNG: splitmix64 (tu_rng) with fixed seeds. */
+#include "test_mat.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -33,64 +34,7 @@
 
 #define GUARD_BITS 0x7fc0dead /* a NaN no product writes: any Y element left with it was not written */
 
-static float sym(uint64_t *s) { return (float)((double)(tu_rng(s) >> 11) * 0x1p-52 - 1.0); } /* (-1, 1) */
 
-/* One matrix with its own buffers: F32 or F16 rows of `cols` values, or Q8_ROW rows padded to 64 bytes
- * with scales and row sums (quantized by the quantize kernels, spec 6.1). */
-typedef struct mat {
-    qr_matrix m;
-    void *data;
-    float *scales;
-    int32_t *sums;
-} mat;
-
-static mat mat_new(qm_dtype dtype, size_t rows, size_t cols, uint64_t seed)
-{
-    mat t;
-    memset(&t, 0, sizeof t);
-    uint64_t s = seed;
-    float *wf = malloc(rows * cols * sizeof *wf);
-    assert_non_null(wf);
-    for (size_t i = 0; i < rows * cols; i++) wf[i] = 0.05f * sym(&s);
-    t.m.dtype = dtype;
-    t.m.rows = rows;
-    t.m.cols = cols;
-    if (dtype == QM_DTYPE_F32) {
-        t.m.row_stride = cols * 4;
-        t.data = wf;
-        wf = NULL;
-    } else if (dtype == QM_DTYPE_F16) {
-        uint16_t *h = malloc(rows * cols * sizeof *h);
-        assert_non_null(h);
-        for (size_t i = 0; i < rows * cols; i++) h[i] = qm_f32_to_f16(wf[i]);
-        t.m.row_stride = cols * 2;
-        t.data = h;
-    } else {
-        const size_t stride = (cols + 63) / 64 * 64;
-        uint8_t *q = calloc(rows, stride);
-        t.scales = malloc(rows * sizeof *t.scales);
-        t.sums = malloc(rows * sizeof *t.sums);
-        assert_true(q && t.scales && t.sums);
-        const qq_kernels *qk = qq_kernels_get();
-        for (size_t r = 0; r < rows; r++)
-            if (!qk->q8row(wf + r * cols, cols, (int8_t *)(q + r * stride), &t.scales[r], &t.sums[r]))
-                fail_msg("q8row refused row %zu", r);
-        t.m.row_stride = stride;
-        t.m.scales = t.scales;
-        t.m.row_sums = t.sums;
-        t.data = q;
-    }
-    t.m.data = t.data;
-    free(wf);
-    return t;
-}
-
-static void mat_free(mat *t)
-{
-    free(t->data);
-    free(t->scales);
-    free(t->sums);
-}
 
 static float *guarded(size_t count)
 {
@@ -134,7 +78,7 @@ static void check_group(const qr_kernels *k, qm_dtype dtype, const size_t *rows,
         uint64_t s = seed * 7 + (uint64_t)n;
         float *x = malloc(n * cols * sizeof *x);
         assert_non_null(x);
-        for (size_t i = 0; i < n * cols; i++) x[i] = sym(&s);
+        for (size_t i = 0; i < n * cols; i++) x[i] = tm_sym(&s);
         for (int ai = 0; ai < (dtype == QM_DTYPE_Q8_ROW ? 4 : 1); ai++)
             for (int threads = 1; threads <= 3; threads++) {
                 const qr_matmul_opts o = { pools_get(threads), acts[ai], NULL, false };
@@ -213,7 +157,7 @@ static void test_mixed(void **state)
     const size_t n = 5;
     uint64_t s = 9;
     float x[5 * 160];
-    for (size_t i = 0; i < 5 * 160; i++) x[i] = sym(&s);
+    for (size_t i = 0; i < 5 * 160; i++) x[i] = tm_sym(&s);
     for (int threads = 1; threads <= 2; threads++) {
         const qr_matmul_opts o = { pools_get(threads), QR_ACT_AUTO, NULL, false };
         const size_t ws = qr_matmul_work_size(&c.m, n, &o) + qr_matmul_work_size(&b.m, n, &o);
@@ -292,7 +236,7 @@ static void test_opts_kernels(void **state)
     uint64_t s = 12;
     float *x = malloc(4095 * sizeof *x), y0[64], y1[64], yo[64];
     assert_non_null(x);
-    for (size_t i = 0; i < 4095; i++) x[i] = sym(&s);
+    for (size_t i = 0; i < 4095; i++) x[i] = tm_sym(&s);
     const qr_kernels *first = ks[0], *last = ks[nv - 1];
     assert_int_equal(qr_matvec(first, &a.m, x, y0, NULL, 0, NULL), QM_OK);
     assert_int_equal(qr_matvec(last, &a.m, x, y1, NULL, 0, NULL), QM_OK);
@@ -316,7 +260,7 @@ static void test_auto_decode_terms(void **state)
     mat a = mat_new(QM_DTYPE_Q8_ROW, ROWS, COLS, 21);
     uint64_t s = 22;
     float x[N * COLS], want[N * ROWS], got[N * ROWS], other[N * ROWS];
-    for (size_t i = 0; i < N * COLS; i++) x[i] = sym(&s);
+    for (size_t i = 0; i < N * COLS; i++) x[i] = tm_sym(&s);
     const qr_matmul_opts auto_o = { NULL, QR_ACT_AUTO, NULL, false }, f32_o = { NULL, QR_ACT_F32, NULL, false };
     const qr_matmul_opts x2_o = { NULL, QR_ACT_INT8X2, NULL, false };
     const size_t ws = qr_matmul_work_size(&a.m, 1, &auto_o), ws3 = qr_matmul_work_size(&a.m, N, &auto_o);
@@ -363,7 +307,7 @@ static void test_row_invariant(void **state)
     uint64_t s = 31;
     float *x = malloc(N * COLS * sizeof *x), *all = malloc(N * ROWS * sizeof *all), *part = malloc(N * ROWS * sizeof *part);
     assert_true(x && all && part);
-    for (size_t i = 0; i < N * COLS; i++) x[i] = sym(&s);
+    for (size_t i = 0; i < N * COLS; i++) x[i] = tm_sym(&s);
     bool seen_differ = false;
     for (int d = 0; d < 3; d++) {
         mat a = mat_new(dtypes[d], ROWS, COLS, 40 + (uint64_t)d);

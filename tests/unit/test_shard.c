@@ -11,6 +11,7 @@
  *     QM_ERR_BAD_CONFIG naming the tensor.
  *   - qr_shard_check_divides names the key and the rank count.
  * PRNG: splitmix64 (tu_rng) with fixed seeds. */
+#include "test_mat.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -23,64 +24,7 @@
 #include "qr_matmul.h"
 #include "qr_shard.h"
 
-static float sym(uint64_t *s) { return (float)((double)(tu_rng(s) >> 11) * 0x1p-52 - 1.0); } /* (-1, 1) */
 
-typedef struct mat {
-    qr_matrix m;
-    void *data;
-    float *scales;
-    int32_t *sums;
-    float *wf;               /* the values as float (Q8_ROW: before quantizing) */
-} mat;
-
-static mat mat_new(qm_dtype dtype, size_t rows, size_t cols, uint64_t seed)
-{
-    mat t;
-    memset(&t, 0, sizeof t);
-    uint64_t s = seed;
-    t.wf = malloc(rows * cols * sizeof *t.wf);
-    assert_non_null(t.wf);
-    for (size_t i = 0; i < rows * cols; i++) t.wf[i] = 0.05f * sym(&s);
-    t.m.dtype = dtype;
-    t.m.rows = rows;
-    t.m.cols = cols;
-    if (dtype == QM_DTYPE_F32) {
-        t.data = malloc(rows * cols * 4);
-        assert_non_null(t.data);
-        memcpy(t.data, t.wf, rows * cols * 4);
-        t.m.row_stride = cols * 4;
-    } else if (dtype == QM_DTYPE_F16) {
-        uint16_t *h = malloc(rows * cols * sizeof *h);
-        assert_non_null(h);
-        for (size_t i = 0; i < rows * cols; i++) h[i] = qm_f32_to_f16(t.wf[i]);
-        t.m.row_stride = cols * 2;
-        t.data = h;
-    } else {
-        const size_t stride = (cols + 63) / 64 * 64;
-        uint8_t *q = calloc(rows, stride);
-        t.scales = malloc(rows * sizeof *t.scales);
-        t.sums = malloc(rows * sizeof *t.sums);
-        assert_true(q && t.scales && t.sums);
-        const qq_kernels *qk = qq_kernels_get();
-        for (size_t r = 0; r < rows; r++)
-            if (!qk->q8row(t.wf + r * cols, cols, (int8_t *)(q + r * stride), &t.scales[r], &t.sums[r]))
-                fail_msg("q8row refused row %zu", r);
-        t.m.row_stride = stride;
-        t.m.scales = t.scales;
-        t.m.row_sums = t.sums;
-        t.data = q;
-    }
-    t.m.data = t.data;
-    return t;
-}
-
-static void mat_free(mat *t)
-{
-    free(t->data);
-    free(t->scales);
-    free(t->sums);
-    free(t->wf);
-}
 
 static const char *dtype_name(qm_dtype d)
 {
@@ -114,7 +58,7 @@ static void check_sum_of_slices(qm_dtype dtype, size_t rows, size_t cols, uint32
     float *x = malloc(cols * sizeof *x), *full = malloc(rows * sizeof *full), *sum = calloc(rows, sizeof *sum);
     float *part_y = malloc(rows * sizeof *part_y);
     assert_true(x && full && sum && part_y);
-    for (size_t c = 0; c < cols; c++) x[c] = sym(&s);
+    for (size_t c = 0; c < cols; c++) x[c] = tm_sym(&s);
     const qr_matmul_opts o = { NULL, QR_ACT_F32, NULL, false };
     assert_int_equal(qr_matmul(NULL, &t.m, 1, x, cols, full, rows, NULL, 0, &o), QM_OK);
     for (uint32_t r = 0; r < N; r++) {
