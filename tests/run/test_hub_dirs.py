@@ -112,8 +112,8 @@ def hard_text_case(c, qmap, name, pkg, container, want_ids, workdir):
     got = json.loads(r.stdout) if r.returncode == 0 else None
     first = next((i for i, (a, b) in enumerate(zip(got or [], want_ids)) if a != b), min(len(got or []), len(want_ids)))
     c.check(name, "qmap tokenize -f = %s's own encoder on the hard strings as one text (%d ids)" % (pkg, len(want_ids)),
-            got == want_ids, r.stderr.strip() or "first difference at id #%d: qmap %s, reference %s"
-            % (first, (got or [])[first:first + 8], want_ids[first:first + 8]))
+            got == want_ids, r.stderr.strip() if r.returncode else "first difference at id #%d: qmap %s, reference %s"
+            % (first, got[first:first + 8], want_ids[first:first + 8]))
 
 
 def family_case(c, qmap, npm, name, mod, kw, pkg, want, workdir):
