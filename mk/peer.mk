@@ -1,0 +1,58 @@
+# mk/peer.mk — make bench-peer: qmap beside llama.cpp on the same weights, same host, same run (issues 46 §5
+# and 49). Not part of make test: it builds llama.cpp (~10 min on 2 cores), writes ~10 GB of models and runs
+# for tens of minutes.
+#
+# llama.cpp is built from source, CPU only, native. The source cannot be downloaded from a make recipe on the
+# build hosts (only a session's search tool can fetch it), so LLAMA_CPP_SRC names where it already is: a bare
+# git directory (the tool's mirror; LLAMA_CPP_REV is archived from it), a .tar.gz made by `git archive` (its
+# commit is read back with git get-tar-commit-id), or a source tree. /work/peer-src keeps such a tarball of
+# the pinned commit (the one issue 49 measured): on a host without the mirror,
+#   make bench-peer LLAMA_CPP_SRC=/work/peer-src/llama.cpp-c392e5094.tar.gz
+# Delete $(BUILD)/peer/llama.cpp to rebuild; the commit built is in $(BUILD)/peer/llama.cpp/COMMIT.
+
+DEB_BENCH_PEER_PACKAGES := cmake g++ git python3-numpy python3-yaml python3-sentencepiece
+
+LLAMA_CPP_SRC ?= /work/.mirror/ggerganov+llama.cpp/repo
+LLAMA_CPP_REV ?= c392e5094deaf2d1a7c18683214f007fad3fe42b
+PEER_DIR      := $(BUILD)/peer
+LLAMA_CPP_DIR := $(PEER_DIR)/llama.cpp
+LLAMA_CPP_BIN := $(LLAMA_CPP_DIR)/build/bin
+LLAMA_CPP_TOOLS := llama-bench llama-batched-bench llama-quantize llama-simple
+PEER_MODELS   := $(PEER_DIR)/models
+# what the comparison script runs: threads, repetitions (pairs alternate A B A B), sequences for batched decode
+PEER_FLAGS    ?= --threads 1,2 --reps 3 --parallel 1,4,8
+
+# The source tree, unpacked once. The mirror lacks a few of the larger vocab files under models/ (and the
+# kompute submodule): those are left out of the archive; neither the build nor the conversion reads them
+# (the conversion reads models/ggml-vocab-llama-spm.gguf, which the mirror has).
+$(LLAMA_CPP_DIR)/CMakeLists.txt:
+	@mkdir -p $(LLAMA_CPP_DIR)
+	@set -e; src="$(LLAMA_CPP_SRC)"; dst="$(LLAMA_CPP_DIR)"; \
+	if [ -d "$$src/objects" ]; then \
+	  git --git-dir="$$src" ls-tree -r "$(LLAMA_CPP_REV)" | awk -F'\t' '{split($$1, a, " "); \
+	    if (a[2] == "blob") print a[3] "\t" $$2}' > "$$dst/.tree"; \
+	  ex=$$(cut -f1 "$$dst/.tree" | git --git-dir="$$src" cat-file --batch-check | awk '$$2 == "missing" {print $$1}' \
+	    | awk -F'\t' 'NR == FNR {m[$$1]; next} ($$1 in m) {print ":(exclude)" $$2}' - "$$dst/.tree"); \
+	  [ -z "$$ex" ] || echo "left out (not in the mirror):" $$ex; \
+	  git --git-dir="$$src" archive --format=tar "$(LLAMA_CPP_REV)" -- . $$ex 2>/dev/null | tar -x -C "$$dst"; \
+	  rm -f "$$dst/.tree"; \
+	  git --git-dir="$$src" rev-parse "$(LLAMA_CPP_REV)^{commit}" > "$$dst/COMMIT"; \
+	elif [ -f "$$src" ]; then \
+	  tar -xzf "$$src" -C "$$dst" --strip-components=1; \
+	  gzip -dc "$$src" | git get-tar-commit-id > "$$dst/COMMIT" || echo unknown > "$$dst/COMMIT"; \
+	elif [ -f "$$src/CMakeLists.txt" ]; then \
+	  cp -a "$$src/." "$$dst/"; \
+	  git -C "$$src" rev-parse HEAD > "$$dst/COMMIT" 2>/dev/null || echo unknown > "$$dst/COMMIT"; \
+	else echo "LLAMA_CPP_SRC=$$src is neither a bare git dir, a .tar.gz nor a source tree" >&2; exit 1; fi
+	@echo "llama.cpp source: $(LLAMA_CPP_SRC) at $$(cat $(LLAMA_CPP_DIR)/COMMIT)"
+
+# CPU only, tuned for this host (GGML_NATIVE), no libcurl (no network downloads), static so the binaries
+# need no rpath; the tools the comparison runs only.
+$(LLAMA_CPP_BIN)/llama-bench: | $(LLAMA_CPP_DIR)/CMakeLists.txt
+	cmake -S $(LLAMA_CPP_DIR) -B $(LLAMA_CPP_DIR)/build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+	  -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
+	  -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF
+	nice cmake --build $(LLAMA_CPP_DIR)/build -j2 --target $(LLAMA_CPP_TOOLS)
+
+llama-cpp: $(LLAMA_CPP_BIN)/llama-bench
+.PHONY: llama-cpp
