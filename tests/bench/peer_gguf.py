@@ -13,7 +13,8 @@ filled from here, because PyPI is unreachable and Debian 12 packages neither `sa
   CONTROL, and as score the negated rank of the merge that makes the piece, which is the order llama.cpp's
   SPM tokenizer merges in (the converter's own path needs tokenizer.model through sentencepiece's protobuf
   module, or transformers);
-- make_lm.py's config.json has no `architectures`: a Llama is named LlamaForCausalLM;
+- make_lm.py's config.json has no `architectures` nor `rms_norm_eps`: a Llama is named LlamaForCausalLM
+  and gets transformers' default epsilon (1e-6), as `qmap convert` does;
 - torch 1.13 (Debian 12) lacks the float8 dtypes the converter names in a table; they are aliased to uint8,
   which no tensor here uses.
 """
@@ -140,13 +141,16 @@ def patch_vocab(convert, gguf):
 
 
 def patch_architecture(convert):
-    """make_lm.py's config.json names model_type only; the converter picks its class by `architectures`."""
+    """make_lm.py's config.json gives neither `architectures` (the converter picks its class by it) nor
+    `rms_norm_eps` (llama.cpp refuses a file without it); transformers would fill in the defaults."""
     load = convert.Model.load_hparams
 
     def load_hparams(dir_model):
         hparams = load(dir_model)
-        if "architectures" not in hparams and hparams.get("model_type") == "llama":
-            hparams["architectures"] = ["LlamaForCausalLM"]
+        if hparams.get("model_type") == "llama":
+            hparams.setdefault("architectures", ["LlamaForCausalLM"])
+            # transformers' LlamaConfig default, which qmap convert applies too
+            hparams.setdefault("rms_norm_eps", 1e-6)
         return hparams
 
     convert.Model.load_hparams = staticmethod(load_hparams)
