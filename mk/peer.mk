@@ -51,6 +51,10 @@ $(LLAMA_CPP_DIR)/CMakeLists.txt:
 
 # CPU only, tuned for this host (GGML_NATIVE), no libcurl (no network downloads), static so the binaries
 # need no rpath; the tools the comparison runs only.
+# GIT_CEILING_DIRECTORIES: the unpacked tree has no .git of its own, and llama.cpp's build-info would
+# otherwise take the enclosing qmap checkout's commit for its own (llama-bench prints it as "build:");
+# with it, it says "unknown" and COMMIT holds the real one.
+$(LLAMA_CPP_BIN)/llama-bench: export GIT_CEILING_DIRECTORIES = $(abspath $(PEER_DIR))
 $(LLAMA_CPP_BIN)/llama-bench: | $(LLAMA_CPP_DIR)/CMakeLists.txt
 	cmake -S $(LLAMA_CPP_DIR) -B $(LLAMA_CPP_DIR)/build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
 	  -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \

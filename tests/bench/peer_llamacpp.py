@@ -2,7 +2,8 @@
 """qmap beside llama.cpp on the same weights, same host, same run (make bench-peer; issues 46 and 49).
 
     peer_llamacpp.py bench --qmap QMAP --llama-cpp DIR --models DIR [--threads 1,2] [--reps 3]
-                           [--parallel 1,4,8] [--json OUT.json]
+                           [--parallel 1,4,8] [--batched-threads LIST]
+                           [-p 512] [--tg 128] [--npp 128] [--ntg 32] [--json OUT.json]
     peer_llamacpp.py check --qmap QMAP --llama-cpp DIR --models DIR [-n 16] [--prompt TEXT]
 
 DIR (--llama-cpp) is a llama.cpp source tree built as mk/peer.mk builds it (tools in build/bin, the built
@@ -169,7 +170,7 @@ def summarize_pp_tg(a, log, gb):
 def summarize_batched(a, log):
     rows = []
     ps = int_list(a.parallel)
-    for t in a.threads:
+    for t in a.batched_threads:
         runs = [e for e in log if e["section"] == "batched" and e["threads"] == t]
         for p in ps:
             row = {"threads": t, "P": p, "pairs": len(runs)}
@@ -263,7 +264,7 @@ def bench(a):
                 alternate(a, "pp_tg", label, t, qmap_pp_tg, models / qf, llama_pp_tg, models / lf, log)
     if a.parallel:
         label, qf, lf = BATCHED_PAIR
-        for t in a.threads:
+        for t in a.batched_threads:
             for _ in range(a.reps):
                 alternate(a, "batched", label, t, qmap_batched, models / qf, llama_batched, models / lf, log)
     pp_tg = summarize_pp_tg(a, log, gb)
@@ -327,6 +328,7 @@ def main():
     ap.add_argument("-p", "--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--parallel", default="1,4,8", help="sequences for batched decode; '' skips it")
+    ap.add_argument("--batched-threads", type=int_list, help="thread counts of batched decode (default --threads)")
     ap.add_argument("--npp", type=int, default=128)
     ap.add_argument("--ntg", type=int, default=32)
     ap.add_argument("--json", help="also write every figure and pair to this file")
@@ -334,6 +336,7 @@ def main():
     ap.add_argument("--prompt", default="Once upon a time")
     a = ap.parse_args()
     a.bin = Path(a.llama_cpp) / "build" / "bin"
+    a.batched_threads = a.batched_threads or a.threads
     return bench(a) if a.mode == "bench" else check(a)
 
 
