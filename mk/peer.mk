@@ -1,6 +1,6 @@
 # mk/peer.mk — make bench-peer: qmap beside llama.cpp on the same weights, same host, same run (issues 46 §5
-# and 49). Not part of make test: it builds llama.cpp (~10 min on 2 cores), writes ~10 GB of models and runs
-# for tens of minutes.
+# and 49). Not part of make test: it builds llama.cpp (10-15 min on 2 cores), needs ~14 GB of disk while it
+# converts (6.3 GB of models remain in $(BUILD)/peer/models) and runs for tens of minutes.
 #
 # llama.cpp is built from source, CPU only, native. The source cannot be downloaded from a make recipe on the
 # build hosts (only a session's search tool can fetch it), so LLAMA_CPP_SRC names where it already is: a bare
