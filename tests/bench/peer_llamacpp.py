@@ -136,7 +136,8 @@ def alternate(a, section, label, threads, qmap_fn, qmap_model, llama_fn, llama_m
     entry = {"section": section, "pair": label, "threads": threads, "qmap": q, "llama_cpp": l,
              "load_before": before, "load_after": after, "time": time.strftime("%H:%M:%S", time.gmtime())}
     log.append(entry)
-    print(f"  [{entry['time']}] {section} {label} t={threads}: load {before:.2f} -> {after:.2f}", file=sys.stderr)
+    print(f"  [{entry['time']}] {section} {label} t={threads}: {pair_summary(entry)}; "
+          f"load {before:.2f} -> {after:.2f}", file=sys.stderr, flush=True)
     return entry
 
 
