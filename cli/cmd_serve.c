@@ -12,11 +12,11 @@
 
 /* Prompt tokens one batched step reads beside the decode rows of every slot (--chunk). A step's time is
  * every running stream's gap between two tokens, and it grows with the chunk; a smaller chunk keeps the
- * streams flowing while a long prompt is read, a larger one reads it in fewer steps. 16 because a step of
- * 8 slots then holds 7 decode rows and 16 prompt rows: on a 1.1B model at 2 threads its compute stays
- * within a 300 ms gap, while the prompt still takes no more than about 1.5x the steps it takes alone
- * (16 of 24 rows each). */
-#define SERVE_DEFAULT_CHUNK 16
+ * streams flowing while a long prompt is read, a larger one reads it in fewer steps. 32 because a step of
+ * 8 slots then holds 7 decode rows and 33 prompt rows: on a 1.1B Q8_ROW model at 2 threads the streams'
+ * longest gap stayed near 200 ms while a 512-token prompt took 1.26x its time alone, where 16 took
+ * 1.40-1.59x (make bench-serve, docs/perf/2026-11-28-zen4-small-gemm.md). */
+#define SERVE_DEFAULT_CHUNK 32
 
 typedef struct serve_args {
     const char *host, *api_key, *chat_template;
@@ -162,7 +162,7 @@ int cmd_serve(int argc, char **argv)
         { "parallel", 0, CLI_INT, &a.parallel, "N", 1, 256, NULL, "sequences decoded together (slots)", false },
         { "ctx-size", 'c', CLI_INT, &a.ctx, "N", 0, 1 << 24, NULL, "positions per sequence; 0 = the model's context, at most 4096", false },
         { "chunk", 0, CLI_INT, &a.chunk, "N", 1, 1 << 16, NULL, "prompt tokens read per step beside the running streams' "
-          "decode rows (default 16): smaller keeps their gaps shorter while a long prompt is read", false },
+          "decode rows: smaller keeps their gaps shorter while a long prompt is read", false },
         { "threads", 't', CLI_INT, &a.threads, "N", 0, 1024, NULL, "threads of the evaluation; 0 = all cores", false },
         { "api-key", 0, CLI_STRING, &a.api_key, "KEY", 0, 0, NULL, "require Authorization: Bearer KEY on every endpoint but /health "
           "(default: $QMAP_API_KEY; none if unset)", true },
