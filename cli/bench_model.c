@@ -155,14 +155,14 @@ static void print_header(const bm_cfg *c)
                "limit_median,limit_unit,fraction_median,fraction_min,fraction_max,bw_anon_gbps,bw_map_gbps,int8_terms,reruns,act,kernels,"
                "n_depth,kv_bytes_per_token,steady_runs,fraction_steady_median,limit_reading\n");
     } else if (!c->json) {
-        printf("| %-*s | %9s | %8s | %-22s | %3s | %4s | %*s | %-22s | %-26s | %-16s |\n", c->name_width, "model", "size",
+        printf("| %-*s | %9s | %8s | %-22s | %3s | %4s | %*s | %-22s | %-30s | %-16s |\n", c->name_width, "model", "size",
                "params", "dtypes", "thr", "mmap", c->test_width, "test", "t/s median [min-max]", "limit (measured beside)",
                "x limit");
         printf("|");
         for (int i = 0; i < c->name_width + 2; i++) putchar('-');
         printf("|%.11s|%.10s|%.24s|%.5s|%.6s|", "-----------", "----------", "------------------------", "-----", "------");
         for (int i = 0; i < c->test_width + 2; i++) putchar('-');
-        printf("|%.24s|%.28s|%.18s|\n", "------------------------", "----------------------------", "------------------");
+        printf("|%.24s|%.32s|%.18s|\n", "------------------------", "--------------------------------", "------------------");
     }
 }
 
@@ -274,7 +274,7 @@ static void print_row(const bm_cfg *c, json_out *j, const qmap_model_info *in, c
     else snprintf(limit, sizeof limit, "%.0f %s", r->limit.median, unit);
     if (isnan(r->frac.median)) snprintf(frac, sizeof frac, "-");
     else snprintf(frac, sizeof frac, "%.2f [%.2f-%.2f]", r->frac.median, r->frac.min, r->frac.max);
-    printf("| %-*.*s | %9s | %8s | %-22.22s | %3d | %4d | %*s | %-22s | %-26s | %-16s |\n", c->name_width, c->name_width,
+    printf("| %-*.*s | %9s | %8s | %-22.22s | %3d | %4d | %*s | %-22s | %-30s | %-16s |\n", c->name_width, c->name_width,
            label, size, params, mf->mix, r->threads, r->mmap, c->test_width, label_test, tps, limit, frac);
     fflush(stdout);
 }
