@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "qr_shard.h"
+#include "qr_dtype.h"
 
 void qr_shard_store_free(qr_shard_store *st)
 {
@@ -66,11 +67,15 @@ static qm_status q8_cols_copy(qr_shard_store *st, const qr_matrix *w, size_t c0,
 qm_status qr_shard_cols(qr_shard_store *st, const qr_matrix *w, size_t c0, size_t cn, qr_matrix *out,
                         const char *path, const char *tensor, qm_error *err)
 {
-    if (w->dtype == QM_DTYPE_Q8_ROW) return q8_cols_copy(st, w, c0, cn, out, path, tensor, err);
-    const size_t elem = w->dtype == QM_DTYPE_F16 ? 2 : 4;
+    /* a row sum covers all of a row's columns (Q8_ROW): a slice needs rows and sums of its own */
+    if (w->row_sums) return q8_cols_copy(st, w, c0, cn, out, path, tensor, err);
+    const qr_dtype_traits *dt = qr_dtype_get(w->dtype);
+    if (!dt || c0 % dt->block_elems || cn % dt->block_elems)
+        return qm_fail(err, QM_ERR_BAD_CONFIG, path, tensor, QM_NO_OFFSET,
+                       "columns %zu..%zu do not fall on whole storage blocks", c0, c0 + cn);
     *out = *w;
     out->cols = cn;
-    out->data = (const uint8_t *)w->data + c0 * elem;
+    out->data = (const uint8_t *)w->data + c0 / dt->block_elems * dt->block_bytes;
     return QM_OK;
 }
 
