@@ -70,13 +70,14 @@ static double of_peak(const qr_matrix *w, size_t n, int terms, double seconds, d
     return bm_ratio(2.0 * (double)n * (double)w->rows * (double)w->cols * terms / seconds / 1e9, peak);
 }
 
-static void rows_print_text(const qr_matrix *w, qr_act act, int terms, int threads, const rows_figures *f)
+static void rows_print_text(const bench_tensor *t, qr_act act, int terms, int threads, const rows_figures *f)
 {
+    const qr_matrix *w = &t->view;
     for (size_t i = 0; i < N_ROWS; i++) {
         const double s = f->seconds[i].median, cost = s / f->seconds[0].median;
         printf("   Q8_ROW act %-4s threads %-2d n %2zu  %8.2f ms/pass  %6.2f GB/s  cost %5.2f x n=1  "
                "rows/time %5.2f x n=1  %.2f x int8 peak\n",
-               act_name(w, act), threads, k_rows[i], s * 1e3, (double)w->rows * (w->cols + 8) / s / 1e9, cost,
+               act_name(w, act), threads, k_rows[i], s * 1e3, (double)t->read_bytes / s / 1e9, cost,
                (double)k_rows[i] / cost, of_peak(w, k_rows[i], terms, s, f->peak[i].median));
     }
     fflush(stdout);
@@ -136,7 +137,7 @@ int bench_rows(const bench_cfg *c, const qr_kernels *k, const baseline *base, js
             if (rows_measure(c, &call, base, &t.view, c->threads[ti], &f) != 0) goto out;
             const int terms = qr_matmul_int8_terms(&t.view, 2, &o);
             if (c->json) rows_print_json(j, &t.view, acts[a], terms, c->threads[ti], &f);
-            else rows_print_text(&t.view, acts[a], terms, c->threads[ti], &f);
+            else rows_print_text(&t, acts[a], terms, c->threads[ti], &f);
         }
     if (c->json) jo_end_array(j);
     rc = 0;

@@ -56,6 +56,20 @@ def main():
 
     c.check(g, "every matvec run within (0, 1.05] x the bandwidth read beside it, reruns counted (0..3 per run)",
             len(mv) == 10 and runs >= 3 and all(ratios_ok(x) for x in mv), json.dumps(mv)[:800])
+    # 4b: a batch's decode step; its cost at n = 1 is 1 by definition, the others are what batching pays
+    r = subprocess.run([a.qmap, "bench", "kernels", "--quick", "--threads", "1", "--only", "rows", "--cols", "2048",
+                        "--json", "--dir", a.dir], capture_output=True, text=True, timeout=600)
+    try:
+        rows = json.loads(r.stdout).get("batch_rows", []) if r.returncode == 0 else []
+    except ValueError:
+        rows = []
+    shape = sorted((x.get("act"), x.get("n")) for x in rows)
+    c.check(g, "qmap bench kernels --only rows: n = 1, 2, 4, 8, 15 for int8 and i8x2, n = 1 costing 1x itself, "
+            "every fraction of the int8 peak in (0, 1.05]",
+            r.returncode == 0 and shape == sorted((act, n) for act in ("int8", "i8x2") for n in (1, 2, 4, 8, 15))
+            and all(x["cost_vs_n1"] == 1.0 for x in rows if x["n"] == 1)
+            and all(x["cost_vs_n1"] > 0 and 0 < x["ratio_to_int8_peak"] <= 1.05 for x in rows),
+            (r.stdout[-600:] + r.stderr)[-800:])
     r = subprocess.run([a.qmap, "bench", "kernels", "--only", "nothing"], capture_output=True, text=True, timeout=60)
     c.check(g, "qmap bench kernels --only nothing: a usage error (exit 2) naming the sections",
             r.returncode == 2 and "matvec" in r.stderr, r.stderr[-400:])
