@@ -108,7 +108,7 @@ typedef struct qmap_model_params {
     const qmap_shard *shard;   /* tensor parallel: this process's part (copied at open); NULL = the whole model */
 } qmap_model_params;
 
-/* Fill *p with the defaults (verify false, threads 0, no_mmap false, large_pages false). */
+/* Fill *p with the defaults (verify false, threads 0, no_mmap false, large_pages false, shard NULL). */
 QMAP_API void qmap_model_params_default(qmap_model_params *p);
 
 /* Open `path`, validate the container (spec/FORMAT.md section 7) and the architecture's metadata keys and
