@@ -181,13 +181,14 @@ static qm_status map_in_large_pages(const char *path, qm_file **f, qm_error *e)
 static qm_status take_shard(qmap_model *m, const qmap_shard *sh, const char *path, qm_error *e)
 {
     if (!sh || sh->n_ranks <= 1) return QM_OK;
-    if (sh->rank >= sh->n_ranks || !sh->allreduce_sum || !sh->allgather)
+    if (sh->rank >= sh->n_ranks || !sh->allreduce_sum || !sh->allgather || !sh->allreduce_max)
         return qm_fail(e, QM_ERR_INVALID_ARGUMENT, path, NULL, QM_NO_OFFSET,
                        "qmap_model_params.shard: rank %u of %u ranks, or a function missing", sh->rank, sh->n_ranks);
     if (!m->lm || m->arch == QM_ARCH_GEMMA2)
         return qm_fail(e, QM_ERR_UNSUPPORTED, path, QM_KEY_ARCHITECTURE, QM_NO_OFFSET,
                        "a %s model cannot be run tensor-parallel (gpt2, gpt_neo and llama can)", m->arch_name);
-    m->shard = (qr_shard){ sh->rank, sh->n_ranks, sh->allreduce_sum, sh->allgather, sh->ctx };
+    m->shard = (qr_shard){ .rank = sh->rank, .n_ranks = sh->n_ranks, .allreduce = sh->allreduce_sum,
+                           .allgather = sh->allgather, .ctx = sh->ctx, .allreduce_max = sh->allreduce_max };
     return QM_OK;
 }
 

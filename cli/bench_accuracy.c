@@ -48,7 +48,9 @@ int bench_accuracy(const bench_cfg *c, const qr_kernels *k, json_out *j)
     }
     const qr_matrix mh = { QM_DTYPE_F16, rows, cols, wh, 2 * cols, NULL, NULL };
     const qr_matrix mq = { QM_DTYPE_Q8_ROW, rows, cols, wq, rs, sc, sums };
-    const qr_matmul_opts o_int8 = { 0, QR_ACT_INT8, NULL, false }, o_f32 = { 0, QR_ACT_F32, NULL, false }, o_x2 = { 0, QR_ACT_INT8X2, NULL, false };
+    const qr_matmul_opts o_int8 = { .pool = 0, .act = QR_ACT_INT8, .kernels = NULL, .row_invariant = false };
+    const qr_matmul_opts o_f32 = { .pool = 0, .act = QR_ACT_F32, .kernels = NULL, .row_invariant = false };
+    const qr_matmul_opts o_x2 = { .pool = 0, .act = QR_ACT_INT8X2, .kernels = NULL, .row_invariant = false };
     size_t ws = qr_matmul_work_size(&mq, n, &o_x2); /* the largest of the three */
     if (!(work = malloc(ws))) { set_error("out of memory"); goto out; }
     static const char *const kinds[3] = { "uniform", "gaussian", "gaussian+outliers" };

@@ -147,7 +147,7 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
     size_t work_size = 0;
     for (int ai = 0; ai < n_act; ai++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], acts[ai], NULL, false };
+            qr_matmul_opts o = { .pool = c->pools[ti], .act = acts[ai], .kernels = NULL, .row_invariant = false };
             size_t s = qr_matmul_work_size(&t.view, n, &o);
             if (s > work_size) work_size = s;
         }
@@ -158,7 +158,7 @@ static int bench_gemm_one(const bench_cfg *c, const qr_kernels *k, const baselin
         bool int8 = gc->dtype == QM_DTYPE_Q8_ROW && act != QR_ACT_F32;
         const double executed = act == QR_ACT_INT8X2 ? 2.0 : 1.0;   /* multiply-adds run per one of the product */
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], act, NULL, false };
+            qr_matmul_opts o = { .pool = c->pools[ti], .act = act, .kernels = NULL, .row_invariant = false };
             double s;
             if (time_gemm(k, &t.view, n, x, y, work, work_size, &o, &s) != 0) goto out; /* warm-up */
             /* each run times the peak loop just before and just after the GEMM and takes the larger (as
@@ -220,7 +220,7 @@ static int bench_gemm_generic(const bench_cfg *c, const qr_kernels *k, const gem
     void *work = NULL;
     int rc = -1;
     if (tensor_make(&t, QM_DTYPE_Q8_ROW, rows, cols, 0x7f4a7c159e3779b9ull + rows * 3 + cols) != 0) return -1;
-    qr_matmul_opts o = { NULL, QR_ACT_INT8, NULL, false };   /* one thread */
+    qr_matmul_opts o = { .pool = NULL, .act = QR_ACT_INT8, .kernels = NULL, .row_invariant = false };   /* one thread */
     size_t work_size = qr_matmul_work_size(&t.view, n, &o);
     x = random_floats(n * cols, 11);
     y = malloc(n * rows * sizeof *y);

@@ -107,7 +107,7 @@ static int mv_bufs_alloc(const bench_cfg *c, const bench_tensor *t, mv_bufs *b)
     static const qr_act acts[] = { QR_ACT_INT8, QR_ACT_INT8X2, QR_ACT_F32 };
     for (int act = 0; act < 3; act++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], acts[act], NULL, false };
+            qr_matmul_opts o = { .pool = c->pools[ti], .act = acts[act], .kernels = NULL, .row_invariant = false };
             size_t sz = qr_matmul_work_size(&t->view, 1, &o);
             if (sz > b->work_size) b->work_size = sz;
         }
@@ -131,7 +131,7 @@ typedef struct mv_figures {
 static int mv_measure(const bench_cfg *c, const qr_kernels *k, const baseline *base, bench_tensor *t, mapped *m,
                       mv_bufs *b, qr_act act, int ti, mv_figures *fig)
 {
-    qr_matmul_opts o = { c->pools[ti], act, NULL, false };
+    qr_matmul_opts o = { .pool = c->pools[ti], .act = act, .kernels = NULL, .row_invariant = false };
     double first_a, first_m;
     if (time_matvec(k, &t->view, b->x, b->y, b->work, b->work_size, &o, &first_a) != 0) return -1;
     if (time_matvec(k, &m->view, b->x, b->y2, b->work, b->work_size, &o, &first_m) != 0) return -1;
@@ -323,7 +323,7 @@ int bench_first_pass(const bench_cfg *c, const qr_kernels *k, json_out *j)
                "cache warm): GB/s of the pass,\n    and the time of the madvise call itself\n", rows);
     else jo_begin_array(j, "first_pass");
     for (int ti = 0; ti < c->n_threads; ti++) {
-        qr_matmul_opts o = { c->pools[ti], QR_ACT_F32, NULL, false };
+        qr_matmul_opts o = { .pool = c->pools[ti], .act = QR_ACT_F32, .kernels = NULL, .row_invariant = false };
         for (int mode = 0; mode < 3; mode++) {
             for (int r = 0; r < c->runs; r++) {
                 qm_close(m.f);

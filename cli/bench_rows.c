@@ -114,7 +114,7 @@ int bench_rows(const bench_cfg *c, const qr_kernels *k, const baseline *base, js
     static const qr_act acts[] = { QR_ACT_INT8, QR_ACT_INT8X2 };
     for (int a = 0; a < 2; a++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], acts[a], NULL, true };
+            qr_matmul_opts o = { .pool = c->pools[ti], .act = acts[a], .kernels = NULL, .row_invariant = true };
             size_t sz = qr_matmul_work_size(&t.view, k_rows[N_ROWS - 1], &o);
             if (sz > work_size) work_size = sz;
         }
@@ -131,7 +131,7 @@ int bench_rows(const bench_cfg *c, const qr_kernels *k, const baseline *base, js
     else jo_begin_array(j, "batch_rows");
     for (int a = 0; a < 2; a++)
         for (int ti = 0; ti < c->n_threads; ti++) {
-            qr_matmul_opts o = { c->pools[ti], acts[a], NULL, true };
+            qr_matmul_opts o = { .pool = c->pools[ti], .act = acts[a], .kernels = NULL, .row_invariant = true };
             bench_call call = { k, x, y, work, work_size, &o };
             rows_figures f;
             if (rows_measure(c, &call, base, &t.view, c->threads[ti], &f) != 0) goto out;

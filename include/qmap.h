@@ -82,11 +82,11 @@ typedef enum qmap_model_kind {
 
 /* Tensor parallelism: this process runs rank `rank` of `n_ranks` processes that each open the same container
  * and together run one decoder LM (gpt2, gpt_neo, llama), each holding an n_ranks-th of every layer's heads,
- * KV cache and FFN units and of the vocabulary (the qmap-mpi command supplies the two functions over MPI;
+ * KV cache and FFN units and of the vocabulary (the qmap-mpi command supplies the functions over MPI;
  * runtime/qr_shard.h has the split). n_ranks must divide the heads, the KV heads and the FFN size
  * (QMAP_ERR_BAD_CONFIG naming the key otherwise). Every rank must make the same calls with the same
- * arguments (a session each, the same tokens, the same sampling seed): every forward pass calls both
- * functions, and every rank then holds the same whole logits. Each function returns 0 on success; a failure
+ * arguments (a session each, the same tokens, the same sampling seed): every forward pass calls the
+ * functions (all three required), and every rank then holds the same whole logits. Each function returns 0 on success; a failure
  * fails the forward pass with QMAP_ERR_IO. */
 typedef struct qmap_shard {
     uint32_t rank, n_ranks;
@@ -95,6 +95,10 @@ typedef struct qmap_shard {
     /* rank r holds buf[n·r/n_ranks .. n·(r+1)/n_ranks); afterwards every rank holds all n */
     int (*allgather)(void *ctx, float *buf, size_t n);
     void *ctx;
+    /* buf[0 .. n) := the element-wise max over the ranks of their buf (values >= 0 or +Inf), in place: joins
+     * the int8 activation scales of a matrix whose columns several ranks share (Q8_ROW at --act int8 or
+     * auto), so a rank's int8 rows are one process's */
+    int (*allreduce_max)(void *ctx, float *buf, size_t n);
 } qmap_shard;
 
 typedef struct qmap_model_params {

@@ -33,10 +33,12 @@ static void usage(FILE *fp)
             "perplexity (see 'qmap run --help'), given to every rank alike. Rank 0 prints; the others print\n"
             "nothing (QMAP_MPI_VERBOSE=1 keeps their stderr). -t defaults to the CPUs a rank may run on: one\n"
             "core when mpirun binds ranks to cores (its default up to 2 ranks), every CPU with --oversubscribe.\n"
-            "Q8_ROW with int8 activations (the default --act auto): a rank quantizes its own part of the\n"
-            "attention output (and of the FFN hidden, unless the down projection is in column panels the ranks\n"
-            "share out whole) with its own scale, so the logits can differ from one process's in the last\n"
-            "digits of the int8 rounding; --act f32 gives one process's logits to 1e-5.\n"
+            "Q8_ROW with int8 activations (the default --act auto): where ranks share a panel's columns (the\n"
+            "attention output, and the FFN down projection unless it is in column panels the ranks share out\n"
+            "whole) an MPI_MAX all-reduce per product joins their int8 scales, so each rank's int8 activations\n"
+            "are one process's. Logits equal one process's to 1e-5 (F32, F16, --act f32 and int8) or 1e-4\n"
+            "(two int8 terms: a last-bit difference from the other order of the sums can move a value of the\n"
+            "fine second term across a rounding boundary).\n"
             "\n"
             "allreduce times CALLS (default 2000) in-place MPI_Allreduce sums of FLOATS (default 2048: a 1.1B\n"
             "Llama's hidden vector) the way a decode step calls them, and prints the mean and median latency\n"
@@ -104,19 +106,23 @@ static int check_same_container(const tp_ctx *ctx, const char *path)
 /* Rank 0 prints every rank's counters (QMAP_MPI_STATS=1). Collective. */
 static void print_stats(const tp_ctx *ctx)
 {
-    double mine[8] = { (double)ctx->allreduce_calls, (double)ctx->allreduce_floats, ctx->allreduce_s,
+    enum { K = 11 };
+    double mine[K] = { (double)ctx->allreduce_calls, (double)ctx->allreduce_floats, ctx->allreduce_s,
                        (double)ctx->gather_calls, (double)ctx->gather_floats, ctx->gather_s,
-                       (double)ctx->max_pss_kb, (double)ctx->max_rss_kb };
-    double *all = ctx->rank == 0 ? calloc((size_t)ctx->size * 8, sizeof *all) : NULL;
+                       (double)ctx->max_pss_kb, (double)ctx->max_rss_kb,
+                       (double)ctx->max_calls, (double)ctx->max_floats, ctx->max_s };
+    double *all = ctx->rank == 0 ? calloc((size_t)ctx->size * K, sizeof *all) : NULL;
     if (ctx->rank == 0 && !all) return;
-    MPI_Gather(mine, 8, MPI_DOUBLE, all, 8, MPI_DOUBLE, 0, ctx->comm);
+    MPI_Gather(mine, K, MPI_DOUBLE, all, K, MPI_DOUBLE, 0, ctx->comm);
     for (int r = 0; ctx->rank == 0 && r < ctx->size; r++) {
-        const double *a = all + (size_t)r * 8;
+        const double *a = all + (size_t)r * K;
         fprintf(stderr,
                 "qmap-mpi stats: rank %d: %.0f all-reduces of %.0f B (%.1f us each), %.0f gathers of %.0f B "
-                "(%.1f us each), mapping PSS %.1f MB RSS %.1f MB\n",
+                "(%.1f us each), %.0f int8-scale max all-reduces of %.0f B (%.1f us each), mapping PSS %.1f MB "
+                "RSS %.1f MB\n",
                 r, a[0], a[0] ? a[1] * 4 / a[0] : 0.0, a[0] ? a[2] / a[0] * 1e6 : 0.0, a[3],
-                a[3] ? a[4] * 4 / a[3] : 0.0, a[3] ? a[5] / a[3] * 1e6 : 0.0, a[6] / 1024, a[7] / 1024);
+                a[3] ? a[4] * 4 / a[3] : 0.0, a[3] ? a[5] / a[3] * 1e6 : 0.0, a[8], a[8] ? a[9] * 4 / a[8] : 0.0,
+                a[8] ? a[10] / a[8] * 1e6 : 0.0, a[6] / 1024, a[7] / 1024);
     }
     free(all);
 }

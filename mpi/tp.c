@@ -1,4 +1,5 @@
-/* tp.c — a qmap_shard over MPI: MPI_Allreduce (in place, f32 sum) after attention and after the FFN,
+/* tp.c — a qmap_shard over MPI: MPI_Allreduce (in place, f32 sum) after attention and after the FFN, MPI_MAX
+ * of the int8 activation maxima of a matrix several ranks share the columns of,
  * MPI_Allgatherv of the vocabulary slices of the logits, each timed and watched. */
 #include <inttypes.h>
 #include <limits.h>
@@ -75,6 +76,20 @@ static int tp_allreduce(void *p, float *buf, size_t n)
     return rc == MPI_SUCCESS ? 0 : -1;
 }
 
+static int tp_allreduce_max(void *p, float *buf, size_t n)
+{
+    tp_ctx *ctx = p;
+    if (n > INT_MAX) return -1;
+    double t0 = MPI_Wtime();
+    atomic_store(&ctx->busy_since_ms, now_ms());
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, ctx->comm);
+    atomic_store(&ctx->busy_since_ms, 0);
+    ctx->max_s += MPI_Wtime() - t0;
+    ctx->max_calls++;
+    ctx->max_floats += n;
+    return rc == MPI_SUCCESS ? 0 : -1;
+}
+
 static int tp_allgather(void *p, float *buf, size_t n)
 {
     tp_ctx *ctx = p;
@@ -104,7 +119,8 @@ static int tp_allgather(void *p, float *buf, size_t n)
 
 qmap_shard tp_shard(tp_ctx *ctx)
 {
-    return (qmap_shard){ (uint32_t)ctx->rank, (uint32_t)ctx->size, tp_allreduce, tp_allgather, ctx };
+    return (qmap_shard){ .rank = (uint32_t)ctx->rank, .n_ranks = (uint32_t)ctx->size, .allreduce_sum = tp_allreduce,
+                         .allgather = tp_allgather, .ctx = ctx, .allreduce_max = tp_allreduce_max };
 }
 
 int tp_mapping_pss(const char *path, uint64_t *pss_kb, uint64_t *rss_kb)

@@ -18,6 +18,8 @@ typedef struct tp_ctx {
     /* counters (what --stats prints) */
     uint64_t allreduce_calls, allreduce_floats, gather_calls, gather_floats;
     double allreduce_s, gather_s;
+    uint64_t max_calls, max_floats;   /* the int8 scales' MPI_MAX all-reduces (qmap_shard.allreduce_max) */
+    double max_s;
     /* the watchdog: ms since the epoch when the collective in progress began, 0 when none is */
     _Atomic int64_t busy_since_ms;
     int timeout_s;

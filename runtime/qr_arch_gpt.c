@@ -31,6 +31,7 @@ typedef struct gpt_layer {
     qr_matrix w_down;             /* (dim, ffn_dim)   mlp.c_proj, or its column panels: */
     size_t down_panels;           /*   (panels·dim, ffn_dim/panels), panel p the columns p·ffn_dim/panels.. */
     const float *b_down;          /* (dim) */
+    qr_shard_part o_part, down_part; /* tensor parallel: how the rank holds wo's and w_down's columns */
 } gpt_layer;
 
 typedef struct gpt_weights {
@@ -70,7 +71,7 @@ static bool gpt_tied(const void *p) { return ((const gpt_weights *)p)->tied; }
  * rank 0 only, since the ranks' partial sums are added. */
 static qm_status gpt_shard_layer(qr_loader *ld, gpt_weights *w, gpt_layer *L, uint32_t l)
 {
-    const qr_shard *sh = ld->shard;
+    const qr_shard *sh = &w->shard;
     const size_t N = sh->n_ranks, d = w->hp.dim, nq = d / N, nf = w->hp.ffn_dim / N;
     const size_t q0 = sh->rank * nq, f0 = sh->rank * nf;
     char name[QM_KEY_NAME_MAX];
@@ -90,16 +91,18 @@ static qm_status gpt_shard_layer(qr_loader *ld, gpt_weights *w, gpt_layer *L, ui
     L->b_up += f0;
     if (sh->rank != 0) L->bo = L->b_down = NULL;
     qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_ATTN_OUT, l);
-    TRY(qr_shard_row_parallel(sh, &w->store, &L->wo, d, 1, &L->wo, &(size_t){ 0 }, ld->path, name, ld->err));
+    TRY(qr_shard_row_parallel(sh, &w->store, &L->wo, d, 1, &L->wo, &(size_t){ 0 }, &L->o_part, ld->path, name,
+                              ld->err));
     qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_FFN_DOWN, l);
     return qr_shard_row_parallel(sh, &w->store, &L->w_down, d, L->down_panels, &L->w_down, &L->down_panels,
-                                 ld->path, name, ld->err);
+                                 &L->down_part, ld->path, name, ld->err);
 }
 
 /* The whole model, loaded, cut down to rank ld->shard's part (see llama_shard). */
 static qm_status gpt_shard(qr_loader *ld, gpt_weights *w)
 {
-    const qr_shard *sh = ld->shard;
+    w->shard = *ld->shard;   /* first: the layers' parts point at it */
+    const qr_shard *sh = &w->shard;
     qr_lm_hparams *hp = &w->hp;
     const char *arch = qm_arch_name(ld->arch);
     char key[QM_KEY_NAME_MAX];
@@ -113,7 +116,6 @@ static qm_status gpt_shard(qr_loader *ld, gpt_weights *w)
     hp->n_heads /= sh->n_ranks;
     hp->n_kv_heads = hp->n_heads;
     hp->ffn_dim /= sh->n_ranks;
-    w->shard = *sh;
     return QM_OK;
 }
 #undef TRY
@@ -252,14 +254,15 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const qr_lm_rows *r)
         /* attn = softmax(scale·q·kᵀ + causal mask (window on local layers))·v, each sequence over its cache */
         qr_lm_attend(s, r, l, &shape, q, k, v, ldqkv, s->att, q_dim);
         /* x = x + c_proj(attn) */
-        TRY(qr_linear(s, QR_X_NORMED, &L->wo, L->bo, n, s->att, q_dim, s->xb, d));
+        TRY(qr_linear_part(s, QR_X_NORMED, &L->o_part, &L->wo, L->bo, 1, n, s->att, q_dim, s->xb, NULL));
         TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* tensor parallel: the ranks' heads added */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* x = x + mlp.c_proj(act(mlp.c_fc(ln_2(x)))) */
         qr_rows_layernorm(s->pool, s->xb, s->x, L->ln2_w, L->ln2_b, n, d, eps);
         TRY(qr_linear(s, QR_X_NORMED, &L->w_up, L->b_up, n, s->xb, d, s->hb, f));
         qr_rows_activate(s->pool, w->act, s->hb, n * f);
-        TRY(qr_linear_panels(s, QR_X_FLOAT, &L->w_down, L->b_down, L->down_panels, n, s->hb, f, s->xb, s->hb2));
+        TRY(qr_linear_part(s, QR_X_FLOAT, &L->down_part, &L->w_down, L->b_down, L->down_panels, n, s->hb, f, s->xb,
+                           s->hb2));
         TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* and their FFN units */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }

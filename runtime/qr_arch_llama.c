@@ -21,6 +21,7 @@ typedef struct llama_layer {
     const float *ffn_norm;      /* (dim)                      post_attention_layernorm.weight */
     qr_glu_ffn ffn;             /* gate_proj, up_proj, down_proj (or its column panels: (panels·dim,
                                  * ffn_dim/panels), panel p the columns p·ffn_dim/panels..) */
+    qr_shard_part o_part, down_part; /* tensor parallel: how the rank holds o's and down's columns */
 } llama_layer;
 
 typedef struct llama_weights {
@@ -57,7 +58,7 @@ static bool llama_tied(const void *p) { return ((const llama_weights *)p)->tied;
  * q/k/v/gate/up keep the rank's rows, o and down its columns. */
 static qm_status llama_shard_layer(qr_loader *ld, llama_weights *w, llama_layer *L, uint32_t l)
 {
-    const qr_shard *sh = ld->shard;
+    const qr_shard *sh = &w->shard;
     const qr_lm_hparams *hp = &w->hp;   /* still the whole model's */
     const size_t N = sh->n_ranks, hd = hp->head_dim, d = hp->dim;
     const size_t nq = hp->n_heads / N * hd, nkv = hp->n_kv_heads / N * hd, nf = hp->ffn_dim / N;
@@ -70,17 +71,19 @@ static qm_status llama_shard_layer(qr_loader *ld, llama_weights *w, llama_layer 
     L->ffn.w_gate = qr_matrix_rows(&L->ffn.w_gate, f0, nf);
     L->ffn.w_up = qr_matrix_rows(&L->ffn.w_up, f0, nf);
     qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_ATTN_O, l);
-    TRY(qr_shard_row_parallel(sh, &w->store, &L->attn.wo, d, 1, &L->attn.wo, &(size_t){ 0 }, ld->path, name, ld->err));
+    TRY(qr_shard_row_parallel(sh, &w->store, &L->attn.wo, d, 1, &L->attn.wo, &(size_t){ 0 }, &L->o_part, ld->path,
+                              name, ld->err));
     qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_FFN_DOWN, l);
     return qr_shard_row_parallel(sh, &w->store, &L->ffn.w_down, d, L->ffn.down_panels, &L->ffn.w_down, &L->ffn.down_panels,
-                                 ld->path, name, ld->err);
+                                 &L->down_part, ld->path, name, ld->err);
 }
 
 /* The whole model, loaded, cut down to rank ld->shard's part: hp then gives the rank's head and FFN
  * counts (so the run state and KV cache hold only its heads), output_part its vocabulary rows. */
 static qm_status llama_shard(qr_loader *ld, llama_weights *w)
 {
-    const qr_shard *sh = ld->shard;
+    w->shard = *ld->shard;   /* first: the layers' parts point at it */
+    const qr_shard *sh = &w->shard;
     qr_lm_hparams *hp = &w->hp;
     TRY(qr_shard_check_divides(sh, ld->path, "llama.n_kv_heads", hp->n_kv_heads, ld->err));
     TRY(qr_shard_check_divides(sh, ld->path, "llama.n_heads", hp->n_heads, ld->err));
@@ -91,7 +94,6 @@ static qm_status llama_shard(qr_loader *ld, llama_weights *w)
     hp->n_heads /= sh->n_ranks;
     hp->n_kv_heads /= sh->n_ranks;
     hp->ffn_dim /= sh->n_ranks;
-    w->shard = *sh;
     return QM_OK;
 }
 #undef TRY
@@ -202,7 +204,7 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *
          * each sequence over its own cache */
         qr_lm_attend(s, r, l, &shape, q, k, v, ldqkv, s->att, q_dim);
         /* x = x + o_proj(attn) */
-        TRY(qr_linear(s, QR_X_NORMED, &L->attn.wo, NULL, n, s->att, q_dim, s->xb, d));
+        TRY(qr_linear_part(s, QR_X_NORMED, &L->o_part, &L->attn.wo, NULL, 1, n, s->att, q_dim, s->xb, NULL));
         TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* tensor parallel: the ranks' heads added */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* h = post_attention_layernorm(x) */
@@ -212,7 +214,8 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *
         float *gate_up_y[2] = { s->hb, s->hb2 };
         TRY(qr_linear_many(s, QR_X_NORMED, gate_up_w, NULL, 2, n, s->xb, d, gate_up_y, f));
         qr_rows_swiglu(s->pool, s->hb, s->hb2, n * f);
-        TRY(qr_linear_panels(s, QR_X_FLOAT, &L->ffn.w_down, NULL, L->ffn.down_panels, n, s->hb, f, s->xb, s->hb2));
+        TRY(qr_linear_part(s, QR_X_FLOAT, &L->down_part, &L->ffn.w_down, NULL, L->ffn.down_panels, n, s->hb, f, s->xb,
+                           s->hb2));
         TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* and their FFN units */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
     }

@@ -172,6 +172,9 @@ struct qr_kernels {
     /* The same rule applied to the residual x − s1·q1 of a row quantize_x turned into (q1, s1): the
      * second int8 term of QR_ACT_INT8X2. */
     float (*quantize_x_residual)(const float *x, const uint8_t *q1, float s1, size_t cols, size_t kpad, uint8_t *out);
+    /* The byte quantize_x XORs into each int8 value (qr_quantize_x.h's flip): 0, or 0x80 for VNNI's
+     * unsigned operand. qr_matmul writes a tensor-parallel part of X by the portable rule with it. */
+    uint8_t x_flip;
 };
 
 /* qr_kernels_avx512 widens in a decode (AMD Zen 5), qr_kernels_avx512_i8x2 decodes in two int8 terms

@@ -406,5 +406,6 @@ const qr_kernels qr_kernels_avx2 = {
     .block[QM_DTYPE_Q8_ROW][QR_XK_INT8] = block_q8_int8,
     .quantize_x = quantize_x_signed,
     .quantize_x_residual = quantize_x_residual_signed,
+    .x_flip = 0,
     .auto_decode_terms = 2,
 };

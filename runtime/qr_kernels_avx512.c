@@ -938,7 +938,7 @@ static float quantize_x_residual_unsigned(const float *x, const uint8_t *q1, flo
     .level = QM_CPU_AVX512, .block[QM_DTYPE_F32][QR_XK_FLOAT] = block_f32,                  \
     .block[QM_DTYPE_Q8_ROW][QR_XK_FLOAT] = block_q8_f32,                                    \
     .k_slice_bytes = QR_K_SLICE_BYTES, .x_groups = 1, .gemm_x2 = 1, .quantize_x = quantize_x_unsigned,  \
-    .quantize_x_residual = quantize_x_residual_unsigned
+    .quantize_x_residual = quantize_x_residual_unsigned, .x_flip = 0x80
 
 const qr_kernels qr_kernels_avx512 = {
     AVX512_SHARED,

@@ -136,4 +136,5 @@ const qr_kernels qr_kernels_ref = {
     .block[QM_DTYPE_Q8_ROW][QR_XK_INT8] = block_q8_int8,
     .quantize_x = quantize_x_signed,
     .quantize_x_residual = quantize_x_residual_signed,
+    .x_flip = 0,
 };

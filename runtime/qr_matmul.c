@@ -8,6 +8,7 @@
 
 #include "qr_dtype.h"
 #include "qr_kernels.h"
+#include "qr_quantize_x.h"
 
 /* ---- variant choice ------------------------------------------------------------------------- */
 
@@ -92,7 +93,7 @@ static qr_block_fn *block_fn(const qr_kernels *k, qm_dtype dtype, qr_xkind xk)
     return fn || xk != QR_XK_FLOAT ? fn : qr_kernels_ref.block[dtype][xk];
 }
 
-static const qr_matmul_opts default_opts = {NULL, QR_ACT_AUTO, NULL, false};
+static const qr_matmul_opts default_opts = { .pool = NULL, .act = QR_ACT_AUTO, .kernels = NULL, .row_invariant = false };
 
 static size_t pad64(size_t cols)
 {
@@ -411,6 +412,21 @@ static void group_row(const uint8_t *row, size_t stride, size_t i, uint8_t *xg)
     }
 }
 
+/* Rows a..b of X, already int8, into the row groups; after the last row, the last group's rows past X:
+ * defined bytes for the kernels to read (their products are dropped). */
+static void group_rows(const quantize_job *j, size_t a, size_t b)
+{
+    for (size_t i = a; i < b; i++) {
+        group_row(j->q + i * j->stride, j->stride, i, j->xg);
+        if (j->q2) group_row(j->q2 + i * j->stride, j->stride, i, j->xg2);
+    }
+    if (b == j->n)
+        for (size_t i = j->n; i % QR_XG_ROWS; i++) {
+            group_row(NULL, j->stride, i, j->xg);
+            if (j->q2) group_row(NULL, j->stride, i, j->xg2);
+        }
+}
+
 static void quantize_chunk(void *ctx, size_t c, int worker)
 {
     (void)worker;
@@ -422,15 +438,34 @@ static void quantize_chunk(void *ctx, size_t c, int worker)
         uint8_t *qi = j->q + i * j->stride, *q2i = j->q2 ? j->q2 + i * j->stride : NULL;
         j->s[i] = j->k->quantize_x(xi, j->cols, j->stride, qi);
         if (q2i) j->s2[i] = j->k->quantize_x_residual(xi, qi, j->s[i], j->cols, j->stride, q2i);
-        if (j->xg) group_row(qi, j->stride, i, j->xg);
-        if (j->xg && q2i) group_row(q2i, j->stride, i, j->xg2);
     }
-    /* the last group's rows past X: defined bytes for the kernels to read (their products are dropped) */
-    if (j->xg && b == j->n) /* the last chunk, never empty */
-        for (size_t i = j->n; i % QR_XG_ROWS; i++) {
-            group_row(NULL, j->stride, i, j->xg);
-            if (j->q2) group_row(NULL, j->stride, i, j->xg2);
-        }
+    if (j->xg && a < b) group_rows(j, a, b); /* the last chunk is never empty */
+}
+
+/* One int8 term of a tensor-parallel part of X (qr_matmul_opts.x_amax_reduce): each row's max|value|
+ * (x, or with q1 the residual of its first term) joined with the other parts' before any value is rounded,
+ * so the part's bytes are those of one process's whole row. s[] holds the maxima, then the scales. */
+static int quantize_part_term(const quantize_job *j, const qr_matmul_opts *o, const uint8_t *q1, const float *s1,
+                              uint8_t *q, float *s)
+{
+    const uint8_t flip = j->k->x_flip;
+    for (size_t i = 0; i < j->n; i++)
+        s[i] = qr_qx_amax(j->x + i * j->ldx, q1 ? q1 + i * j->stride : NULL, q1 ? s1[i] : 0.0f, j->cols, flip);
+    if (o->x_amax_reduce(o->x_amax_ctx, s, j->n) != 0) return -1;
+    for (size_t i = 0; i < j->n; i++)
+        s[i] = qr_qx_write(j->x + i * j->ldx, q1 ? q1 + i * j->stride : NULL, q1 ? s1[i] : 0.0f, j->cols,
+                           j->stride, q + i * j->stride, flip, s[i]);
+    return 0;
+}
+
+/* X quantized on the calling thread for a tensor-parallel part (a decode's single row, or a prompt's rows
+ * once per product: small beside the product). */
+static qm_status quantize_part(const quantize_job *j, const qr_matmul_opts *o)
+{
+    if (quantize_part_term(j, o, NULL, NULL, j->q, j->s) != 0) return QM_ERR_IO;
+    if (j->q2 && quantize_part_term(j, o, j->q, j->s, j->q2, j->s2) != 0) return QM_ERR_IO;
+    if (j->xg) group_rows(j, 0, j->n);
+    return QM_OK;
 }
 
 /* Can these matrices run as one job: the same dtype and row length (so one X, quantized once, and one
@@ -524,7 +559,12 @@ qm_status qr_matmul_many(const qr_kernels *k, const qr_matrix *const *w, size_t 
         quantize_job qj = { .k = k, .x = x, .ldx = ldx, .cols = w0->cols, .stride = pad64(w0->cols), .n = n,
                             .chunks = qr_pool_chunks(pool, n, 1), .q = xq, .q2 = xq2, .s = xs, .s2 = xs2,
                             .xg = xg, .xg2 = xg2 };
-        qr_pool_run(pool, qj.chunks, quantize_chunk, &qj);
+        if (opts->x_amax_reduce) {
+            qm_status st = quantize_part(&qj, opts);
+            if (st != QM_OK) return st;
+        } else {
+            qr_pool_run(pool, qj.chunks, quantize_chunk, &qj);
+        }
     }
     jb.n = n;
     /* A decode on a table that asks for it: every thread its own run of W's rows (qr_pool_run_regions;

@@ -93,6 +93,14 @@ typedef struct qr_matmul_opts {
                               * a one-row float product is summed as a GEMM's rows are (not in the decode
                               * order), and QR_ACT_AUTO takes two int8 terms at n = 1 too. For a batch of
                               * sequences (runtime/qr_model.h), whose row count is not a sequence's business */
+    /* Tensor parallel (runtime/qr_shard.h): X holds this process's part of each row's columns and W the
+     * same columns, and int8 X must be the whole row's (so the parts' products add up to one process's).
+     * Called when X is quantized, once per int8 term, with n values: this part's max|x| of each row (+Inf
+     * for a row holding NaN or Inf); it replaces each by the max over every part of the row and returns 0.
+     * Every part must make the same calls. Non-zero fails the product (QM_ERR_IO, nothing defined in Y).
+     * NULL: X's rows are whole. */
+    int (*x_amax_reduce)(void *ctx, float *amax, size_t n);
+    void *x_amax_ctx;
 } qr_matmul_opts;
 
 /* The int8 terms a product of n rows of X by w runs with: 0 (float X: F32/F16 weights, QR_ACT_F32, rows

@@ -528,11 +528,10 @@ static void count_madds(qr_lm_state *s, const qr_matrix *w, size_t n, const qr_m
     else s->float_madds += madds;
 }
 
-qm_status qr_linear(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t n, const float *x,
-                    size_t ldx, float *y, size_t ldy)
+/* y = x·Wᵀ (+ b) with the options o. */
+static qm_status linear_with(qr_lm_state *s, const qr_matmul_opts *o, const qr_matrix *w, const float *b, size_t n,
+                             const float *x, size_t ldx, float *y, size_t ldy)
 {
-    qr_matmul_opts tmp;
-    const qr_matmul_opts *o = opts_for(s, kind, n, &tmp);
     qm_status st = qr_matmul(NULL, w, n, x, ldx, y, ldy, s->work, s->work_size, o);
     if (st != QM_OK) return st;
     count_madds(s, w, n, o);
@@ -540,17 +539,38 @@ qm_status qr_linear(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const fl
     return QM_OK;
 }
 
-qm_status qr_linear_panels(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t panels,
-                           size_t n, const float *x, size_t ldx, float *y, float *tmp)
+qm_status qr_linear(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t n, const float *x,
+                    size_t ldx, float *y, size_t ldy)
 {
+    qr_matmul_opts tmp;
+    return linear_with(s, opts_for(s, kind, n, &tmp), w, b, n, x, ldx, y, ldy);
+}
+
+qm_status qr_linear_part(qr_lm_state *s, qr_x_kind kind, const qr_shard_part *part, const qr_matrix *w,
+                         const float *b, size_t panels, size_t n, const float *x, size_t ldx, float *y, float *tmp)
+{
+    qr_matmul_opts t;
+    const qr_matmul_opts *o = opts_for(s, kind, n, &t);
+    if (part && part->groups) { /* X's rows are parts of the panel's rows other ranks hold the rest of */
+        if (o != &t) t = *o;
+        t.x_amax_reduce = qr_shard_amax;
+        t.x_amax_ctx = (void *)part;
+        o = &t;
+    }
     const size_t rows = w->rows / panels;
     for (size_t p = 0; p < panels; p++) {
-        const qr_matrix part = qr_matrix_rows(w, p * rows, rows);
-        qm_status st = qr_linear(s, kind, &part, p ? NULL : b, n, x + p * w->cols, ldx, p ? tmp : y, rows);
+        const qr_matrix pw = qr_matrix_rows(w, p * rows, rows);
+        qm_status st = linear_with(s, o, &pw, p ? NULL : b, n, x + p * w->cols, ldx, p ? tmp : y, rows);
         if (st != QM_OK) return st;
         if (p) qr_rows_add(s->pool, y, tmp, n * rows);
     }
     return QM_OK;
+}
+
+qm_status qr_linear_panels(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t panels,
+                           size_t n, const float *x, size_t ldx, float *y, float *tmp)
+{
+    return qr_linear_part(s, kind, NULL, w, b, panels, n, x, ldx, y, tmp);
 }
 
 qm_status qr_linear_many(qr_lm_state *s, qr_x_kind kind, const qr_matrix *const *w, const float *const *b,

@@ -262,6 +262,12 @@ qm_status qr_linear(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const fl
  * floats); y and tmp have ld = w->rows / panels. With one panel, a qr_linear. */
 qm_status qr_linear_panels(qr_lm_state *s, qr_x_kind kind, const qr_matrix *w, const float *b, size_t panels,
                            size_t n, const float *x, size_t ldx, float *y, float *tmp);
+/* qr_linear_panels of a rank's part of a row-parallel matrix (qr_shard_row_parallel's out, out_panels and
+ * part): when the part's columns share their panel with other ranks, X's int8 rows are quantized with the
+ * whole panel row's maxima (qr_shard_amax, a collective: every rank makes the same calls). part NULL, or
+ * whole panels: qr_linear_panels. */
+qm_status qr_linear_part(qr_lm_state *s, qr_x_kind kind, const qr_shard_part *part, const qr_matrix *w,
+                         const float *b, size_t panels, size_t n, const float *x, size_t ldx, float *y, float *tmp);
 /* y[p] = x·W[p]ᵀ (+ b[p]) for the `count` matrices (<= QR_MATMUL_MAX_PARTS) that read the same rows x, as one
  * product where they can be (qr_matmul_many: q/k/v, gate/up); b may be NULL, or hold NULL entries. */
 qm_status qr_linear_many(qr_lm_state *s, qr_x_kind kind, const qr_matrix *const *w, const float *const *b, size_t count, size_t n,

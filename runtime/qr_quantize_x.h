@@ -34,9 +34,11 @@ static inline __attribute__((always_inline)) float qr_qx_value(const float *x, c
     return x[c] - s1 * (float)(int8_t)(uint8_t)(q1[c] ^ flip);
 }
 
-static inline __attribute__((always_inline)) float qr_quantize_values(const float *x, const uint8_t *q1, float s1,
-                                                                      size_t cols, size_t kpad, uint8_t *out,
-                                                                      uint8_t flip)
+/* The rule's first half: max|value| of the row (x, or the residual of its first term), +Inf if a value is
+ * NaN or Inf. Also what a tensor-parallel process contributes to the max of a row it holds part of
+ * (qr_matmul_opts.x_amax_reduce): max is order-independent, so the parts' max is the whole row's. */
+static inline __attribute__((always_inline)) float qr_qx_amax(const float *x, const uint8_t *q1, float s1,
+                                                              size_t cols, uint8_t flip)
 {
     float lane_max[QR_QX_LANES] = {0};
     int lane_bad[QR_QX_LANES] = {0};
@@ -58,15 +60,31 @@ static inline __attribute__((always_inline)) float qr_quantize_values(const floa
         amax = lane_max[l] > amax ? lane_max[l] : amax;
         bad |= lane_bad[l];
     }
+    return bad ? INFINITY : amax;
+}
+
+/* The rule's second half: q (XOR flip) of the row's values for the row's max|value| `amax` (from
+ * qr_qx_amax, or joined across the processes that hold parts of the row); returns s. */
+static inline __attribute__((always_inline)) float qr_qx_write(const float *x, const uint8_t *q1, float s1,
+                                                               size_t cols, size_t kpad, uint8_t *out,
+                                                               uint8_t flip, float amax)
+{
     memset(out, flip, kpad);
-    if (bad) return NAN;
+    if (!(amax <= FLT_MAX)) return NAN;
     if (amax < QM_Q8_ACT_FLOOR) return 0.0f;   /* format/qm_q8.h says why activations stop here */
     const float s = qm_q8_scale(amax);
-    for (c = 0; c < cols; c++) {
+    for (size_t c = 0; c < cols; c++) {
         float r = qm_q8_round(qr_qx_value(x, q1, s1, flip, c) / s);
         out[c] = (uint8_t)((uint8_t)(int8_t)(int32_t)r ^ flip);
     }
     return s;
+}
+
+static inline __attribute__((always_inline)) float qr_quantize_values(const float *x, const uint8_t *q1, float s1,
+                                                                      size_t cols, size_t kpad, uint8_t *out,
+                                                                      uint8_t flip)
+{
+    return qr_qx_write(x, q1, s1, cols, kpad, out, flip, qr_qx_amax(x, q1, s1, cols, flip));
 }
 
 /* The rule above for a row of X: returns s, writes q (XOR flip) to out[0..kpad). */

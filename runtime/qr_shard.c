@@ -80,8 +80,8 @@ qm_status qr_shard_cols(qr_shard_store *st, const qr_matrix *w, size_t c0, size_
 }
 
 qm_status qr_shard_row_parallel(const qr_shard *sh, qr_shard_store *st, const qr_matrix *w, size_t rows,
-                                size_t panels, qr_matrix *out, size_t *out_panels, const char *path,
-                                const char *tensor, qm_error *err)
+                                size_t panels, qr_matrix *out, size_t *out_panels, qr_shard_part *part,
+                                const char *path, const char *tensor, qm_error *err)
 {
     const uint32_t N = sh->n_ranks, r = sh->rank;
     if (panels % N == 0) {
@@ -89,6 +89,7 @@ qm_status qr_shard_row_parallel(const qr_shard *sh, qr_shard_store *st, const qr
         const size_t per = panels / N;
         *out = qr_matrix_rows(w, r * per * rows, per * rows);
         *out_panels = per;
+        *part = (qr_shard_part){ sh, 0, 0 };
         return QM_OK;
     }
     if (N % panels != 0)
@@ -102,6 +103,7 @@ qm_status qr_shard_row_parallel(const qr_shard *sh, qr_shard_store *st, const qr
     const size_t c0 = qr_shard_begin(panel.cols, (uint32_t)k, (uint32_t)per);
     const size_t c1 = qr_shard_begin(panel.cols, (uint32_t)k + 1, (uint32_t)per);
     *out_panels = 1;
+    *part = (qr_shard_part){ sh, (uint32_t)(r / per), (uint32_t)panels };
     return qr_shard_cols(st, &panel, c0, c1 - c0, out, path, tensor, err);
 }
 
@@ -119,4 +121,21 @@ qm_status qr_shard_sum(const qr_shard *sh, float *buf, size_t n)
 {
     if (!qr_shard_active(sh)) return QM_OK;
     return sh->allreduce(sh->ctx, buf, n) == 0 ? QM_OK : QM_ERR_IO;
+}
+
+int qr_shard_amax(void *ctx, float *amax, size_t n)
+{
+    const qr_shard_part *part = ctx;
+    const size_t total = (size_t)part->groups * n;
+    if (part->groups == 0 || total / part->groups != n) return -1;
+    /* each group's maxima in its own place, zeros (max's identity here: every max|x| is >= 0) elsewhere */
+    float local[256];
+    float *buf = total <= sizeof local / sizeof local[0] ? local : calloc(total, sizeof *buf);
+    if (!buf) return -1;
+    memset(buf, 0, total * sizeof *buf);
+    memcpy(buf + (size_t)part->group * n, amax, n * sizeof *amax);
+    int rc = part->shard->allreduce_max(part->shard->ctx, buf, total);
+    if (rc == 0) memcpy(amax, buf + (size_t)part->group * n, n * sizeof *amax);
+    if (buf != local) free(buf);
+    return rc;
 }

@@ -27,12 +27,29 @@ typedef int (*qr_allreduce_fn)(void *ctx, float *buf, size_t n);
  * every part. 0 on success. */
 typedef int (*qr_allgather_fn)(void *ctx, float *buf, size_t n);
 
+/* buf[0 .. n) := the element-wise max over every rank of its buf (values >= 0 or +Inf), in place. */
+typedef int (*qr_allreduce_max_fn)(void *ctx, float *buf, size_t n);
+
 typedef struct qr_shard {
     uint32_t rank, n_ranks;      /* 0 <= rank < n_ranks */
     qr_allreduce_fn allreduce;
     qr_allgather_fn allgather;
-    void *ctx;                   /* passed to both */
+    void *ctx;                   /* passed to all three */
+    qr_allreduce_max_fn allreduce_max;
 } qr_shard;
+
+/* How a rank holds a row-parallel matrix (qr_shard_row_parallel). Whole column panels (groups = 0): X's
+ * int8 scale per panel row is the rank's own, as one process's is per panel. Or the rank's columns of
+ * panel `group` of `groups`, which the panel's other ranks share: then X's int8 rows are the whole panel
+ * row's only with the maxima joined across them (qr_shard_amax). */
+typedef struct qr_shard_part {
+    const qr_shard *shard;
+    uint32_t group, groups;
+} qr_shard_part;
+
+/* qr_matmul_opts.x_amax_reduce for a qr_shard_part (ctx) of groups > 0: amax[0 .. n) := the max over
+ * the ranks of its group (one allreduce_max of groups × n floats). 0 on success. */
+int qr_shard_amax(void *ctx, float *amax, size_t n);
 
 /* Whether a shard splits anything (non-NULL and more than one rank). */
 static inline bool qr_shard_active(const qr_shard *sh)
@@ -64,10 +81,10 @@ qm_status qr_shard_cols(qr_shard_store *st, const qr_matrix *w, size_t c0, size_
 /* The rank's part of a row-parallel matrix of `rows` output rows loaded by qr_load_matrix_panels (`panels`
  * column panels): its own panels, a view, when N divides `panels`; its columns of one panel
  * (qr_shard_cols) when `panels` divides N (one panel: the matrix); otherwise QM_ERR_BAD_CONFIG naming the
- * tensor and how to requantize it. */
+ * tensor and how to requantize it. *part says which (its shard is sh). */
 qm_status qr_shard_row_parallel(const qr_shard *sh, qr_shard_store *st, const qr_matrix *w, size_t rows,
-                                size_t panels, qr_matrix *out, size_t *out_panels, const char *path,
-                                const char *tensor, qm_error *err);
+                                size_t panels, qr_matrix *out, size_t *out_panels, qr_shard_part *part,
+                                const char *path, const char *tensor, qm_error *err);
 
 /* QM_ERR_BAD_CONFIG naming `key` unless N divides `value` (heads, KV heads, FFN units). */
 qm_status qr_shard_check_divides(const qr_shard *sh, const char *path, const char *key, uint64_t value,

@@ -7,12 +7,17 @@ tests/mpi/tp_logits at one rank for the logits (the plain decode path: at N = 1 
 1. Greedy continuations (`qmap-mpi run --temp 0`) at N = 1, 2, 4 equal `qmap run`'s, for a small llama with
    grouped-query attention (8 heads, 4 KV heads) and a small gpt2, each in F32 and Q8_ROW. The Q8_ROW llama
    has its down projection in 2 column panels (at N=2 a rank takes one, at N=4 half of one), the Q8_ROW gpt2 none (each
-   rank repacks its columns); Q8_ROW runs with --act f32: with int8 activations a rank quantizes its own
-   slice of the attention output with its own scale, so its bits are not one process's
-   (qmap-mpi --help says so).
+   rank repacks its columns). Q8_ROW runs at the default --act (int8 activations where the CPU's table takes
+   them) and at --act int8 (one term): where ranks share a panel's columns (o always here, down at N=4 in the
+   llama and at every N in the gpt2) their int8 scales are joined by an MPI_MAX all-reduce, so a rank's int8
+   activations are one process's.
 2. Logits of every position of a prompt (one forward pass) and of the decode path (one token per pass) at
    N = 2 and 4 are within 1e-5 relative (L2 norm per position) of one rank's: only the order of the sums
-   across ranks differs. With an F32 KV cache: in F16, a key that differs in its last float bit (the
+   across ranks differs. Within 1e-4 where X is split into two int8 terms (--act int8x2, and --act auto
+   wherever the CPU's table takes two): the second term rounds the residual x − s1·q1 on a grid 127 times
+   finer than the first, so the last-bit difference the other order of the sums leaves in the residual
+   stream moves some of its values across a rounding boundary, each by 1/16129 of the row's max (measured
+   on Zen 4: worst 1.2e-5 at --act auto, 5.6e-5 at int8x2; 2e-7 at --act int8, whose one grid is coarse). With an F32 KV cache: in F16, a key that differs in its last float bit (the
    residual stream after layer 0 is summed in another order) can round to another half, and that 2^-11
    step shows in the logits at about 1e-5.
 3. A rank count that does not divide the KV heads (3 for 4) fails with the key named, on every rank, fast.
@@ -20,7 +25,8 @@ tests/mpi/tp_logits at one rank for the logits (the plain decode path: at N = 1 
 5. The King James Llama that ships in tests/data/kjv_llama (trained; 8 heads, 2 KV heads): at N=2 its greedy
    continuation of a text prompt equals qmap run's in F32 and in Q8_ROW with the default activations (and
    a sampled one, --temp 0.8, in F32), and
-   `qmap-mpi perplexity` on the held-out books equals `qmap perplexity` to 4 digits (F32; Q8_ROW --act f32).
+   `qmap-mpi perplexity` on the held-out books equals `qmap perplexity` to 4 digits (F32, Q8_ROW --act int8;
+   Q8_ROW at the default --act within 1e-4 relative, as 2. says).
 6. A rank killed mid-decode makes the job exit non-zero within 30 s; a rank stopped (SIGSTOP: alive, silent)
    makes the others' watchdog (QMAP_MPI_TIMEOUT=3) end the job within 30 s.
 
@@ -53,6 +59,7 @@ GPT2 = dict(model_type="gpt2", n_embd=64, n_layer=2, n_head=4, n_positions=64, v
 # the killed-rank run decodes for long enough to be killed in the middle
 LONG = dict(LLAMA, max_position_embeddings=32768)
 REL_TOL = 1e-5
+REL_TOL_TWO_TERMS = 1e-4   # two int8 terms of X: see 2. above
 EXIT_BOUND_S = 30
 
 
@@ -91,7 +98,7 @@ class Suite:
             return None, r.stderr.strip()[-400:]
         return np.fromfile(out, dtype=np.float32).reshape(-1, VOCAB), ""
 
-    def greedy_and_logits(self, group, model, act):
+    def greedy_and_logits(self, group, model, act, q8=False):
         if not self.c.want(group):
             return
         act_opt = ["--act", act]
@@ -115,8 +122,9 @@ class Suite:
                                     err):
                     continue
                 rel = np.linalg.norm(got - base, axis=1) / np.linalg.norm(base, axis=1)
+                tol = REL_TOL_TWO_TERMS if q8 and act in ("auto", "int8x2") else REL_TOL
                 self.c.check(group, "%s: logits at N=%d within %g relative of one rank's (worst %.2e)" %
-                             (path, n, REL_TOL, rel.max()), rel.max() <= REL_TOL)
+                             (path, n, tol, rel.max()), rel.max() <= tol)
 
     def bad_rank_count(self, model):
         group = "bad-rank-count"
@@ -234,13 +242,18 @@ class Suite:
         text = os.path.join(self.dir, "heldout.txt")
         kjv_data.write_heldout(text)
         ppl = ["-f", text, "-c", "128", "--chunks", "8", "-t", "1", "--json", "-q"]
-        for model, act in ((f32, "auto"), (q8, "f32")):
+        for model, act in ((f32, "auto"), (q8, "int8"), (q8, "auto")):
             ref = run([self.a.qmap, "perplexity", model, *ppl, "--act", act])
             got = self.mpi(2, self.a.qmap_mpi, "perplexity", model, *ppl, "--act", act)
             if not self.c.check(group, "%s: perplexity at N=2 runs" % os.path.basename(model),
                                 ref.returncode == 0 and got.returncode == 0, ref.stderr[-300:] + got.stderr[-300:]):
                 continue
             p1, p2 = json.loads(ref.stdout)["ppl"], json.loads(got.stdout)["ppl"]
+            if model == q8 and act == "auto":   # two int8 terms where the table takes them: see 2. above
+                self.c.check(group, "%s --act auto: perplexity at N=2 %.4f within %g relative of one process's %.4f" %
+                             (os.path.basename(model), p2, REL_TOL_TWO_TERMS, p1),
+                             abs(p2 - p1) <= REL_TOL_TWO_TERMS * p1)
+                continue
             self.c.check(group, "%s --act %s: perplexity at N=2 %.4f equals one process's %.4f to 4 digits" %
                          (os.path.basename(model), act, p2, p1), "%.4g" % p1 == "%.4g" % p2)
 
@@ -251,9 +264,10 @@ class Suite:
         gpt2 = self.model("gpt2", GPT2)
         gpt2_q8 = self.model("gpt2", GPT2, ["--panel-cols", "0"])        # down: [d, F], repacked per rank
         self.greedy_and_logits("llama-f32", llama, "auto")
-        self.greedy_and_logits("llama-q8", llama_q8, "f32")
+        self.greedy_and_logits("llama-q8", llama_q8, "auto", q8=True)
+        self.greedy_and_logits("llama-q8-int8", llama_q8, "int8", q8=True)
         self.greedy_and_logits("gpt2-f32", gpt2, "auto")
-        self.greedy_and_logits("gpt2-q8", gpt2_q8, "f32")
+        self.greedy_and_logits("gpt2-q8", gpt2_q8, "auto", q8=True)
         self.kjv()
         self.bad_rank_count(llama)
         self.container_mismatch(llama, llama_q8)

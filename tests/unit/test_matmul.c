@@ -619,7 +619,7 @@ static void check_y(const char *ctx, const tmat *w, const xmat *x, const expect 
 static ybuf run_mm(const char *ctx, const variant *v, const tmat *w, const xmat *x, qr_act act, int threads,
                    size_t ldy)
 {
-    qr_matmul_opts o = {pools_get(threads), act, NULL, false};
+    qr_matmul_opts o = { .pool = pools_get(threads), .act = act, .kernels = NULL, .row_invariant = false };
     size_t ws = qr_matmul_work_size(&w->m, x->n, &o);
     void *work = ws ? xalloc(ws) : NULL;
     ybuf b = ybuf_new(x->n, w->rows, ldy);
@@ -847,7 +847,7 @@ static void test_f16_every_half(void **state)
     qr_matrix ws = {QM_DTYPE_F16, nspec, 1, spec, 2, NULL, NULL};
     float *y = malloc(COLS * rows * sizeof *y), *ys = malloc(nspec * sizeof *ys);
     assert_true(y != NULL && ys != NULL);
-    qr_matmul_opts o = {NULL, QR_ACT_F32, NULL, false};
+    qr_matmul_opts o = { .pool = NULL, .act = QR_ACT_F32, .kernels = NULL, .row_invariant = false };
     variant vs[MAX_VARIANTS];
     size_t nv = get_variants(vs);
     for (size_t vi = 0; vi < nv; vi++) {
@@ -931,7 +931,7 @@ static void test_int8_limit(void **state)
             if (more && memcmp(yi.y, yf.y, n * rows * sizeof(float)) != 0)
                 fail_msg("%s: cols > QR_INT8_MAX_COLS: QR_ACT_INT8 must give QR_ACT_F32's bits", ctx);
             if (!more) { /* one X row at a time too (a variant may have a separate decode path) */
-                qr_matmul_opts o = {NULL, QR_ACT_INT8, NULL, false};
+                qr_matmul_opts o = { .pool = NULL, .act = QR_ACT_INT8, .kernels = NULL, .row_invariant = false };
                 size_t ws = qr_matmul_work_size(&w.m, 1, &o);
                 void *work = xalloc(ws);
                 float yv[4];
@@ -1161,7 +1161,7 @@ static void test_decode_paths(void **state)
             for (size_t vi = 0; vi < nv; vi++)
                 for (int a = 0; a < n_acts(dts[d]); a++) {
                     qr_act act = act_at(a);
-                    qr_matmul_opts o1 = {NULL, act, NULL, false};
+                    qr_matmul_opts o1 = { .pool = NULL, .act = act, .kernels = NULL, .row_invariant = false };
                     char ctx[320];
                     ctx_fmt(ctx, sizeof ctx, &vs[vi], &w, &x, uses_int8(&w, act), 1, rows);
                     size_t ws = qr_matmul_work_size(&w.m, 1, &(qr_matmul_opts){pools_get(3), act, NULL, false});
@@ -1253,7 +1253,7 @@ static void test_split(void **state)
             for (size_t vi = 0; vi < nv; vi++)
                 for (int a = 0; a < n_acts(dts[d]); a++) {
                     qr_act act = act_at(a);
-                    qr_matmul_opts o = {NULL, act, NULL, false};
+                    qr_matmul_opts o = { .pool = NULL, .act = act, .kernels = NULL, .row_invariant = false };
                     char ctx[320];
                     ctx_fmt(ctx, sizeof ctx, &vs[vi], &w, &x, uses_int8(&w, act), 1, ldy);
                     ybuf full = run_mm(ctx, &vs[vi], &w, &x, act, 1, ldy);
@@ -1290,7 +1290,8 @@ static void test_split(void **state)
                     /* QR_ACT_AUTO: the INT8X2 bits for n > 1; for n = 1 the F32 bits, or the INT8X2 bits in a
                      * variant that decodes in two terms (auto_decode_terms) */
                     if (dts[d] == QM_DTYPE_Q8_ROW && act == QR_ACT_INT8X2) {
-                        qr_matmul_opts oa = {NULL, QR_ACT_AUTO, NULL, false}, of = {NULL, QR_ACT_F32, NULL, false};
+                        qr_matmul_opts oa = { .pool = NULL, .act = QR_ACT_AUTO, .kernels = NULL, .row_invariant = false };
+                        qr_matmul_opts of = { .pool = NULL, .act = QR_ACT_F32, .kernels = NULL, .row_invariant = false };
                         ybuf ya = ybuf_new(n, rows, ldy);
                         qm_status st = qr_matmul(vs[vi].k, &w.m, n, x.x, x.ldx, ya.y, ldy, workn, wsn, &oa);
                         if (st != QM_OK) fail_msg("%s: qr_matmul(QR_ACT_AUTO): %s", ctx, qm_status_name(st));
@@ -1298,7 +1299,7 @@ static void test_split(void **state)
                         free(ya.alloc);
                         float *ya1 = malloc(rows * sizeof *ya1), *yf1 = malloc(rows * sizeof *yf1);
                         const bool two = (vs[vi].k ? vs[vi].k : qr_kernels_get())->auto_decode_terms == 2;
-                        qr_matmul_opts ox = {NULL, QR_ACT_INT8X2, NULL, false};
+                        qr_matmul_opts ox = { .pool = NULL, .act = QR_ACT_INT8X2, .kernels = NULL, .row_invariant = false };
                         const size_t wsa = qr_matmul_work_size(&w.m, 1, &oa);
                         assert_int_equal(wsa, qr_matmul_work_size(&w.m, 1, &ox));
                         void *worka = wsa ? xalloc(wsa) : NULL;
@@ -1373,7 +1374,7 @@ static void test_errors(void **state)
         size_t rows = 5, cols = 17, n = 3;
         tmat w = tmat_new(dts[d], rows, cols, 0, 0, 0, 8080 + (uint64_t)d);
         xmat x = xmat_new(n, cols, cols, 0, 0, XK_FINITE_COUNT, 8181);
-        qr_matmul_opts o = {NULL, QR_ACT_INT8, NULL, false};
+        qr_matmul_opts o = { .pool = NULL, .act = QR_ACT_INT8, .kernels = NULL, .row_invariant = false };
         size_t ws = qr_matmul_work_size(&w.m, n, &o);
         void *work = ws ? xalloc(ws) : NULL;
         for (size_t vi = 0; vi < nv; vi++) {
@@ -1402,7 +1403,7 @@ static void test_errors(void **state)
                 snprintf(lab, sizeof lab, "dtype %u", bad_dtypes[k]);
                 BAD(c.w = &bad, lab);
             }
-            const qr_matmul_opts bad_act = {NULL, (qr_act)99, NULL, false};
+            const qr_matmul_opts bad_act = { .pool = NULL, .act = (qr_act)99, .kernels = NULL, .row_invariant = false };
             BAD(c.opts = &bad_act, "act not a qr_act value");
             bad = w.m; bad.rows = 0; BAD(c.w = &bad, "rows 0");
             bad = w.m; bad.cols = 0; BAD(c.w = &bad, "cols 0");
@@ -1419,7 +1420,7 @@ static void test_errors(void **state)
                 BAD((c.work = NULL, c.work_size = 0), "work NULL");
                 ybuf_check_untouched("after the errors", &yb, true);
                 /* QR_ACT_F32 needs no work */
-                qr_matmul_opts of = {NULL, QR_ACT_F32, NULL, false};
+                qr_matmul_opts of = { .pool = NULL, .act = QR_ACT_F32, .kernels = NULL, .row_invariant = false };
                 assert_int_equal(qr_matmul(v->k, &w.m, n, x.x, cols, yb.y, rows, NULL, 0, &of), QM_OK);
             } else {
                 bad = w.m;
@@ -1466,13 +1467,14 @@ static void test_work_size(void **state)
         qm_dtype dt = (qm_dtype[]){QM_DTYPE_F32, QM_DTYPE_F16, QM_DTYPE_Q8_ROW}[d];
         tmat w = tmat_new(dt, 3, 65, 0, 0, 0, 1);
         for (int k = 0; k < 4; k++) {
-            qr_matmul_opts oi = {NULL, QR_ACT_INT8, NULL, false}, of = {pools_get(3), QR_ACT_F32, NULL, false};
+            qr_matmul_opts oi = { .pool = NULL, .act = QR_ACT_INT8, .kernels = NULL, .row_invariant = false };
+            qr_matmul_opts of = { .pool = pools_get(3), .act = QR_ACT_F32, .kernels = NULL, .row_invariant = false };
             size_t si = qr_matmul_work_size(&w.m, ns[k], &oi), sf = qr_matmul_work_size(&w.m, ns[k], &of);
             size_t sn = qr_matmul_work_size(&w.m, ns[k], NULL);
             if (dt == QM_DTYPE_Q8_ROW) {
                 /* opts NULL is QR_ACT_AUTO: two int8 terms for n > 1, and for n = 1 room for them too (a
                  * variant may decode with float X or with two terms: auto_decode_terms) */
-                qr_matmul_opts ox = {NULL, QR_ACT_INT8X2, NULL, false};
+                qr_matmul_opts ox = { .pool = NULL, .act = QR_ACT_INT8X2, .kernels = NULL, .row_invariant = false };
                 if (si == 0 || sn != qr_matmul_work_size(&w.m, ns[k], &ox))
                     fail_msg("Q8_ROW n=%zu: work size %zu for QR_ACT_INT8, %zu for opts NULL (AUTO)", ns[k], si, sn);
                 /* room at least for the int8 copy of X */

@@ -81,7 +81,7 @@ static void check_group(const qr_kernels *k, qm_dtype dtype, const size_t *rows,
         for (size_t i = 0; i < n * cols; i++) x[i] = tm_sym(&s);
         for (int ai = 0; ai < (dtype == QM_DTYPE_Q8_ROW ? 4 : 1); ai++)
             for (int threads = 1; threads <= 3; threads++) {
-                const qr_matmul_opts o = { pools_get(threads), acts[ai], NULL, false };
+                const qr_matmul_opts o = { .pool = pools_get(threads), .act = acts[ai], .kernels = NULL, .row_invariant = false };
                 size_t ws = 0;
                 for (size_t p = 0; p < count; p++) {
                     size_t need = qr_matmul_work_size(w[p], n, &o);
@@ -159,7 +159,7 @@ static void test_mixed(void **state)
     float x[5 * 160];
     for (size_t i = 0; i < 5 * 160; i++) x[i] = tm_sym(&s);
     for (int threads = 1; threads <= 2; threads++) {
-        const qr_matmul_opts o = { pools_get(threads), QR_ACT_AUTO, NULL, false };
+        const qr_matmul_opts o = { .pool = pools_get(threads), .act = QR_ACT_AUTO, .kernels = NULL, .row_invariant = false };
         const size_t ws = qr_matmul_work_size(&c.m, n, &o) + qr_matmul_work_size(&b.m, n, &o);
         void *work = malloc(ws);
         float *y = guarded(n * 64), *ya = guarded(n * 40), *yb = guarded(n * 24);
@@ -195,7 +195,7 @@ static void test_errors(void **state)
     const size_t n = 3, ldy = 80;
     float x[3 * 128] = { 0 };
     float *y = guarded(n * ldy), *yp[5] = { y, y + 32, y, y + 32, y };
-    const qr_matmul_opts o = { NULL, QR_ACT_AUTO, NULL, false };
+    const qr_matmul_opts o = { .pool = NULL, .act = QR_ACT_AUTO, .kernels = NULL, .row_invariant = false };
     const size_t ws = qr_matmul_work_size(&b.m, n, &o);
     void *work = malloc(ws);
     expect_untouched("count 0", qr_matmul_many(NULL, w, 0, n, x, 64, yp, ldy, work, ws, &o), y, n * ldy);
@@ -242,7 +242,7 @@ static void test_opts_kernels(void **state)
     assert_int_equal(qr_matvec(last, &a.m, x, y1, NULL, 0, NULL), QM_OK);
     if (memcmp(y0, y1, sizeof y0) == 0) fail_msg("%s and %s sum this F32 decode to the same bits: pick another case",
                                                  qr_kernels_name(first), qr_kernels_name(last));
-    const qr_matmul_opts o = { NULL, QR_ACT_AUTO, first, false };
+    const qr_matmul_opts o = { .pool = NULL, .act = QR_ACT_AUTO, .kernels = first, .row_invariant = false };
     assert_int_equal(qr_matvec(NULL, &a.m, x, yo, NULL, 0, &o), QM_OK);
     assert_memory_equal(yo, y0, sizeof y0);
     free(x);
@@ -261,8 +261,9 @@ static void test_auto_decode_terms(void **state)
     uint64_t s = 22;
     float x[N * COLS], want[N * ROWS], got[N * ROWS], other[N * ROWS];
     for (size_t i = 0; i < N * COLS; i++) x[i] = tm_sym(&s);
-    const qr_matmul_opts auto_o = { NULL, QR_ACT_AUTO, NULL, false }, f32_o = { NULL, QR_ACT_F32, NULL, false };
-    const qr_matmul_opts x2_o = { NULL, QR_ACT_INT8X2, NULL, false };
+    const qr_matmul_opts auto_o = { .pool = NULL, .act = QR_ACT_AUTO, .kernels = NULL, .row_invariant = false };
+    const qr_matmul_opts f32_o = { .pool = NULL, .act = QR_ACT_F32, .kernels = NULL, .row_invariant = false };
+    const qr_matmul_opts x2_o = { .pool = NULL, .act = QR_ACT_INT8X2, .kernels = NULL, .row_invariant = false };
     const size_t ws = qr_matmul_work_size(&a.m, 1, &auto_o), ws3 = qr_matmul_work_size(&a.m, N, &auto_o);
     assert_true(ws >= qr_matmul_work_size(&a.m, 1, &x2_o) && ws3 >= ws);
     void *work = aligned_alloc(64, (ws3 + 63) / 64 * 64);
@@ -313,7 +314,7 @@ static void test_row_invariant(void **state)
         mat a = mat_new(dtypes[d], ROWS, COLS, 40 + (uint64_t)d);
         for (int ai = 0; ai < (dtypes[d] == QM_DTYPE_Q8_ROW ? 4 : 1); ai++)
             for (int threads = 1; threads <= 2; threads++) {
-                qr_matmul_opts o = { pools_get(threads), acts[ai], NULL, true };
+                qr_matmul_opts o = { .pool = pools_get(threads), .act = acts[ai], .kernels = NULL, .row_invariant = true };
                 const size_t ws = qr_matmul_work_size(&a.m, N, &o);
                 void *work = ws ? aligned_alloc(64, (ws + 63) / 64 * 64) : NULL;
                 for (size_t v = 0; v < nv; v++) {
