@@ -62,32 +62,31 @@ void tp_free(tp_ctx *ctx)
     free(ctx->displs);
 }
 
-static int tp_allreduce(void *p, float *buf, size_t n)
+/* An in-place MPI_Allreduce of n floats with `op`, watched, its time and size added to the counters. */
+static int watched_allreduce(tp_ctx *ctx, float *buf, size_t n, MPI_Op op, uint64_t *calls, uint64_t *floats,
+                             double *secs)
 {
-    tp_ctx *ctx = p;
     if (n > INT_MAX) return -1;
     double t0 = MPI_Wtime();
     atomic_store(&ctx->busy_since_ms, now_ms());
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, ctx->comm);
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, op, ctx->comm);
     atomic_store(&ctx->busy_since_ms, 0);
-    ctx->allreduce_s += MPI_Wtime() - t0;
-    ctx->allreduce_calls++;
-    ctx->allreduce_floats += n;
+    *secs += MPI_Wtime() - t0;
+    (*calls)++;
+    *floats += n;
     return rc == MPI_SUCCESS ? 0 : -1;
+}
+
+static int tp_allreduce(void *p, float *buf, size_t n)
+{
+    tp_ctx *ctx = p;
+    return watched_allreduce(ctx, buf, n, MPI_SUM, &ctx->allreduce_calls, &ctx->allreduce_floats, &ctx->allreduce_s);
 }
 
 static int tp_allreduce_max(void *p, float *buf, size_t n)
 {
     tp_ctx *ctx = p;
-    if (n > INT_MAX) return -1;
-    double t0 = MPI_Wtime();
-    atomic_store(&ctx->busy_since_ms, now_ms());
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, ctx->comm);
-    atomic_store(&ctx->busy_since_ms, 0);
-    ctx->max_s += MPI_Wtime() - t0;
-    ctx->max_calls++;
-    ctx->max_floats += n;
-    return rc == MPI_SUCCESS ? 0 : -1;
+    return watched_allreduce(ctx, buf, n, MPI_MAX, &ctx->max_calls, &ctx->max_floats, &ctx->max_s);
 }
 
 static int tp_allgather(void *p, float *buf, size_t n)
