@@ -108,6 +108,11 @@ static int facts_of(const char *path, model_facts *mf, char *err, size_t err_siz
     return 0;
 }
 
+void bench_model_ids(int32_t *ids, long n, uint32_t vocab_size)
+{
+    for (long i = 0; i < n; i++) ids[i] = (int32_t)((uint64_t)(i * 7919 + 13) % vocab_size);
+}
+
 /* The model's file mapped read-only, as the runtime maps it (the pages are the same page-cache pages). */
 static const uint8_t *map_file(const char *path, size_t *len)
 {
@@ -300,11 +305,9 @@ static bm_stats stats_of_copy(const double *v, int n, double *scratch)
     return bm_stats_of(scratch, n);
 }
 
-/* One timed run, after `depth` untimed tokens (ids[0..depth)) from a fresh state; the test reads ids from
- * ids + depth. *work: the multiply-adds its products counted (qmap_session_counters), *kv_bytes: the KV
- * cache its attention read (qmap_session_kv_bytes_read), both during the timed part only. */
-static qmap_status time_test(qmap_session *s, int test, const int32_t *ids, long depth, long n, double *tps,
-                             qmap_session_counters *work, uint64_t *kv_bytes, qmap_error *qe)
+/* bench_model.h; the tg baselines' readings are timed_run's, around it. */
+qmap_status bench_model_time_test(qmap_session *s, int test, const int32_t *ids, long depth, long n, double *tps,
+                                  qmap_session_counters *work, uint64_t *kv_bytes, qmap_error *qe)
 {
     qmap_session_reset(s);
     qmap_status st = depth > 0 ? qmap_eval(s, ids, (size_t)depth, qe) : QMAP_OK;
@@ -355,7 +358,7 @@ static double timed_run(void *p)
     else pre_peak = bm_peak_once(r->pk, r->peak_iters, r->threads);
     qmap_session_counters work;
     uint64_t kv_bytes;
-    if (time_test(r->s, r->test, r->ids, r->depth, r->n, &r->tps, &work, &kv_bytes, &r->qe) != QMAP_OK) {
+    if (bench_model_time_test(r->s, r->test, r->ids, r->depth, r->n, &r->tps, &work, &kv_bytes, &r->qe) != QMAP_OK) {
         r->failed = true;
         return NAN;
     }
@@ -464,7 +467,7 @@ static int mb_alloc(model_bench *b)
                  b->path, b->anon_len, strerror(errno));
         return -1;
     }
-    for (long i = 0; i < n_ids; i++) b->ids[i] = (int32_t)((uint64_t)(i * 7919 + 13) % b->in.vocab_size);
+    bench_model_ids(b->ids, n_ids, b->in.vocab_size);
     b->pk = pp_on_int8(c, &b->in) ? BM_PEAK_INT8 : BM_PEAK_FMA;
     return 0;
 }
@@ -560,7 +563,7 @@ static int mb_run_test(model_bench *b, int t, int test, long n, test_result *tr)
         qmap_session_counters work;
         uint64_t kv_bytes;
         qmap_error qe = { 0 };
-        if (time_test(b->s[mi], test, b->ids, c->depth, n, &tps, &work, &kv_bytes, &qe) != QMAP_OK)
+        if (bench_model_time_test(b->s[mi], test, b->ids, c->depth, n, &tps, &work, &kv_bytes, &qe) != QMAP_OK)
             return mb_fail(b, qe.message);
     }
     for (int run = 0; run < c->runs; run++) {

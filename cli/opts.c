@@ -73,9 +73,15 @@ void cli_print_help(const cli_command *cmd, FILE *fp)
     if (cmd->epilog) fprintf(fp, "\n%s", cmd->epilog);
 }
 
+/* What messages say before cmd->name: "qmap " for qmap's commands, nothing for a name that has its program. */
+static const char *program_of(const cli_command *cmd)
+{
+    return strchr(cmd->name, ' ') ? "" : "qmap ";
+}
+
 static int bad_value(const cli_command *cmd, const cli_opt *o, const char *arg, const char *need)
 {
-    fprintf(stderr, "qmap %s: --%s '%s': %s\n", cmd->name, o->long_name, arg, need);
+    fprintf(stderr, "%s%s: --%s '%s': %s\n", program_of(cmd), cmd->name, o->long_name, arg, need);
     fprintf(stderr, "usage: %s\n", cmd->usage);
     return 2;
 }
@@ -144,7 +150,7 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, int *first_arg)
     if (!lo || !so) {
         free(lo);
         free(so);
-        fprintf(stderr, "qmap %s: out of memory\n", cmd->name);
+        fprintf(stderr, "%s%s: out of memory\n", program_of(cmd), cmd->name);
         return 2;
     }
     size_t k = 0;
@@ -180,9 +186,9 @@ int cli_parse(const cli_command *cmd, int argc, char **argv, int *first_arg)
         }
         if (c == '?' || c == ':') {
             const char *what = argv[optind - 1] ? argv[optind - 1] : "?";
-            if (c == ':') fprintf(stderr, "qmap %s: %s needs an argument\n", cmd->name, what);
-            else fprintf(stderr, "qmap %s: unknown option '%s'\n", cmd->name, what);
-            fprintf(stderr, "usage: %s\n(qmap %s --help lists the options)\n", cmd->usage, cmd->name);
+            if (c == ':') fprintf(stderr, "%s%s: %s needs an argument\n", program_of(cmd), cmd->name, what);
+            else fprintf(stderr, "%s%s: unknown option '%s'\n", program_of(cmd), cmd->name, what);
+            fprintf(stderr, "usage: %s\n(%s%s --help lists the options)\n", cmd->usage, program_of(cmd), cmd->name);
             rc = 2;
             break;
         }

@@ -1,9 +1,10 @@
-/* qmap_mpi.c — qmap-mpi: qmap run and qmap perplexity with a decoder LM split across the ranks of an MPI
- * job (tensor parallel: runtime/qr_shard.h). Every rank maps the same container and runs the same command
- * on its part; rank 0 prints, the others are silent.
+/* qmap_mpi.c — qmap-mpi: qmap run, qmap perplexity and qmap bench with a decoder LM split across the
+ * ranks of an MPI job (tensor parallel: runtime/qr_shard.h). Every rank maps the same container and runs
+ * the same command on its part; rank 0 prints, the others are silent.
  *
  *   mpirun -np N qmap-mpi run MODEL.qmap -p PROMPT -n 64 --temp 0
  *   mpirun -np N qmap-mpi perplexity MODEL.qmap -f TEXT
+ *   mpirun -np N qmap-mpi bench MODEL.qmap -p 128 -n 64 -r 3
  *   mpirun -np N qmap-mpi allreduce [FLOATS [CALLS]]
  */
 #include <inttypes.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_tp.h"
 #include "cli.h"
 #include "qm_reader.h"
 #include "tp.h"
@@ -23,6 +25,7 @@ static void usage(FILE *fp)
     fprintf(fp,
             "usage: mpirun -np N qmap-mpi run MODEL.qmap [qmap run options]\n"
             "       mpirun -np N qmap-mpi perplexity MODEL.qmap -f TEXT [qmap perplexity options]\n"
+            "       mpirun -np N qmap-mpi bench MODEL.qmap [-p 128] [-n 64] [-r 3] [-t T] [--json]\n"
             "       mpirun -np N qmap-mpi allreduce [FLOATS [CALLS]]\n"
             "\n"
             "Runs a decoder LM (gpt2, gpt_neo, llama) tensor-parallel over N MPI ranks: each rank maps the same\n"
@@ -39,6 +42,12 @@ static void usage(FILE *fp)
             "are one process's. Logits equal one process's to 1e-5 (F32, F16, --act f32 and int8) or 1e-4\n"
             "(two int8 terms: a last-bit difference from the other order of the sums can move a value of the\n"
             "fine second term across a rounding boundary).\n"
+            "\n"
+            "bench times prompt processing and decode as qmap bench MODEL does, on the ranks' parts, and\n"
+            "prints beside them the all-reduces and gathers per token (count, bytes, latency in the runs and\n"
+            "alone), each rank's compute per token and PSS/RSS of its mapping, and the model of multi-host\n"
+            "speed: per token, the slowest rank's compute + 2 x layers x the all-reduce latency + the logits\n"
+            "gather's ('qmap-mpi bench --help' lists its options and --json's fields).\n"
             "\n"
             "allreduce times CALLS (default 2000) in-place MPI_Allreduce sums of FLOATS (default 2048: a 1.1B\n"
             "Llama's hidden vector) the way a decode step calls them, and prints the mean and median latency\n"
@@ -192,7 +201,8 @@ int main(int argc, char **argv)
         return rc;
     }
     const bool is_run = argc >= 3 && !strcmp(argv[1], "run"), is_ppl = argc >= 3 && !strcmp(argv[1], "perplexity");
-    if ((!is_run && !is_ppl) || argv[2][0] == '-') {
+    const bool is_bench = argc >= 2 && !strcmp(argv[1], "bench");
+    if ((!is_run && !is_ppl && !is_bench) || (!is_bench && argv[2][0] == '-')) {
         if (rank == 0) usage(stderr);
         MPI_Finalize();
         return 2;
@@ -200,13 +210,22 @@ int main(int argc, char **argv)
     /* rank 0 speaks for the job */
     if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
     if (rank != 0 && env_int("QMAP_MPI_VERBOSE", 0) == 0 && !freopen("/dev/null", "w", stderr)) return 1;
+    tp_bench_cfg bench = { 0 };
+    if (is_bench) {
+        /* every rank parses the same argv: a usage error or --help ends every rank alike, before any collective */
+        int prc = tp_bench_parse(argc - 1, argv + 1, &bench);
+        if (prc != 0) {
+            MPI_Finalize();
+            return prc == 1 ? 0 : 2;
+        }
+    }
 
     tp_ctx ctx;
     if (tp_init(&ctx, MPI_COMM_WORLD, env_int("QMAP_MPI_TIMEOUT", TIMEOUT_DEFAULT_S)) != 0) {
         fprintf(stderr, "qmap-mpi: rank %d: out of memory or no watchdog thread\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    const char *path = argv[2];
+    const char *path = is_bench ? bench.model : argv[2];
     if (check_same_container(&ctx, path) != 0) {
         tp_free(&ctx);
         MPI_Finalize();
@@ -216,7 +235,8 @@ int main(int argc, char **argv)
     ctx.model_path = path;
     ctx.measure_pss = stats;
     qmap_shard shard = tp_shard(&ctx);
-    int rc = is_run ? cmd_run_shard(argc - 1, argv + 1, &shard) : cmd_perplexity_shard(argc - 1, argv + 1, &shard);
+    int rc = is_bench ? tp_bench_run(&bench, &ctx)
+             : is_run ? cmd_run_shard(argc - 1, argv + 1, &shard) : cmd_perplexity_shard(argc - 1, argv + 1, &shard);
     fflush(stdout);
     fflush(stderr);
     if (rc != 0) {
