@@ -5,7 +5,8 @@ DEB_TEST_PACKAGES += libopenmpi-dev openmpi-bin
 MPICC    ?= mpicc
 MPI_SRC  := $(wildcard mpi/*.c)
 MPI_OBJ  := $(MPI_SRC:%.c=$(BUILD)/mpi-obj/%.o)
-# the commands of qmap without its main() (cli/main.c): qmap-mpi calls cmd_run_shard and cmd_perplexity_shard
+# the commands of qmap without its main() (cli/main.c): qmap-mpi calls cmd_run_shard, cmd_perplexity_shard
+# and qmap bench's timing (cli/bench_model.h)
 MPI_CLI_OBJ := $(filter-out $(BUILD)/obj/cli/main.o,$(CLI_OBJ))
 
 $(BUILD)/mpi-obj/%.o: %.c $(HEADERS) $(wildcard mpi/*.h)
@@ -25,7 +26,7 @@ $(BUILD)/tests/tp_logits: tests/mpi/tp_logits.c $(BUILD)/mpi-obj/mpi/tp.o $(LIBS
 
 # Tensor parallel against one rank (tests/mpi/test_mpi.py): greedy continuations and logits at N = 1, 2, 4
 # for a small llama (GQA) and gpt2, F32 and Q8_ROW; a rank count that does not divide the heads, a container
-# that differs between ranks, a killed rank. mpirun as root on 2 cores needs both flags.
+# that differs between ranks, a killed rank; qmap-mpi bench's --json. mpirun as root on 2 cores needs both flags.
 MPIRUN ?= mpirun --allow-run-as-root --oversubscribe
 mpi-test: $(BUILD)/qmap $(BUILD)/qmap-mpi $(BUILD)/tests/tp_logits
 	$(PYTHON) tests/mpi/test_mpi.py --qmap $(BUILD)/qmap --qmap-mpi $(BUILD)/qmap-mpi \

@@ -29,6 +29,9 @@ tests/mpi/tp_logits at one rank for the logits (the plain decode path: at N = 1 
    Q8_ROW at the default --act within 1e-4 relative, as 2. says).
 6. A rank killed mid-decode makes the job exit non-zero within 30 s; a rank stopped (SIGSTOP: alive, silent)
    makes the others' watchdog (QMAP_MPI_TIMEOUT=3) end the job within 30 s.
+7. `qmap-mpi bench --json` at N=2 on the small llama: every field, the tokens asked for, 2 x layers
+   all-reduces per token (the layers from the container's metadata), one logits gather per token, tok/s
+   above 0; a bad flag exits 2 with the flag and the usage printed once (rank 0).
 
     test_mpi.py --qmap build/qmap --qmap-mpi build/qmap-mpi --tp-logits build/tests/tp_logits \
                 --mpirun "mpirun --allow-run-as-root --oversubscribe" --workdir DIR [-k FILTER]
@@ -273,7 +276,60 @@ class Suite:
         self.container_mismatch(llama, llama_q8)
         if self.c.want("dead-rank"):
             self.dead_rank(self.model("long", LONG))
+        self.bench(llama)
         return self.c.finish()
+
+    def bench(self, model):
+        """qmap-mpi bench at N=2: --json's fields, the tokens asked for, 2 all-reduces per layer per token
+        (the layers from the container's metadata), a bad flag refused once, on rank 0, with status 2."""
+        group = "bench"
+        if not self.c.want(group):
+            return
+        meta = json.loads(run([self.a.qmap, "inspect", model, "--json"]).stdout)["metadata"]
+        arch = next(m["value"] for m in meta if m["key"] == "general.architecture")
+        layers = next(m["value"] for m in meta if m["key"] == arch + ".n_layers")
+        r = self.mpi(2, self.a.qmap_mpi, "bench", model, "--json", "-p", "16", "-n", "8", "-r", "1", "-t", "1")
+        if not self.c.check(group, "bench --json at N=2 exits 0", r.returncode == 0,
+                            "rc %d: %s" % (r.returncode, r.stderr.strip()[-400:])):
+            return
+        try:
+            b = json.loads(r.stdout)
+        except ValueError as e:
+            self.c.check(group, "--json prints one JSON object", False, "%s: %r" % (e, r.stdout[:300]))
+            return
+        fields = {"pp": ["tokens", "tokens_per_second", "samples_ts"], "tg": ["tokens", "tokens_per_second", "samples_ts"],
+                  "allreduce": ["calls_per_token", "bytes_per_call", "bytes_per_token", "mean_latency_us",
+                                "alone_latency_us"],
+                  "gather": ["calls_per_token", "bytes_per_token", "mean_latency_us", "alone_latency_us"],
+                  "multi_host_model": ["compute_ms_per_token", "slowest_rank", "allreduces_per_token",
+                                       "allreduce_latency_us", "gather_latency_us", "ms_per_token", "tokens_per_second",
+                                       "measured_ms_per_token"]}
+        missing = [k for k in list(fields) + ["n_ranks", "n_layers", "ranks"] if k not in b]
+        missing += ["%s.%s" % (k, f) for k, fs in fields.items() if isinstance(b.get(k), dict) for f in fs
+                    if f not in b[k]]
+        if not self.c.check(group, "the JSON has every field", not missing, "missing %s" % missing):
+            return
+        self.c.check(group, "pp and tg ran the tokens asked for (16, 8)",
+                     b["pp"]["tokens"] == 16 and b["tg"]["tokens"] == 8 and b["n_ranks"] == 2,
+                     "pp %s tg %s ranks %s" % (b["pp"]["tokens"], b["tg"]["tokens"], b["n_ranks"]))
+        self.c.check(group, "all-reduces per token %s = 2 x %d layers (the container's %s.n_layers)" %
+                     (b["allreduce"]["calls_per_token"], layers, arch),
+                     b["allreduce"]["calls_per_token"] == 2 * layers and b["n_layers"] == layers and
+                     b["multi_host_model"]["allreduces_per_token"] == 2 * layers)
+        self.c.check(group, "one gather of the logits per token", b["gather"]["calls_per_token"] == 1,
+                     str(b["gather"]))
+        tps = [b[t]["tokens_per_second"]["median"] for t in ("pp", "tg")] + [b["multi_host_model"]["tokens_per_second"]]
+        self.c.check(group, "tok/s above 0 (pp, tg, the model's)", all(v and v > 0 for v in tps), str(tps))
+        self.c.check(group, "both ranks give compute per token and a PSS of the mapping",
+                     [x["rank"] for x in b["ranks"]] == [0, 1] and
+                     all(x["compute_ms_per_token"] > 0 and x["mapping_pss_bytes"] > 0 for x in b["ranks"]),
+                     str(b["ranks"]))
+        bad = self.mpi(2, self.a.qmap_mpi, "bench", model, "--no-such-flag")
+        self.c.check(group, "a bad flag: exit 2", bad.returncode == 2, "rc %d" % bad.returncode)
+        self.c.check(group, "a bad flag: the flag and the usage on rank 0 only",
+                     bad.stderr.count("unknown option '--no-such-flag'") == 1 and
+                     bad.stderr.count("usage: mpirun -np N qmap-mpi bench") == 1 and bad.stdout == "",
+                     bad.stderr.strip()[-400:])
 
 
 def main():
