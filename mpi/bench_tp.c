@@ -328,12 +328,16 @@ static void print_coll(const bench_result *b, const char *name, int calls_i, int
         s += b->all[(size_t)r * N_R + s_i];
         alone = fmax(alone, b->all[(size_t)r * N_R + alone_i]);
     }
+    if (calls == 0) { /* one rank runs the whole model: no shard, no collective */
+        printf("  %-10s none in the runs; %.1f us alone\n", name, alone * 1e6);
+        return;
+    }
     char per[48] = "";
     if (calls_i == R_AR_CALLS && calls == 2.0 * b->in.n_layers * tokens)
         snprintf(per, sizeof per, " (2 x %u layers)", b->in.n_layers);
     printf("  %-10s %.4g per token%s, %.0f B each, %.0f B per token; %.1f us per call in the runs (mean over the "
            "ranks, waits for the slowest included), %.1f us alone\n", name, calls / tokens, per,
-           calls ? bytes / calls : 0.0, bytes / tokens, calls ? s / b->ranks / calls * 1e6 : NAN, alone * 1e6);
+           bytes / calls, bytes / tokens, s / b->ranks / calls * 1e6, alone * 1e6);
 }
 
 static void print_text(const bench_result *b, const host_model *h, double *scratch)
@@ -355,7 +359,7 @@ static void print_text(const bench_result *b, const host_model *h, double *scrat
                r, a[R_COMPUTE_S] * 1e3, a[R_COLL_S] * 1e3, a[R_PSS_KB] * 1024 / 1e6, a[R_RSS_KB] * 1024 / 1e6);
     }
     printf("multi-host model: per token = slowest rank's compute %.4g ms (rank %d) + %.4g all-reduces x %.1f us "
-           "+ %.4g gather x %.1f us = %.4g ms (%.4g t/s); measured %.4g ms (%.4g t/s)\n", h->compute_s * 1e3,
+           "+ %.4g gather x %.1f us = %.4g ms (%.2f t/s); measured %.4g ms (%.2f t/s)\n", h->compute_s * 1e3,
            h->slowest, h->ar_per_token, h->ar_alone_s * 1e6, h->ga_per_token, h->ga_alone_s * 1e6, h->token_s * 1e3,
            1.0 / h->token_s, h->measured_s * 1e3, 1.0 / h->measured_s);
 }
