@@ -73,10 +73,11 @@ void cli_print_help(const cli_command *cmd, FILE *fp)
     if (cmd->epilog) fprintf(fp, "\n%s", cmd->epilog);
 }
 
-/* What messages say before cmd->name: "qmap " for qmap's commands, nothing for a name that has its program. */
+/* What messages say before cmd->name: "qmap " for qmap's commands ("run", "bench kernels"), nothing for
+ * another program's, whose name says it ("qmap-mpi bench"). */
 static const char *program_of(const cli_command *cmd)
 {
-    return strchr(cmd->name, ' ') ? "" : "qmap ";
+    return strncmp(cmd->name, "qmap-", 5) == 0 ? "" : "qmap ";
 }
 
 static int bad_value(const cli_command *cmd, const cli_opt *o, const char *arg, const char *need)

@@ -44,8 +44,8 @@ typedef struct cli_opt {
 } cli_opt;
 
 typedef struct cli_command {
-    const char *name;             /* "run" → messages say "qmap run: …"; a name with a space is another
-                                   * program's command, said as it is ("qmap-mpi bench") */
+    const char *name;             /* "run" → messages say "qmap run: …"; another program's command names
+                                   * it and is said as it is ("qmap-mpi bench") */
     const char *usage;            /* "qmap run MODEL.qmap (-p TEXT | -f FILE | --tokens IDS) [options]" */
     const char *description;      /* paragraphs printed after the usage line */
     const cli_opt *opts;
