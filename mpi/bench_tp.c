@@ -4,8 +4,9 @@
  * Per tg run each rank takes the time of its tokens and the time it spent inside the collectives (tp.c's
  * counters, read before and after the run): its compute per token is the difference. The slowest rank's
  * compute plus what the links cost per token is the model of the speed over hosts: per token, compute +
- * 2 x layers x the latency of one all-reduce of the hidden vector + one gather of the logits. The
- * latencies in the model are measured alone after the runs (the same calls through the shard, every rank
+ * 2 x layers x the latency of one all-reduce of the hidden vector + one gather of the logits (+ the MPI_MAX
+ * all-reduces of int8 scales, where ranks share a Q8_ROW matrix's columns). The latencies in the model
+ * are measured alone after the runs (the same calls through the shard, every rank
  * ready): inside the runs a call also waits for the slowest rank, which the slowest rank's compute already
  * counts.
  */
@@ -34,23 +35,25 @@ static const char DESCRIPTION[] =
     "qmap bench's prompt processing (pp: -p tokens in one evaluation) and text generation (tg: -n tokens\n"
     "one at a time) of a decoder LM split over the N ranks of the MPI job, timed by qmap bench's code on\n"
     "every rank's part: tokens/s, median [min-max] of -r runs after one warm-up, as rank 0 times them.\n"
-    "Beside them, from the tg runs: the all-reduces and gathers per token, their bytes and their mean\n"
-    "latency inside the runs (which includes waiting for the slowest rank), and the same calls timed\n"
-    "alone after the runs (the median of 200 all-reduces of the hidden vector and of 50 gathers of the\n"
-    "logits, every rank ready; the slowest rank's). Per rank: its compute per token (the tg time minus\n"
-    "its time inside the collectives), its time in the collectives per token, and the PSS and RSS of\n"
-    "its mapping of MODEL.qmap after the runs. Last, the model of the speed over several hosts: per\n"
-    "token, the slowest rank's compute + 2 x layers x the all-reduce latency + the logits gather's (the\n"
-    "latencies timed alone here; put a link's in their place for another network), beside the time per\n"
+    "Beside them, from the tg runs, for each collective (the all-reduce of the hidden vector, the gather\n"
+    "of the logits, and the MPI_MAX all-reduce of int8 scales where ranks share a Q8_ROW matrix's columns):\n"
+    "calls and bytes per token, the mean latency inside the runs (which includes waiting for the slowest\n"
+    "rank), and the same call timed alone after the runs (the median of 200, or 50 gathers, every rank\n"
+    "ready; the slowest rank's). Per rank: its compute per token (the tg time minus its time inside the\n"
+    "collectives), its time in the collectives per token, and the PSS and RSS of its mapping of\n"
+    "MODEL.qmap after the runs. Last, the model of the speed over several hosts: per token, the slowest\n"
+    "rank's compute + 2 x layers x the all-reduce latency + the logits gather's (+ the scale maxes'), the\n"
+    "latencies timed alone here (put a link's in their place for another network), beside the time per\n"
     "token measured. No limit (memory bandwidth) is measured beside the runs, unlike qmap bench: ranks\n"
     "on one host share its bandwidth, and one rank's reading alone is not the runs' limit.\n"
     "--json prints one object: model, arch, file_type, n_layers, dim, vocab_size, n_ranks, threads,\n"
     "runs, act, kv, kernels; pp and tg (null for -p 0): tokens, tokens_per_second {median, min, max,\n"
-    "runs, unit}, samples_ts; allreduce and gather: calls_per_token, bytes_per_call, bytes_per_token,\n"
-    "mean_latency_us (in the runs, over every rank), alone_latency_us; ranks, one object per rank: rank,\n"
-    "compute_ms_per_token, collectives_ms_per_token, allreduce_mean_latency_us, mapping_pss_bytes,\n"
-    "mapping_rss_bytes; multi_host_model: compute_ms_per_token, slowest_rank, allreduces_per_token,\n"
-    "allreduce_latency_us, gathers_per_token, gather_latency_us, ms_per_token, tokens_per_second,\n"
+    "runs, unit}, samples_ts; allreduce, gather and allreduce_max: calls_per_token, bytes_per_call,\n"
+    "bytes_per_token, mean_latency_us (in the runs, over every rank), alone_latency_us; ranks, one\n"
+    "object per rank: rank, compute_ms_per_token, collectives_ms_per_token, allreduce_mean_latency_us,\n"
+    "mapping_pss_bytes, mapping_rss_bytes; multi_host_model: compute_ms_per_token, slowest_rank,\n"
+    "allreduces_per_token, allreduce_latency_us, gathers_per_token, gather_latency_us,\n"
+    "max_allreduces_per_token, max_allreduce_latency_us, ms_per_token, tokens_per_second,\n"
     "measured_ms_per_token.";
 
 int tp_bench_parse(int argc, char **argv, tp_bench_cfg *cfg)
@@ -80,28 +83,39 @@ int tp_bench_parse(int argc, char **argv, tp_bench_cfg *cfg)
     return 0;
 }
 
-/* The counters of tp.c a run moves: sampled before and after it. */
+/* The collectives of a token, each counted by tp.c: the sum all-reduce of the hidden vector, the gather of
+ * the logits, the MPI_MAX all-reduce of int8 activation scales (qmap_shard.allreduce_max). */
+enum { C_SUM, C_GATHER, C_MAX, N_C };
+static const char *const COLL_KEY[N_C] = { "allreduce", "gather", "allreduce_max" };   /* --json */
+static const char *const COLL_LABEL[N_C] = { "all-reduce", "gather", "scale max" };     /* the table */
+
+/* tp.c's counters, read before and after a run. */
 typedef struct coll_sample {
-    double ar_calls, ar_floats, ar_s, ga_calls, ga_floats, ga_s;
+    double calls[N_C], floats[N_C], s[N_C];
 } coll_sample;
 
 static coll_sample coll_now(const tp_ctx *ctx)
 {
-    return (coll_sample){ (double)ctx->allreduce_calls, (double)ctx->allreduce_floats, ctx->allreduce_s,
-                          (double)ctx->gather_calls, (double)ctx->gather_floats, ctx->gather_s };
+    return (coll_sample){ { (double)ctx->allreduce_calls, (double)ctx->gather_calls, (double)ctx->max_calls },
+                          { (double)ctx->allreduce_floats, (double)ctx->gather_floats, (double)ctx->max_floats },
+                          { ctx->allreduce_s, ctx->gather_s, ctx->max_s } };
 }
 
-/* What one rank brings to rank 0 (one MPI_Gather of doubles): per-token figures of the tg runs (medians
- * over the runs), the collectives' totals over them, the mapping and the latencies timed alone. */
-enum { R_COMPUTE_S, R_COLL_S, R_AR_CALLS, R_AR_FLOATS, R_AR_S, R_GA_CALLS, R_GA_FLOATS, R_GA_S, R_PSS_KB, R_RSS_KB,
-       R_AR_ALONE_S, R_GA_ALONE_S, N_R };
+/* What one rank brings to rank 0 (one MPI_Gather of N_R doubles): per-token medians of the tg runs, the
+ * mapping after them, and per collective (R_COLL + N_K x C_...) its calls, floats and seconds over the tg
+ * runs and the median seconds of one call timed alone. */
+enum { R_COMPUTE_S, R_COLL_S, R_PSS_KB, R_RSS_KB, R_COLL };
+enum { K_CALLS, K_FLOATS, K_S, K_ALONE_S, N_K };
+#define N_R (R_COLL + N_C * N_K)
+#define RI(c, k) (R_COLL + (c) * N_K + (k))
 
-/* A test's runs on this rank: t/s of each run in order; for tg also the seconds of each run inside the
- * collectives (coll_s) and the collectives' totals over the runs (into mine). */
+/* A test's runs on this rank: t/s of each run in order, and the seconds of each inside the collectives. */
 typedef struct test_runs {
     double *tps, *coll_s;
 } test_runs;
 
+/* The warm-up and c->runs timed runs of test 0 (pp) or 1 (tg); for tg the collectives' totals over the
+ * timed runs go into mine. 0 or -1 with *qe set. */
 static int time_runs(qmap_session *s, const tp_bench_cfg *c, const int32_t *ids, int test, tp_ctx *ctx,
                      test_runs *out, double *mine, qmap_error *qe)
 {
@@ -115,16 +129,14 @@ static int time_runs(qmap_session *s, const tp_bench_cfg *c, const int32_t *ids,
         const coll_sample before = coll_now(ctx);
         if (bench_model_time_test(s, test, ids, 0, n, &out->tps[r], &work, &kv_bytes, qe) != QMAP_OK) return -1;
         const coll_sample after = coll_now(ctx);
-        out->coll_s[r] = (after.ar_s - before.ar_s) + (after.ga_s - before.ga_s);
+        out->coll_s[r] = 0;
+        for (int k = 0; k < N_C; k++) out->coll_s[r] += after.s[k] - before.s[k];
     }
-    if (test == 1) {
-        const coll_sample end = coll_now(ctx);
-        mine[R_AR_CALLS] = end.ar_calls - start.ar_calls;
-        mine[R_AR_FLOATS] = end.ar_floats - start.ar_floats;
-        mine[R_AR_S] = end.ar_s - start.ar_s;
-        mine[R_GA_CALLS] = end.ga_calls - start.ga_calls;
-        mine[R_GA_FLOATS] = end.ga_floats - start.ga_floats;
-        mine[R_GA_S] = end.ga_s - start.ga_s;
+    const coll_sample end = coll_now(ctx);
+    for (int k = 0; k < N_C && test == 1; k++) {
+        mine[RI(k, K_CALLS)] = end.calls[k] - start.calls[k];
+        mine[RI(k, K_FLOATS)] = end.floats[k] - start.floats[k];
+        mine[RI(k, K_S)] = end.s[k] - start.s[k];
     }
     return 0;
 }
@@ -154,16 +166,26 @@ static double alone_latency(tp_ctx *ctx, int (*fn)(void *, float *, size_t), flo
     return median;
 }
 
-/* The all-reduce of the hidden vector and the gather of the logits timed alone (into mine). Collective. */
+/* Each collective the runs made, timed alone (into mine): the sum all-reduce of the hidden vector, the
+ * gather of the logits, and the scale max all-reduce at the runs' mean size. Every rank made the same calls,
+ * so every rank times the same ones. Collective. */
 static int time_links_alone(tp_ctx *ctx, const qmap_shard *shard, const qmap_model_info *in, double *mine)
 {
+    const double max_calls = mine[RI(C_MAX, K_CALLS)];
+    const size_t max_n = max_calls > 0 ? (size_t)fmax(1, round(mine[RI(C_MAX, K_FLOATS)] / max_calls)) : 0;
     size_t n = in->vocab_size > in->dim ? in->vocab_size : in->dim;
-    float *buf = calloc(n, sizeof *buf);
+    float *buf = calloc(n > max_n ? n : max_n, sizeof *buf);   /* zeros: the max all-reduce takes values >= 0 */
     if (!buf) return -1;
-    mine[R_AR_ALONE_S] = alone_latency(ctx, shard->allreduce_sum, buf, in->dim, ALONE_ALLREDUCES);
-    mine[R_GA_ALONE_S] = alone_latency(ctx, shard->allgather, buf, in->vocab_size, ALONE_GATHERS);
+    int (*const fn[N_C])(void *, float *, size_t) = { shard->allreduce_sum, shard->allgather, shard->allreduce_max };
+    const size_t len[N_C] = { in->dim, in->vocab_size, max_n };
+    const int calls[N_C] = { ALONE_ALLREDUCES, ALONE_GATHERS, ALONE_ALLREDUCES };
+    int rc = 0;
+    for (int k = 0; k < N_C && rc == 0; k++) {
+        mine[RI(k, K_ALONE_S)] = len[k] ? alone_latency(ctx, fn[k], buf, len[k], calls[k]) : 0;
+        if (mine[RI(k, K_ALONE_S)] < 0) rc = -1;
+    }
     free(buf);
-    return mine[R_AR_ALONE_S] < 0 || mine[R_GA_ALONE_S] < 0 ? -1 : 0;
+    return rc;
 }
 
 /* Everything one rank measures, for rank 0's report. */
@@ -197,13 +219,13 @@ static void per_token_figures(const tp_bench_cfg *c, const test_runs *tg, double
 /* The multi-host model's terms from every rank's figures. */
 typedef struct host_model {
     int slowest;
-    double compute_s, ar_per_token, ar_alone_s, ga_per_token, ga_alone_s, token_s, measured_s;
+    double compute_s, per_token[N_C], alone_s[N_C], token_s, measured_s;
 } host_model;
 
 static host_model model_of(const bench_result *b, double tg_median_tps)
 {
     host_model h = { 0 };
-    const long tokens = b->c->tg * b->c->runs;
+    const double tokens = (double)(b->c->tg * b->c->runs);
     for (int r = 0; r < b->ranks; r++) {
         const double *a = b->all + (size_t)r * N_R;
         if (a[R_COMPUTE_S] > h.compute_s) {
@@ -211,33 +233,45 @@ static host_model model_of(const bench_result *b, double tg_median_tps)
             h.slowest = r;
         }
         /* every rank is ready in the alone timing: the slowest rank's median is the link's */
-        h.ar_alone_s = fmax(h.ar_alone_s, a[R_AR_ALONE_S]);
-        h.ga_alone_s = fmax(h.ga_alone_s, a[R_GA_ALONE_S]);
+        for (int k = 0; k < N_C; k++) h.alone_s[k] = fmax(h.alone_s[k], a[RI(k, K_ALONE_S)]);
     }
-    h.ar_per_token = b->all[R_AR_CALLS] / (double)tokens;
-    h.ga_per_token = b->all[R_GA_CALLS] / (double)tokens;
-    h.token_s = h.compute_s + h.ar_per_token * h.ar_alone_s + h.ga_per_token * h.ga_alone_s;
+    h.token_s = h.compute_s;
+    for (int k = 0; k < N_C; k++) {
+        h.per_token[k] = b->all[RI(k, K_CALLS)] / tokens;   /* the same on every rank */
+        h.token_s += h.per_token[k] * h.alone_s[k];
+    }
     h.measured_s = 1.0 / tg_median_tps;
     return h;
 }
 
-/* calls, bytes and in-run mean latency of one collective over the tg runs: rank 0's counts, the mean
- * latency over every rank. */
-static void coll_json(json_out *j, const char *key, const bench_result *b, int calls_i, int floats_i, int s_i,
-                      int alone_i)
+/* One collective over the tg runs: its calls and bytes (rank 0's, as every rank's), the mean latency in
+ * the runs over every rank, and the slowest rank's median alone. */
+typedef struct coll_figures {
+    double per_token, bytes_per_call, bytes_per_token, mean_s, alone_s;
+} coll_figures;
+
+static coll_figures coll_of(const bench_result *b, int k)
 {
-    const double tokens = (double)(b->c->tg * b->c->runs), calls = b->all[calls_i], bytes = b->all[floats_i] * 4;
+    const double tokens = (double)(b->c->tg * b->c->runs), calls = b->all[RI(k, K_CALLS)];
+    const double bytes = b->all[RI(k, K_FLOATS)] * 4;
     double s = 0, alone = 0;
     for (int r = 0; r < b->ranks; r++) {
-        s += b->all[(size_t)r * N_R + s_i];
-        alone = fmax(alone, b->all[(size_t)r * N_R + alone_i]);
+        s += b->all[(size_t)r * N_R + RI(k, K_S)];
+        alone = fmax(alone, b->all[(size_t)r * N_R + RI(k, K_ALONE_S)]);
     }
-    jo_begin_object(j, key);
-    jo_f64(j, "calls_per_token", calls / tokens);
-    jo_f64(j, "bytes_per_call", calls ? bytes / calls : 0);
-    jo_f64(j, "bytes_per_token", bytes / tokens);
-    jo_f64(j, "mean_latency_us", calls ? s / b->ranks / calls * 1e6 : NAN);
-    jo_f64(j, "alone_latency_us", alone * 1e6);
+    return (coll_figures){ calls / tokens, calls ? bytes / calls : 0, bytes / tokens,
+                           calls ? s / b->ranks / calls : NAN, alone };
+}
+
+static void coll_json(json_out *j, const bench_result *b, int k)
+{
+    const coll_figures f = coll_of(b, k);
+    jo_begin_object(j, COLL_KEY[k]);
+    jo_f64(j, "calls_per_token", f.per_token);
+    jo_f64(j, "bytes_per_call", f.bytes_per_call);
+    jo_f64(j, "bytes_per_token", f.bytes_per_token);
+    jo_f64(j, "mean_latency_us", f.mean_s * 1e6);
+    jo_f64(j, "alone_latency_us", f.alone_s * 1e6);
     jo_end_object(j);
 }
 
@@ -279,8 +313,7 @@ static void print_json(const bench_result *b, const host_model *h, double *scrat
     jo_cstring(&j, "kernels", qr_kernels_name(qr_kernels_get()));
     test_json(&j, "pp", c->pp, b->pp_tps, c->runs, scratch);
     test_json(&j, "tg", c->tg, b->tg_tps, c->runs, scratch);
-    coll_json(&j, "allreduce", b, R_AR_CALLS, R_AR_FLOATS, R_AR_S, R_AR_ALONE_S);
-    coll_json(&j, "gather", b, R_GA_CALLS, R_GA_FLOATS, R_GA_S, R_GA_ALONE_S);
+    for (int k = 0; k < N_C; k++) coll_json(&j, b, k);
     jo_begin_array(&j, "ranks");
     for (int r = 0; r < b->ranks; r++) {
         const double *a = b->all + (size_t)r * N_R;
@@ -288,7 +321,7 @@ static void print_json(const bench_result *b, const host_model *h, double *scrat
         jo_u64(&j, "rank", (uint64_t)r);
         jo_f64(&j, "compute_ms_per_token", a[R_COMPUTE_S] * 1e3);
         jo_f64(&j, "collectives_ms_per_token", a[R_COLL_S] * 1e3);
-        jo_f64(&j, "allreduce_mean_latency_us", a[R_AR_CALLS] ? a[R_AR_S] / a[R_AR_CALLS] * 1e6 : NAN);
+        jo_f64(&j, "allreduce_mean_latency_us", a[RI(C_SUM, K_CALLS)] ? a[RI(C_SUM, K_S)] / a[RI(C_SUM, K_CALLS)] * 1e6 : NAN);
         jo_f64(&j, "mapping_pss_bytes", a[R_PSS_KB] * 1024);
         jo_f64(&j, "mapping_rss_bytes", a[R_RSS_KB] * 1024);
         jo_end_object(&j);
@@ -297,10 +330,12 @@ static void print_json(const bench_result *b, const host_model *h, double *scrat
     jo_begin_object(&j, "multi_host_model");
     jo_f64(&j, "compute_ms_per_token", h->compute_s * 1e3);
     jo_u64(&j, "slowest_rank", (uint64_t)h->slowest);
-    jo_f64(&j, "allreduces_per_token", h->ar_per_token);
-    jo_f64(&j, "allreduce_latency_us", h->ar_alone_s * 1e6);
-    jo_f64(&j, "gathers_per_token", h->ga_per_token);
-    jo_f64(&j, "gather_latency_us", h->ga_alone_s * 1e6);
+    jo_f64(&j, "allreduces_per_token", h->per_token[C_SUM]);
+    jo_f64(&j, "allreduce_latency_us", h->alone_s[C_SUM] * 1e6);
+    jo_f64(&j, "gathers_per_token", h->per_token[C_GATHER]);
+    jo_f64(&j, "gather_latency_us", h->alone_s[C_GATHER] * 1e6);
+    jo_f64(&j, "max_allreduces_per_token", h->per_token[C_MAX]);
+    jo_f64(&j, "max_allreduce_latency_us", h->alone_s[C_MAX] * 1e6);
     jo_f64(&j, "ms_per_token", h->token_s * 1e3);
     jo_f64(&j, "tokens_per_second", 1.0 / h->token_s);
     jo_f64(&j, "measured_ms_per_token", h->measured_s * 1e3);
@@ -320,24 +355,18 @@ static void print_test(const char *name, long tokens, const double *tps, long ru
 }
 
 /* One collective's line: per token, bytes, the in-run mean latency over every rank and the alone one. */
-static void print_coll(const bench_result *b, const char *name, int calls_i, int floats_i, int s_i, int alone_i)
+static void print_coll(const bench_result *b, int k)
 {
-    const double tokens = (double)(b->c->tg * b->c->runs), calls = b->all[calls_i], bytes = b->all[floats_i] * 4;
-    double s = 0, alone = 0;
-    for (int r = 0; r < b->ranks; r++) {
-        s += b->all[(size_t)r * N_R + s_i];
-        alone = fmax(alone, b->all[(size_t)r * N_R + alone_i]);
-    }
-    if (calls == 0) { /* one rank runs the whole model: no shard, no collective */
-        printf("  %-10s none in the runs; %.1f us alone\n", name, alone * 1e6);
+    const coll_figures f = coll_of(b, k);
+    if (f.per_token == 0) { /* one rank runs the whole model; no scale max without int8 activations */
+        printf("  %-10s none in the runs\n", COLL_LABEL[k]);
         return;
     }
     char per[48] = "";
-    if (calls_i == R_AR_CALLS && calls == 2.0 * b->in.n_layers * tokens)
-        snprintf(per, sizeof per, " (2 x %u layers)", b->in.n_layers);
+    if (k == C_SUM && f.per_token == 2.0 * b->in.n_layers) snprintf(per, sizeof per, " (2 x %u layers)", b->in.n_layers);
     printf("  %-10s %.4g per token%s, %.0f B each, %.0f B per token; %.1f us per call in the runs (mean over the "
-           "ranks, waits for the slowest included), %.1f us alone\n", name, calls / tokens, per,
-           bytes / calls, bytes / tokens, s / b->ranks / calls * 1e6, alone * 1e6);
+           "ranks, waits for the slowest included), %.1f us alone\n", COLL_LABEL[k], f.per_token, per,
+           f.bytes_per_call, f.bytes_per_token, f.mean_s * 1e6, f.alone_s * 1e6);
 }
 
 static void print_text(const bench_result *b, const host_model *h, double *scratch)
@@ -351,17 +380,21 @@ static void print_text(const bench_result *b, const host_model *h, double *scrat
            qr_kernels_name(qr_kernels_get()), c->runs, c->runs > 1 ? "s" : "");
     print_test("pp", c->pp, b->pp_tps, c->runs, scratch);
     print_test("tg", c->tg, b->tg_tps, c->runs, scratch);
-    print_coll(b, "all-reduce", R_AR_CALLS, R_AR_FLOATS, R_AR_S, R_AR_ALONE_S);
-    print_coll(b, "gather", R_GA_CALLS, R_GA_FLOATS, R_GA_S, R_GA_ALONE_S);
+    for (int k = 0; k < N_C; k++) print_coll(b, k);
     for (int r = 0; r < b->ranks; r++) {
         const double *a = b->all + (size_t)r * N_R;
         printf("  rank %-5d compute %.4g ms/token, in collectives %.4g ms/token; mapping PSS %.1f MB, RSS %.1f MB\n",
                r, a[R_COMPUTE_S] * 1e3, a[R_COLL_S] * 1e3, a[R_PSS_KB] * 1024 / 1e6, a[R_RSS_KB] * 1024 / 1e6);
     }
-    printf("multi-host model: per token = slowest rank's compute %.4g ms (rank %d) + %.4g all-reduces x %.1f us "
-           "+ %.4g gather x %.1f us = %.4g ms (%.2f t/s); measured %.4g ms (%.2f t/s)\n", h->compute_s * 1e3,
-           h->slowest, h->ar_per_token, h->ar_alone_s * 1e6, h->ga_per_token, h->ga_alone_s * 1e6, h->token_s * 1e3,
-           1.0 / h->token_s, h->measured_s * 1e3, 1.0 / h->measured_s);
+    char terms[256] = "";
+    size_t n = 0;
+    for (int k = 0; k < N_C && n < sizeof terms; k++)
+        if (h->per_token[k] > 0)
+            n += (size_t)snprintf(terms + n, sizeof terms - n, " + %.4g x %s %.1f us", h->per_token[k], COLL_LABEL[k],
+                                  h->alone_s[k] * 1e6);
+    printf("multi-host model: per token = slowest rank's compute %.4g ms (rank %d)%s = %.4g ms (%.2f t/s); "
+           "measured %.4g ms (%.2f t/s)\n", h->compute_s * 1e3, h->slowest, n ? terms : " + no collective",
+           h->token_s * 1e3, 1.0 / h->token_s, h->measured_s * 1e3, 1.0 / h->measured_s);
 }
 
 /* -t 0: one thread per CPU the rank may run on (what qmap_session_new does with 0), named for the report. */

@@ -301,6 +301,7 @@ class Suite:
                   "allreduce": ["calls_per_token", "bytes_per_call", "bytes_per_token", "mean_latency_us",
                                 "alone_latency_us"],
                   "gather": ["calls_per_token", "bytes_per_token", "mean_latency_us", "alone_latency_us"],
+                  "allreduce_max": ["calls_per_token", "bytes_per_token", "mean_latency_us", "alone_latency_us"],
                   "multi_host_model": ["compute_ms_per_token", "slowest_rank", "allreduces_per_token",
                                        "allreduce_latency_us", "gather_latency_us", "ms_per_token", "tokens_per_second",
                                        "measured_ms_per_token"]}
