@@ -165,6 +165,9 @@ static qmap_status check_quantize_args(const char *src, const char *dst, const q
         return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT,
                        "qmap_quantize: panel_cols %llu is not 0, QMAP_PANEL_COLS_AUTO or a multiple of 64",
                        (unsigned long long)pc);
+    if (p->shards > QMAP_QUANTIZE_SHARDS_MAX)
+        return qa_fail(err, QMAP_ERR_INVALID_ARGUMENT, "qmap_quantize: shards %u is not in 0..%d", p->shards,
+                       QMAP_QUANTIZE_SHARDS_MAX);
     return QMAP_OK;
 }
 
@@ -227,6 +230,7 @@ qmap_status qmap_quantize(const char *src, const char *dst, const qmap_quantize_
         .n_keep = params->n_keep,
         .threads = params->threads,
         .panel_cols = params->panel_cols == QMAP_PANEL_COLS_AUTO ? QQ_PANEL_AUTO : params->panel_cols,
+        .shards = params->shards,
         .on_progress = progress ? relay_quantize_progress : NULL,
         .user = &relay,
     };

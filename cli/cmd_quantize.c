@@ -120,6 +120,22 @@ static void report_json(FILE *fp, const char *in, const char *out, qmap_quant_sc
     fputc('\n', fp);
 }
 
+/* One line on the tensors written in column panels: the FFN down projections, or the others (attention
+ * outputs, --shards). */
+static void print_panelled(const char *out, const tensor_list *l, bool down, const char *what, const char *note)
+{
+    uint64_t n_panelled = 0;
+    const qmap_quantize_tensor *first = NULL;
+    for (size_t i = 0; i < l->n; i++)
+        if (l->items[i].panels > 1 && (strstr(l->items[i].name, ".ffn_down.") != NULL) == down && n_panelled++ == 0)
+            first = &l->items[i];
+    if (first)
+        printf("%s: %llu %s written in column panels, e.g. %s as %llu x [%llu, %llu] (%s [%llu, %llu])\n", out,
+               (unsigned long long)n_panelled, what, first->name, (unsigned long long)first->dims[0],
+               (unsigned long long)first->dims[1], (unsigned long long)first->dims[2], note,
+               (unsigned long long)first->dims[1], (unsigned long long)(first->dims[0] * first->dims[2]));
+}
+
 static void report_table(const char *out, qmap_quant_scheme scheme, const qmap_quantize_result *r, const tensor_list *l)
 {
     size_t w = 4;
@@ -145,22 +161,14 @@ static void report_table(const char *out, qmap_quant_scheme scheme, const qmap_q
            (unsigned long long)r->n_copied, cli_human_bytes(r->bytes_in, bi, sizeof bi),
            cli_human_bytes(r->bytes_out, bo, sizeof bo), r->bytes_out ? (double)r->bytes_in / r->bytes_out : 0.0,
            r->rel_rms_error, r->seconds, r->threads, r->kernels ? r->kernels : "?");
-    uint64_t n_panelled = 0;
-    const qmap_quantize_tensor *first = NULL;
-    for (size_t i = 0; i < l->n; i++)
-        if (l->items[i].panels > 1 && n_panelled++ == 0) first = &l->items[i];
-    if (first)
-        printf("%s: %llu FFN down projections written in column panels, e.g. %s as %llu x [%llu, %llu] "
-               "(--panel-cols 0 keeps them [%llu, %llu])\n", out, (unsigned long long)n_panelled, first->name,
-               (unsigned long long)first->dims[0], (unsigned long long)first->dims[1],
-               (unsigned long long)first->dims[2], (unsigned long long)first->dims[1],
-               (unsigned long long)(first->dims[0] * first->dims[2]));
+    print_panelled(out, l, true, "FFN down projections", "--panel-cols 0 keeps them");
+    print_panelled(out, l, false, "attention outputs", "for --shards; without it");
 }
 
 /* What the option table writes, before it is checked (quantize_settle). */
 typedef struct quantize_args {
     bool q8, f16, json, quiet;
-    long threads;
+    long threads, shards;
     const char *output, *report, *panel_cols;
     cli_strings keep;
 } quantize_args;
@@ -176,7 +184,15 @@ static const char QUANTIZE_DESCRIPTION[] =
     "ffn; spec/ARCHITECTURES.md 6): a decode reads all of X once per row, and long rows stream slower.\n"
     "Q8_ROW gets a scale per row of each panel. auto cuts Q8_ROW rows past 4096 columns and F16 rows\n"
     "past 2048 (TinyLlama's 5632: 2 panels of 2816 / 4 of 1408; GPT-2's 3072: F16 2 of 1536; Llama 2\n"
-    "7B's 11008: 4 of 2752); 0 keeps them as stored.\n";
+    "7B's 11008: 4 of 2752); 0 keeps them as stored.\n"
+    "--shards N writes a decoder LM for N tensor-parallel ranks (mpirun -np N qmap-mpi): each attention\n"
+    "output ([dim, heads x head_dim]) in N column panels and each FFN down projection in a panel count\n"
+    "that is a multiple of N (the smallest at or above --panel-cols's whose width is a multiple of 64;\n"
+    "an explicit --panel-cols must give a multiple of N), recorded as quantize.shards. A run on N ranks\n"
+    "(or on any count dividing N) then maps only each rank's own panels of them, and scales its int8\n"
+    "activations per panel as one process does, so it generates what one process does. An N that gives\n"
+    "a panel width that is not a multiple of 64 is refused naming the tensor (dim 256 allows N = 1, 2,\n"
+    "4). One process runs such a file too, at one more product per layer.\n";
 
 static const char QUANTIZE_EPILOG[] =
     "The report gives, per tensor, bytes before and after, the relative RMS error ||w - w'|| / ||w||,\n"
@@ -200,6 +216,8 @@ static int quantize_parse(int argc, char **argv, quantize_args *a, qmap_quantize
           "threads (default: all cores); the output is the same for any N", true },
         { "panel-cols", 0, CLI_STRING, &a->panel_cols, "auto|N|0", 0, 0, NULL,
           "decoder LMs: FFN down projections in column panels of N columns (see above)", false },
+        { "shards", 0, CLI_INT, &a->shards, "N", 1, QMAP_QUANTIZE_SHARDS_MAX, NULL,
+          "decoder LMs: the layout for N tensor-parallel ranks (qmap-mpi; see above)", true },
         { "quiet", 'q', CLI_FLAG, &a->quiet, NULL, 0, 0, NULL, "no progress and no table", false },
         { "json", 0, CLI_FLAG, &a->json, NULL, 0, 0, NULL, "print the report as JSON instead of the table", false },
     };
@@ -224,6 +242,7 @@ static int quantize_parse(int argc, char **argv, quantize_args *a, qmap_quantize
     *input = argv[first];
     o->threads = (int)a->threads;
     o->panel_cols = strcmp(a->panel_cols, "auto") ? (uint64_t)n : QMAP_PANEL_COLS_AUTO;
+    o->shards = (uint32_t)a->shards;
     o->keep = (const char *const *)a->keep.items;
     o->n_keep = a->keep.n;
     return 0;

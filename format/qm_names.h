@@ -156,6 +156,7 @@ int qm_tensor_name(char *buf, size_t cap, qm_tensor_id id, unsigned layer);
 #define QM_KEY_QUANTIZE_VERSION "quantize.version"
 #define QM_KEY_QUANTIZE_SOURCE  "quantize.source_xxh3"
 #define QM_KEY_QUANTIZE_KEEP    "quantize.keep"
+#define QM_KEY_QUANTIZE_SHARDS  "quantize.shards"
 
 /* Hyperparameter keys: "<arch>.<suffix>", e.g. "llama.n_heads". Which architecture has which key, and
  * of which type, is spec/ARCHITECTURES.md §3–§7. */

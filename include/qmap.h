@@ -660,6 +660,8 @@ typedef enum qmap_quant_scheme {
 /* qmap_quantize_params.panel_cols: the width each FFN down projection's panels get by default (`qmap
  * quantize --panel-cols auto`). */
 #define QMAP_PANEL_COLS_AUTO UINT64_MAX
+/* qmap_quantize_params.shards: the largest rank count a layout can be written for. */
+#define QMAP_QUANTIZE_SHARDS_MAX 4096
 
 typedef enum qmap_quant_action {
     QMAP_QUANT_QUANTIZED = 1,            /* written in the scheme */
@@ -696,6 +698,11 @@ typedef struct qmap_quantize_params {
      * prints); may be NULL. */
     void (*on_tensor)(void *user, const qmap_quantize_tensor *t);
     void *tensor_user;
+    uint32_t shards;                     /* decoder LMs: > 0 writes the layout for this many tensor-parallel
+                                          * ranks (qmap-mpi), as `qmap quantize --shards` does: each attention
+                                          * output in `shards` column panels, each FFN down projection in a
+                                          * multiple of it, quantize.shards recorded (spec/ARCHITECTURES.md
+                                          * §1a); 0 (default): none */
 } qmap_quantize_params;
 
 /* Fill *p with the defaults above. */

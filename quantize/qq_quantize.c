@@ -44,20 +44,34 @@ typedef struct plan_item {
     uint32_t rank_out;        /* the input's, or 3 for a matrix written in column panels */
     uint64_t dims_out[4];
     uint64_t panels;          /* 1, or the panel count */
+    /* the matrix the output's rows come from: in_rows x in_cols; in_panel_cols > 0 when the input is
+     * itself in column panels [in_cols / in_panel_cols, in_rows, in_panel_cols] being cut anew (--shards) */
+    uint64_t in_rows, in_cols, in_panel_cols;
 } plan_item;
 
-/* Whether `name` is a layer's FFN down projection (QM_TENSOR_BLK_FFN_DOWN of the names table: the tensors
- * --panel-cols applies to): the layer read from where the pattern holds it, and the name it gives equal
- * to `name`. */
-static bool is_ffn_down(const char *name)
+/* Whether `name` is layer tensor `id` of the names table for some layer: the layer read from where the
+ * pattern holds it, and the name it gives equal to `name`. */
+static bool is_layer_tensor(const char *name, qm_tensor_id id)
 {
-    const char *pat = qm_tensor_pattern(QM_TENSOR_BLK_FFN_DOWN), *at = strstr(pat, "%u");
+    const char *pat = qm_tensor_pattern(id), *at = strstr(pat, "%u");
     const size_t pre = (size_t)(at - pat);
     if (strncmp(name, pat, pre) || name[pre] < '0' || name[pre] > '9') return false;
     unsigned long layer = strtoul(name + pre, NULL, 10);
     char want[QM_TENSOR_NAME_MAX];
-    return layer <= UINT_MAX && qm_tensor_name(want, sizeof want, QM_TENSOR_BLK_FFN_DOWN, (unsigned)layer) > 0 &&
-           !strcmp(want, name);
+    return layer <= UINT_MAX && qm_tensor_name(want, sizeof want, id, (unsigned)layer) > 0 && !strcmp(want, name);
+}
+
+/* The row-parallel matrices of a decoder LM (ARCHITECTURES.md §1a, §6 "Column panels"): a layer's FFN down
+ * projection (what --panel-cols applies to) and its attention output (llama's attn_o, gpt2's attn_out;
+ * --shards cuts those too). */
+typedef enum panel_kind { PANEL_NONE, PANEL_FFN_DOWN, PANEL_ATTN_OUT } panel_kind;
+
+static panel_kind panel_kind_of(const char *name)
+{
+    if (is_layer_tensor(name, QM_TENSOR_BLK_FFN_DOWN)) return PANEL_FFN_DOWN;
+    if (is_layer_tensor(name, QM_TENSOR_BLK_ATTN_O) || is_layer_tensor(name, QM_TENSOR_BLK_ATTN_OUT))
+        return PANEL_ATTN_OUT;
+    return PANEL_NONE;
 }
 
 uint64_t qq_panel_cols_auto(qq_scheme scheme, uint64_t ffn)
@@ -90,6 +104,77 @@ static bool kept(const qq_opts *o, const char *name)
     return false;
 }
 
+/* --shards N (ARCHITECTURES.md §1a) on a row-parallel matrix of `cols` columns: the attention output in
+ * N panels, an FFN down projection in the smallest multiple of N panels at or above the count --panel-cols
+ * gives (auto: qq_panel_cols_auto's) whose width is a multiple of 64. *panels holds that count on entry. */
+static qm_status shard_panels(const qq_opts *o, const qm_tensor *t, panel_kind kind, uint64_t rows, uint64_t cols,
+                              uint64_t *panels, qm_error *err)
+{
+    const uint64_t N = o->shards;
+    if (kind == PANEL_ATTN_OUT) {
+        *panels = N;
+        if (cols % (64 * N) == 0) return QM_OK;
+        return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
+                       "tensor '%s' ([%llu, %llu]): --shards %u would cut its %llu columns into %u panels of %.6g, "
+                       "but a column panel must be a multiple of 64 columns wide; give a rank count N that divides "
+                       "%llu (= %llu / 64), or quantize without --shards (each rank then copies its columns)",
+                       t->name, (unsigned long long)rows, (unsigned long long)cols, o->shards, (unsigned long long)cols,
+                       o->shards, (double)cols / (double)N, (unsigned long long)(cols / 64), (unsigned long long)cols);
+    }
+    if (o->panel_cols != QQ_PANEL_AUTO) {
+        if (*panels % N == 0) return QM_OK;
+        return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
+                       "--panel-cols %llu cuts tensor '%s' (%llu columns) into %llu panel(s), not a multiple of "
+                       "--shards %u: give --panel-cols auto, or a width W with %llu / W a multiple of %u",
+                       (unsigned long long)o->panel_cols, t->name, (unsigned long long)cols,
+                       (unsigned long long)*panels, o->shards, (unsigned long long)cols, o->shards);
+    }
+    for (uint64_t k = (*panels + N - 1) / N * N; k <= cols / 64; k += N)
+        if (cols % k == 0 && (cols / k) % 64 == 0) {
+            *panels = k;
+            return QM_OK;
+        }
+    return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
+                   "tensor '%s' ([%llu, %llu]): no multiple of --shards %u cuts its %llu columns into panels a "
+                   "multiple of 64 wide; give a rank count N with %llu a multiple of 64 x N, or quantize without "
+                   "--shards", t->name, (unsigned long long)rows, (unsigned long long)cols, o->shards,
+                   (unsigned long long)cols, (unsigned long long)cols);
+}
+
+/* p's layout: --panel-cols on a [rows, cols] FFN down projection (an input already in panels keeps them),
+ * and with --shards the rule of shard_panels over the matrix an input's own panels make up. */
+static qm_status plan_panels(const qq_opts *o, const qm_tensor *t, panel_kind kind, plan_item *p, qm_error *err)
+{
+    const bool sharded = o->shards > 0 && kind != PANEL_NONE && (t->rank == 2 || t->rank == 3);
+    p->in_cols = t->dims[t->rank - 1];
+    p->in_rows = t->n_elements / p->in_cols;
+    p->in_panel_cols = 0;
+    if (sharded && t->rank == 3) {
+        p->in_panel_cols = t->dims[2];
+        p->in_cols = t->dims[0] * t->dims[2];
+        p->in_rows = t->dims[1];
+    }
+    const uint64_t cols = p->in_cols;
+    const uint64_t pc = kind != PANEL_FFN_DOWN || !(t->rank == 2 || sharded) ? 0
+                        : o->panel_cols == QQ_PANEL_AUTO ? qq_panel_cols_auto(o->scheme, cols)
+                                                          : o->panel_cols;
+    if (pc && cols > pc && (pc % 64 || cols % pc))
+        return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
+                       "tensor '%s' has rows of %llu columns: --panel-cols %llu must be a multiple of 64 "
+                       "that divides it", t->name, (unsigned long long)cols, (unsigned long long)pc);
+    uint64_t panels = pc && cols > pc ? cols / pc : 1;
+    if (sharded) {
+        qm_status st = shard_panels(o, t, kind, p->in_rows, cols, &panels, err);
+        if (st != QM_OK) return st;
+    }
+    if (panels < 2 && !p->in_panel_cols) return QM_OK;   /* as stored */
+    p->panels = panels;
+    p->rank_out = panels >= 2 ? 3 : 2;
+    const uint64_t dims[4] = { panels, p->in_rows, cols / panels, 0 }, flat[4] = { p->in_rows, cols, 0, 0 };
+    memcpy(p->dims_out, panels >= 2 ? dims : flat, sizeof p->dims_out);
+    return QM_OK;
+}
+
 static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items, qm_error *err)
 {
     uint64_t alignment = qm_file_header(f)->alignment;
@@ -104,6 +189,9 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
     if (o->panel_cols && !auto_panels && !lm)
         return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, QM_KEY_ARCHITECTURE, QM_NO_OFFSET,
                        "--panel-cols applies to decoder LM containers only");
+    if (o->shards && !lm)
+        return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, QM_KEY_ARCHITECTURE, QM_NO_OFFSET,
+                       "--shards applies to decoder LM containers only (the families qmap-mpi splits)");
     for (uint64_t i = 0; i < qm_tensor_count(f); i++) {
         const qm_tensor *t = qm_tensor_at(f, i);
         plan_item *p = &items[i];
@@ -113,6 +201,9 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
         p->rank_out = t->rank;
         memcpy(p->dims_out, t->dims, sizeof p->dims_out);
         p->panels = 1;
+        p->in_cols = t->rank ? t->dims[t->rank - 1] : 1;
+        p->in_rows = t->n_elements / p->in_cols;
+        p->in_panel_cols = 0;
         if (!selected_by_rule(t, plain)) { p->action = QQ_COPIED; continue; }
         if (kept(o, t->name)) { p->action = QQ_KEPT; continue; }
         const char *dn = qm_dtype_info(t->dtype) ? qm_dtype_info(t->dtype)->name : "?";
@@ -128,23 +219,9 @@ static qm_status make_plan(const qq_opts *o, const qm_file *f, plan_item *items,
                            o->scheme == QQ_Q8_ROW ? "--q8" : "--f16", o->scheme == QQ_Q8_ROW ? " or F16" : "");
         p->action = QQ_QUANTIZED;
         p->dtype_out = o->scheme == QQ_Q8_ROW ? QM_DTYPE_Q8_ROW : QM_DTYPE_F16;
-        const bool down = lm && t->rank == 2 && is_ffn_down(t->name);
-        const uint64_t pc = !down       ? 0
-                            : auto_panels ? qq_panel_cols_auto(o->scheme, t->dims[1])
-                                          : o->panel_cols;
-        if (pc && t->dims[1] > pc) {
-            if (pc % 64 || t->dims[1] % pc)
-                return qm_fail(err, QM_ERR_UNSUPPORTED, o->input, t->name, t->entry_offset,
-                               "tensor '%s' has rows of %llu columns: --panel-cols %llu must be a multiple of 64 "
-                               "that divides it", t->name, (unsigned long long)t->dims[1], (unsigned long long)pc);
-            p->panels = t->dims[1] / pc;
-            p->rank_out = 3;
-            p->dims_out[0] = p->panels;
-            p->dims_out[1] = t->dims[0];
-            p->dims_out[2] = pc;
-            p->dims_out[3] = 0;
-        }
-        qm_status st = qm_tensor_nbytes(p->dtype_out, p->rank_out, p->dims_out, alignment, &p->bytes_out);
+        qm_status st = plan_panels(o, t, lm ? panel_kind_of(t->name) : PANEL_NONE, p, err);
+        if (st != QM_OK) return st;
+        st = qm_tensor_nbytes(p->dtype_out, p->rank_out, p->dims_out, alignment, &p->bytes_out);
         if (st != QM_OK)
             return qm_fail(err, st, o->input, t->name, t->entry_offset, "tensor '%s': output size overflows", t->name);
     }
@@ -177,13 +254,37 @@ static qm_status ensure(void **p, uint64_t *cap, uint64_t need, const char *what
     return QM_OK;
 }
 
+/* Output row r's `cols` input values: a pointer into the mapping (F32 in one run), else converted or
+ * gathered into wbuf. Output row r is columns (r / in_rows)·cols .. of input row r % in_rows; an input in
+ * panels of in_panel_cols holds column c of a row in panel c / in_panel_cols. */
+static const float *input_row(const plan_item *p, const uint8_t *in, bool from_f16, uint64_t r, uint64_t cols,
+                              float *wbuf)
+{
+    const uint64_t row = r % p->in_rows, c0 = r / p->in_rows * cols, end = c0 + cols, w = p->in_panel_cols;
+    /* the mapping is 4-byte aligned for F32 tensors (tensor offsets are multiples of 64) */
+    if (!w && !from_f16) return (const float *)(const void *)(in + 4 * (row * p->in_cols + c0));
+    for (uint64_t c = c0; c < end;) {
+        uint64_t first = w ? c / w * p->in_rows * w + row * w + c % w : row * p->in_cols + c;
+        uint64_t run = w ? w - c % w : end - c;
+        if (run > end - c) run = end - c;
+        float *dst = wbuf + (c - c0);
+        if (!from_f16) memcpy(dst, in + 4 * first, 4 * run);
+        for (uint64_t j = 0; from_f16 && j < run; j++) {
+            uint16_t h;
+            memcpy(&h, in + 2 * (first + j), 2);
+            dst[j] = qm_f16_to_f32(h);
+        }
+        c += run;
+    }
+    return wbuf;
+}
+
 static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *tr, qm_error *err)
 {
     const qm_tensor *t = p->t;
     /* output rows of `cols` values; with column panels, output row R is panel R / in_rows of input row
      * R % in_rows: `cols` values from column (R / in_rows)·cols of an input row of in_cols */
-    const uint64_t in_cols = t->dims[t->rank - 1], in_rows = t->n_elements / in_cols;
-    const uint64_t cols = in_cols / p->panels, rows = in_rows * p->panels;
+    const uint64_t cols = p->in_cols / p->panels, rows = p->in_rows * p->panels;
     qm_status st;
     if ((st = ensure((void **)&k->out, &k->out_cap, p->bytes_out ? p->bytes_out : 1, "output", err)) ||
         (st = ensure((void **)&k->scratch, &k->scratch_cap, (uint64_t)k->threads * 2 * cols * sizeof(float), "scratch", err)) ||
@@ -222,19 +323,7 @@ static qm_status quantize_tensor(work *k, const plan_item *p, qq_tensor_report *
         }
         for (uint64_t r = r_begin; r < r_end; r++) {
             float *wbuf = scratch + (uint64_t)omp_get_thread_num() * 2 * cols, *back = wbuf + cols;
-            const uint64_t first = (r % in_rows) * in_cols + (r / in_rows) * cols; /* its first input element */
-            const float *w;
-            if (from_f16) {
-                for (uint64_t j = 0; j < cols; j++) {
-                    uint16_t h;
-                    memcpy(&h, in + 2 * (first + j), 2);
-                    wbuf[j] = qm_f16_to_f32(h);
-                }
-                w = wbuf;
-            } else {
-                /* the mapping is 4-byte aligned for F32 tensors (tensor offsets are multiples of 64) */
-                w = (const float *)(const void *)(in + 4 * first);
-            }
+            const float *w = input_row(p, in, from_f16, r, cols, wbuf);
             rs[r].bad = 0;
             if (q8) {
                 int8_t *q = (int8_t *)(out + r * lay.row_stride);
@@ -337,6 +426,7 @@ static qm_status write_metadata(const qq_opts *o, const qm_file *f, qm_writer *w
     if (st == QM_OK) st = checksum_input(o, f, &source_sum, err);
     if (st == QM_OK) st = qm_writer_meta_u64(w, QM_KEY_QUANTIZE_SOURCE, source_sum, err);
     if (st == QM_OK) st = qm_writer_meta_string_array(w, QM_KEY_QUANTIZE_KEEP, o->keep, NULL, o->n_keep, err);
+    if (st == QM_OK && o->shards) st = qm_writer_meta_u32(w, QM_KEY_QUANTIZE_SHARDS, o->shards, err);
     return st;
 }
 

@@ -32,6 +32,10 @@ typedef struct qq_opts {
      * (spec/ARCHITECTURES.md §6: the panelled form); a multiple of 64 that divides ffn. 0: none.
      * QQ_PANEL_AUTO: the width qq_panel_cols_auto picks for each (none outside gpt2, gpt_neo, llama). */
     uint64_t panel_cols;
+    /* > 0: a decoder LM written for this many tensor-parallel ranks (spec/ARCHITECTURES.md §1a): each
+     * attention output in `shards` column panels, each FFN down projection in a panel count that is a
+     * multiple of it, and quantize.shards recorded. 0: none (panel_cols alone decides). */
+    uint32_t shards;
     void (*on_progress)(void *user, const qq_progress *p);   /* may be NULL */
     void *user;
 } qq_opts;

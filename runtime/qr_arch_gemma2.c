@@ -160,7 +160,7 @@ static qm_status gemma2_forward(const void *p, qr_lm_state *s, const qr_lm_rows 
          * rounding with it, up to the residual's size (llama adds the small branch as it is), so o_proj and
          * gate/up keep the session's act in a prompt: in one int8 term they moved the test model's logits
          * 1.5e-2 of their max from the token-by-token ones, against 1e-2 for the other families */
-        TRY(qr_linear(s, QR_X_FLOAT, &L->attn.wo, NULL, n, s->att, q_dim, s->xb, d));
+        TRY(qr_linear_panels(s, QR_X_FLOAT, &L->attn.wo, NULL, L->attn.o_panels, n, s->att, q_dim, s->xb, s->hb2));
         qr_rows_rmsnorm(s->pool, s->xb, s->xb, L->post_attn_norm, n, d, eps);
         qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* h = pre_feedforward_layernorm(x); x = x + post_feedforward_layernorm(down(gelu_tanh(gate(h)) * up(h)))

@@ -23,7 +23,8 @@ typedef struct gpt_layer {
     qr_matrix wq, wk, wv;         /* (dim, dim)       gpt_neo: attn.attention.{q,k,v}_proj; gpt2 sharded:
                                    *                  the rank's rows of wqkv's q, k and v parts */
     const float *bq, *bk, *bv;    /*                  gpt2 sharded: the rank's parts of bqkv, else NULL */
-    qr_matrix wo;                 /* (dim, dim)       attn.c_proj / attn.attention.out_proj */
+    qr_matrix wo;                 /* (dim, dim)       attn.c_proj / attn.attention.out_proj, or its column */
+    size_t o_panels;              /*   panels (o_panels·dim, dim/o_panels), panel p the columns p·dim/o_panels.. */
     const float *bo;              /* (dim) */
     const float *ln2_w, *ln2_b;   /* (dim)            ln_2 */
     qr_matrix w_up;               /* (ffn_dim, dim)   mlp.c_fc */
@@ -91,8 +92,8 @@ static qm_status gpt_shard_layer(qr_loader *ld, gpt_weights *w, gpt_layer *L, ui
     L->b_up += f0;
     if (sh->rank != 0) L->bo = L->b_down = NULL;
     qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_ATTN_OUT, l);
-    TRY(qr_shard_row_parallel(sh, &w->store, &L->wo, d, 1, &L->wo, &(size_t){ 0 }, &L->o_part, ld->path, name,
-                              ld->err));
+    TRY(qr_shard_row_parallel(sh, &w->store, &L->wo, d, L->o_panels, &L->wo, &L->o_panels, &L->o_part, ld->path,
+                              name, ld->err));
     qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_FFN_DOWN, l);
     return qr_shard_row_parallel(sh, &w->store, &L->w_down, d, L->down_panels, &L->w_down, &L->down_panels,
                                  &L->down_part, ld->path, name, ld->err);
@@ -194,7 +195,7 @@ static qm_status gpt_load(qr_loader *ld, void **out, qr_lm_hparams *hp_out, bool
             TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_QKV, l, 3 * d, d, &L->wqkv));
             TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_QKV_B, l, 3 * d, &L->bqkv));
         }
-        TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_OUT, l, d, d, &L->wo));
+        TRY(qr_load_matrix_panels(ld, QM_TENSOR_BLK_ATTN_OUT, l, d, d, &L->wo, &L->o_panels));
         TRY(qr_load_vector(ld, QM_TENSOR_BLK_ATTN_OUT_B, l, d, &L->bo));
         TRY(qr_load_vector(ld, QM_TENSOR_BLK_LN2, l, d, &L->ln2_w));
         TRY(qr_load_vector(ld, QM_TENSOR_BLK_LN2_B, l, d, &L->ln2_b));
@@ -254,7 +255,7 @@ static qm_status gpt_forward(const void *p, qr_lm_state *s, const qr_lm_rows *r)
         /* attn = softmax(scale·q·kᵀ + causal mask (window on local layers))·v, each sequence over its cache */
         qr_lm_attend(s, r, l, &shape, q, k, v, ldqkv, s->att, q_dim);
         /* x = x + c_proj(attn) */
-        TRY(qr_linear_part(s, QR_X_NORMED, &L->o_part, &L->wo, L->bo, 1, n, s->att, q_dim, s->xb, NULL));
+        TRY(qr_linear_part(s, QR_X_NORMED, &L->o_part, &L->wo, L->bo, L->o_panels, n, s->att, q_dim, s->xb, s->hb2));
         TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* tensor parallel: the ranks' heads added */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* x = x + mlp.c_proj(act(mlp.c_fc(ln_2(x)))) */

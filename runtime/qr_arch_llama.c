@@ -71,8 +71,8 @@ static qm_status llama_shard_layer(qr_loader *ld, llama_weights *w, llama_layer 
     L->ffn.w_gate = qr_matrix_rows(&L->ffn.w_gate, f0, nf);
     L->ffn.w_up = qr_matrix_rows(&L->ffn.w_up, f0, nf);
     qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_ATTN_O, l);
-    TRY(qr_shard_row_parallel(sh, &w->store, &L->attn.wo, d, 1, &L->attn.wo, &(size_t){ 0 }, &L->o_part, ld->path,
-                              name, ld->err));
+    TRY(qr_shard_row_parallel(sh, &w->store, &L->attn.wo, d, L->attn.o_panels, &L->attn.wo, &L->attn.o_panels,
+                              &L->o_part, ld->path, name, ld->err));
     qm_tensor_name(name, sizeof name, QM_TENSOR_BLK_FFN_DOWN, l);
     return qr_shard_row_parallel(sh, &w->store, &L->ffn.w_down, d, L->ffn.down_panels, &L->ffn.w_down, &L->ffn.down_panels,
                                  &L->down_part, ld->path, name, ld->err);
@@ -204,7 +204,8 @@ static qm_status llama_forward(const void *p, qr_lm_state *s, const qr_lm_rows *
          * each sequence over its own cache */
         qr_lm_attend(s, r, l, &shape, q, k, v, ldqkv, s->att, q_dim);
         /* x = x + o_proj(attn) */
-        TRY(qr_linear_part(s, QR_X_NORMED, &L->o_part, &L->attn.wo, NULL, 1, n, s->att, q_dim, s->xb, NULL));
+        TRY(qr_linear_part(s, QR_X_NORMED, &L->o_part, &L->attn.wo, NULL, L->attn.o_panels, n, s->att, q_dim, s->xb,
+                           s->hb2));
         TRY(qr_shard_sum(&w->shard, s->xb, n * d));   /* tensor parallel: the ranks' heads added */
         qr_rows_add(s->pool, s->x, s->xb, n * d);
         /* h = post_attention_layernorm(x) */

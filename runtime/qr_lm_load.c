@@ -67,7 +67,7 @@ qm_status qr_load_attn_proj(qr_loader *ld, unsigned layer, const qr_lm_hparams *
     TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_Q, layer, q_dim, d, &a->wq));
     TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_K, layer, kv_dim, d, &a->wk));
     TRY(qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_V, layer, kv_dim, d, &a->wv));
-    return qr_load_matrix(ld, QM_TENSOR_BLK_ATTN_O, layer, d, q_dim, &a->wo);
+    return qr_load_matrix_panels(ld, QM_TENSOR_BLK_ATTN_O, layer, d, q_dim, &a->wo, &a->o_panels);
 }
 
 qm_status qr_load_glu_ffn(qr_loader *ld, unsigned layer, const qr_lm_hparams *hp, qr_glu_ffn *f)

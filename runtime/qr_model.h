@@ -113,9 +113,11 @@ qm_status qr_load_rope_lm_hparams(qr_loader *ld, bool head_dim_required, qr_lm_h
 qm_status qr_rope_lm_alloc(qr_loader *ld, qr_lm_hparams *hp, const qr_rope_lm_config *c, uint32_t **window,
                            float **inv_freq);
 
-/* A layer's attention projections: q (H·hd, dim), k, v (KV·hd, dim), o (dim, H·hd). */
+/* A layer's attention projections: q (H·hd, dim), k, v (KV·hd, dim), o (dim, H·hd) or its column panels
+ * (o_panels·dim, H·hd/o_panels), panel p the columns p·H·hd/o_panels.. (qmap quantize --shards). */
 typedef struct qr_attn_proj {
     qr_matrix wq, wk, wv, wo;
+    size_t o_panels;
 } qr_attn_proj;
 /* A layer's gated feed-forward: gate, up (ffn_dim, dim); down (dim, ffn_dim), or its column panels. */
 typedef struct qr_glu_ffn {

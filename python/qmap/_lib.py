@@ -161,7 +161,7 @@ TENSOR_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(qmap_quantize
 class qmap_quantize_params(ctypes.Structure):
     _fields_ = [("scheme", ctypes.c_int), ("keep", ctypes.POINTER(ctypes.c_char_p)), ("n_keep", ctypes.c_size_t),
                 ("threads", ctypes.c_int), ("panel_cols", ctypes.c_uint64), ("on_tensor", TENSOR_FN),
-                ("tensor_user", ctypes.c_void_p)]
+                ("tensor_user", ctypes.c_void_p), ("shards", ctypes.c_uint32)]
 
 
 class qmap_quantize_result(ctypes.Structure):

@@ -1192,6 +1192,129 @@ class Suite:
             ck.check(group, "F16 weights are torch's .half() of the torch weights, bit for bit", not worst,
                      "differ: %s" % worst[:5])
 
+    # --------------------------------------------------------------------------------------- --shards N
+
+    @staticmethod
+    def auto_width(ffn, scheme):
+        """--panel-cols auto (spec/ARCHITECTURES.md §1a): rows past the bound (Q8_ROW 4096, F16 2048) cut at
+        the widest multiple of 64 dividing ffn within it unless under half of it, else the narrowest beyond
+        it; None for no panels."""
+        bound = 4096 if scheme == "q8" else 2048
+        widths = [w for w in range(64, ffn, 64) if ffn % w == 0]
+        below = [w for w in widths if w <= bound]
+        above = [w for w in widths if w > bound]
+        if ffn <= bound or ffn % 64:
+            return None
+        if below and below[-1] >= bound // 2:
+            return below[-1]
+        return above[0] if above else None
+
+    def shard_down_panels(self, ffn, scheme, n, width=None):
+        """§1a with --shards N: the smallest multiple of N at or above the panel count of --panel-cols
+        (`width`, else auto) whose width is a multiple of 64 dividing ffn; None if there is none."""
+        w = width or self.auto_width(ffn, scheme)
+        least = ffn // w if w and ffn > w else 1
+        for k in range(-(-least // n) * n, ffn // 64 + 1, n):
+            if ffn % k == 0 and (ffn // k) % 64 == 0:
+                return k
+        return None
+
+    def shard_case(self, group, scheme, arch, n, dim, ffn, down_in_panels=0, width=None):
+        """A decoder LM layer (attention output [dim, dim], down projection [dim, ffn], up [ffn, dim]) quantized
+        with --shards n: the attention output must come out in n column panels, the down projection in the
+        panel count of shard_down_panels, each with the reference's bytes on its panels, the report saying
+        so and quantize.shards = n in the metadata. down_in_panels > 0: the input (F16) already holds the
+        down projection in that many panels, which are cut anew."""
+        if not self.ck.want(group):
+            return
+        ck = self.ck
+        rng = np.random.default_rng(dim + ffn + n)
+        o_name = "blk.0.attn_o.weight" if arch == "llama" else "blk.0.attn_out.weight"
+        o = (rng.standard_normal((dim, dim)) * 0.02).astype(F32)
+        down = (rng.standard_normal((dim, ffn)) * 0.02).astype(F32)
+        up = (rng.standard_normal((ffn, dim)) * 0.02).astype(F32)
+        if down_in_panels:
+            o, down, up = (x.astype(np.float16).astype(F32) for x in (o, down, up))
+            w = ffn // down_in_panels
+            tensors = [t_f16(o_name, o), t_f16("blk.0.ffn_up.weight", up),
+                       t_f16("blk.0.ffn_down.weight", down.reshape(dim, down_in_panels, w).transpose(1, 0, 2))]
+        else:
+            tensors = [t_f32(o_name, o), t_f32("blk.0.ffn_up.weight", up), t_f32("blk.0.ffn_down.weight", down)]
+        d = fresh_dir(os.path.join(self.work, group.replace("/", "_")))
+        inp = write_container(os.path.join(d, "in.qmap"), tensors,
+                              [("general.architecture", "STRING", arch), ("general.file_type", "STRING", "f32")])
+        out = os.path.join(d, "out.qmap")
+        extra = ["--panel-cols", str(width)] if width else []
+        rep = self.quantize(group, scheme, inp, out, extra=["--shards", str(n), *extra])
+        if rep is None:
+            return
+        qf = spec_reader.read(out)
+        ents = {e.get("name"): e for e in rep.get("tensors", []) if isinstance(e, dict)}
+        for name, m, p in ((o_name, o, n), ("blk.0.ffn_down.weight", down, self.shard_down_panels(ffn, scheme, n, width))):
+            rows, cols = m.shape
+            stored = np.ascontiguousarray(m.reshape(rows, p, cols // p).transpose(1, 0, 2))
+            want = (ref.q8_bytes(stored, stored.shape, 4096) if scheme == "q8"
+                    else ref.f16_values(stored).astype("<f2").tobytes())
+            t = qf.tensors[name]
+            ck.check(group, "%s [%d, %d] -> %s [%d, %d, %d], its bytes the reference's on the panels" % (
+                     name, rows, cols, SCHEMES[scheme][2], p, rows, cols // p),
+                     list(t.shape) == [p, rows, cols // p] and bytes(t.raw) == want,
+                     "got %s %s, bytes equal: %s" % (t.dtype, list(t.shape), bytes(t.raw) == want))
+            e = ents.get(name, {})
+            ck.check(group, "report: %s panels %d" % (name, p), e.get("panels") == p, "got %r" % e.get("panels"))
+        ck.check(group, "blk.0.ffn_up.weight stays [%d, %d]" % (ffn, dim),
+                 list(qf.tensors["blk.0.ffn_up.weight"].shape) == [ffn, dim])
+        ck.check(group, "metadata: quantize.shards U32 %d" % n,
+                 qf.metadata.get("quantize.shards") == n and qf.metadata_types.get("quantize.shards") == "U32",
+                 "got %r %r" % (qf.metadata.get("quantize.shards"), qf.metadata_types.get("quantize.shards")))
+
+    def shard_refusal(self, group, arch, n, dim, ffn, scheme="q8", extra=(), names=()):
+        """--shards n that cannot be written: exit 1, one line naming the input, --shards and `names`, and no
+        output."""
+        if not self.ck.want(group):
+            return
+        rng = np.random.default_rng(7)
+        tensors = [t_f32("blk.0.attn_o.weight" if arch != "gpt2" else "blk.0.attn_out.weight",
+                         rng.standard_normal((dim, dim))),
+                   t_f32("blk.0.ffn_down.weight", rng.standard_normal((dim, ffn)))]
+        d = fresh_dir(os.path.join(self.work, group.replace("/", "_")))
+        inp = write_container(os.path.join(d, "in.qmap"), tensors, [("general.architecture", "STRING", arch)])
+        outdir = fresh_dir(os.path.join(d, "out"))
+        rc, so, se = self.run("quantize", SCHEMES[scheme][0], inp, "-o", os.path.join(outdir, "out.qmap"),
+                              "--shards", n, *extra)
+        lines = [l for l in se.splitlines() if l.strip()]
+        self.ck.check(group, "--shards %s %s: exit 1, one line naming %s, nothing written" % (
+                      n, " ".join(extra), ", ".join(names)),
+                      rc == 1 and len(lines) == 1 and all(x in se for x in names) and not os.listdir(outdir),
+                      "rc %d: %s" % (rc, short(se)))
+
+    def shard_cases(self):
+        self.shard_case("shards/llama_q8_2", "q8", "llama", 2, 256, 512)
+        self.shard_case("shards/llama_q8_4", "q8", "llama", 4, 256, 5632)   # TinyLlama's ffn: 2 auto -> 4
+        self.shard_case("shards/gpt2_f16_2", "f16", "gpt2", 2, 256, 4224)   # auto 3 of 1408 -> 6 of 704
+        self.shard_case("shards/gpt_neo_q8_2_explicit", "q8", "gpt_neo", 2, 128, 512, width=128)
+        self.shard_case("shards/f16_panels_recut", "q8", "llama", 2, 256, 512, down_in_panels=4)
+        self.shard_refusal("shards/refused_3", "llama", "3", 256, 512, names=["blk.0.attn_o.weight", "--shards 3",
+                                                                             "256"])
+        self.shard_refusal("shards/refused_tiny", "gpt2", "2", 64, 256, names=["blk.0.attn_out.weight", "[64, 64]",
+                                                                              "--shards 2", "multiple of 64"])
+        self.shard_refusal("shards/refused_down", "llama", "4", 256, 4224, scheme="f16",
+                           names=["blk.0.ffn_down.weight", "--shards 4"])
+        self.shard_refusal("shards/refused_panel_cols", "llama", "2", 256, 512, extra=["--panel-cols", "0"],
+                           names=["blk.0.ffn_down.weight", "--panel-cols 0", "--shards 2"])
+        self.shard_refusal("shards/refused_mlp", "mlp", "2", 256, 512, names=["--shards", "decoder LM"])
+        group = "shards/none_without"
+        if self.ck.want(group):
+            d = fresh_dir(os.path.join(self.work, "shards_none"))
+            inp = write_container(os.path.join(d, "in.qmap"), [t_f32("blk.0.attn_o.weight", np.ones((256, 256)))],
+                                  [("general.architecture", "STRING", "llama")])
+            out = os.path.join(d, "out.qmap")
+            rc, so, se = self.run("quantize", "--q8", inp, "-o", out, "--quiet")
+            qf = spec_reader.read(out) if rc == 0 else None
+            self.ck.check(group, "without --shards: attention output as stored, no quantize.shards",
+                          qf is not None and list(qf.tensors["blk.0.attn_o.weight"].shape) == [256, 256]
+                          and "quantize.shards" not in qf.metadata, short(se))
+
 
 # ------------------------------------------------------------------------------------------- main
 
@@ -1222,6 +1345,7 @@ def main():
     suite.report_cases()
     suite.refuse_cases()
     suite.panel_cases()
+    suite.shard_cases()
     suite.usage_cases()
     suite.e2e_cases()
     suite.verify_outputs()
