@@ -25,8 +25,9 @@ $(BUILD)/tests/tp_logits: tests/mpi/tp_logits.c $(BUILD)/mpi-obj/mpi/tp.o $(LIBS
 	OMPI_CC=$(CC) $(MPICC) $(ALL_CFLAGS) -Impi -o $@ $< $(BUILD)/mpi-obj/mpi/tp.o $(LIBS) $(LDLIBS) -lpthread
 
 # Tensor parallel against one rank (tests/mpi/test_mpi.py): greedy continuations and logits at N = 1, 2, 4
-# for a small llama (GQA) and gpt2, F32 and Q8_ROW; a rank count that does not divide the heads, a container
-# that differs between ranks, a killed rank; qmap-mpi bench's --json. mpirun as root on 2 cores needs both flags.
+# for a small llama (GQA) and gpt2, F32 and Q8_ROW, and Q8_ROW written by quantize --shards 2 and 4 (default
+# --act); a rank count that does not divide the heads, a container that differs between ranks, a killed rank;
+# qmap-mpi bench's --json. mpirun as root on 2 cores needs both flags.
 MPIRUN ?= mpirun --allow-run-as-root --oversubscribe
 mpi-test: $(BUILD)/qmap $(BUILD)/qmap-mpi $(BUILD)/tests/tp_logits
 	$(PYTHON) tests/mpi/test_mpi.py --qmap $(BUILD)/qmap --qmap-mpi $(BUILD)/qmap-mpi \

@@ -32,6 +32,11 @@ tests/mpi/tp_logits at one rank for the logits (the plain decode path: at N = 1 
 7. `qmap-mpi bench --json` at N=2 on the small llama: every field, the tokens asked for, 2 x layers
    all-reduces per token (the layers from the container's metadata), one logits gather per token, tok/s
    above 0; a bad flag exits 2 with the flag and the usage printed once (rank 0).
+8. Containers written for the ranks (`qmap quantize --shards N`: the attention output in N column panels, the
+   down projection in a multiple of N), a llama (GQA) and a gpt2 of dim 256 at N = 4 and 2: greedy
+   continuations at the default --act at every N dividing it equal qmap run's, and logits as in 2 (at the
+   default --act where each rank holds one panel). One process runs them as the same weights unpanelled:
+   --f16 --shards 4 as --f16, and --q8 --shards 4 as its own weights dequantized to F32 and unpanelled.
 
     test_mpi.py --qmap build/qmap --qmap-mpi build/qmap-mpi --tp-logits build/tests/tp_logits \
                 --mpirun "mpirun --allow-run-as-root --oversubscribe" --workdir DIR [-k FILTER]
@@ -52,6 +57,8 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
 from checks import Checks, fresh_dir  # noqa: E402
 import make_lm  # noqa: E402
+import spec_reader  # noqa: E402
+import spec_writer  # noqa: E402
 import kjv_data  # noqa: E402
 
 VOCAB = 101   # not a multiple of 2 or 4: the ranks' vocabulary slices are uneven
@@ -277,6 +284,7 @@ class Suite:
         if self.c.want("dead-rank"):
             self.dead_rank(self.model("long", LONG))
         self.bench(llama)
+        shard_cases(self)
         return self.c.finish()
 
     def bench(self, model):
@@ -332,6 +340,90 @@ class Suite:
                      bad.stderr.count("usage: mpirun -np N qmap-mpi bench") == 1 and bad.stdout == "",
                      bad.stderr.strip()[-400:])
 
+
+# ---- containers written for N ranks (qmap quantize --shards N): the attention output in N column panels ----
+
+# d = 256 so that d / 4 = 64 columns, the narrowest panel quantize writes; 8 heads, 4 KV heads (GQA)
+LLAMA_WIDE = dict(LLAMA, hidden_size=256, intermediate_size=512)
+GPT2_WIDE = dict(GPT2, n_embd=256)
+
+
+def shard_greedy_and_logits(s, group, model, ranks, panels):
+    """The greedy continuation at every N of `ranks` equals `qmap run`'s at the default --act. Logits at
+    N > 1 within REL_TOL of one rank's: at the default --act where N = `panels` (o's panel count) = 2, where
+    rank r holds panel r of o and of down and the sum over ranks is one process's sum of two; in float
+    activations (--act f32) otherwise, as a rank holding two panels adds them before the all-reduce (another
+    order than one process's, which int8 rounding of the next product can turn into a step of ~1e-5)."""
+    if not s.c.want(group):
+        return
+    gen = ["--tokens", PROMPT, "-n", "24", "--temp", "0", "-t", "1", "-q"]
+    ref = run([s.a.qmap, "run", model, *gen])
+    s.c.check(group, "qmap run (the reference) generates", ref.returncode == 0 and ref.stdout.strip(), ref.stderr)
+    for n in ranks:
+        r = s.mpi(n, s.a.qmap_mpi, "run", model, *gen)
+        s.c.check(group, "default --act: greedy continuation at N=%d equals qmap run's" % n,
+                  r.returncode == 0 and r.stdout == ref.stdout,
+                  "rc %d, %r against %r; %s" % (r.returncode, r.stdout.strip(), ref.stdout.strip(), r.stderr[-300:]))
+    act = "auto" if panels == 2 else "f32"
+    base, err = s.logits(1, model, act, True, os.path.join(s.dir, "s1.f32"))
+    if not s.c.check(group, "--act %s: decode logits at N=1" % act, base is not None, err):
+        return
+    for n in ranks[1:]:
+        got, err = s.logits(n, model, act, True, os.path.join(s.dir, "s%d.f32" % n))
+        ok = got is not None and got.shape == base.shape
+        rel = np.linalg.norm(got - base, axis=1) / np.linalg.norm(base, axis=1) if ok else np.array([np.inf])
+        s.c.check(group, "--act %s: decode logits at N=%d within %g relative of one rank's (worst %.2e)" %
+                  (act, n, REL_TOL, rel.max()), ok and rel.max() <= REL_TOL, err)
+
+
+def unpanelled_f32(src, dst):
+    """Container src rewritten as dst with every Q8_ROW matrix dequantized (spec 6.1) to F32 and every matrix
+    in column panels [P, rows, w] put back as [rows, P·w] (ARCHITECTURES.md §6), through the independent
+    reader and writer of tests/."""
+    qf = spec_reader.read(src)
+    meta = [spec_writer.meta_entry(e.key, e.type_id, None, raw_value=bytes(e.raw)) for e in qf.meta_entries]
+    tensors = []
+    for t in qf.tensors.values():
+        if t.dtype != "Q8_ROW":
+            tensors.append(spec_writer.TensorDef(t.name, t.dtype_id, t.shape, bytes(t.raw)))
+            continue
+        v = t.dequantize()
+        if len(t.shape) == 3:
+            p, r, w = t.shape
+            v = v.transpose(1, 0, 2).reshape(r, p * w)
+        tensors.append(spec_writer.TensorDef(t.name, "F32", v.shape, np.ascontiguousarray(v, "<f4").tobytes()))
+    spec_writer.write(dst, spec_writer.build(meta, tensors, alignment=qf.header["alignment"]))
+
+
+def shard_one_process(s, group, name, cfg):
+    """One process runs a --shards 4 container as the same weights unpanelled: F16 (the same values as
+    --f16 writes) and Q8_ROW (against its own weights dequantized to F32 and unpanelled, --act f32) within
+    float summation order (1e-5)."""
+    if not s.c.want(group):
+        return
+    f32 = s.model(name, cfg)
+    paths = {how: os.path.join(s.dir, "%s-%s.qmap" % (name, how)) for how in ("f16", "f16-s4", "q8-s4", "q8-s4-deq")}
+    for how, opts in (("f16", ["--f16"]), ("f16-s4", ["--f16", "--shards", "4"]), ("q8-s4", ["--q8", "--shards", "4"])):
+        r = run([s.a.qmap, "quantize", *opts, f32, "-o", paths[how], "--quiet"])
+        s.c.check(group, "quantize %s" % " ".join(opts), r.returncode == 0, r.stderr[-300:])
+    unpanelled_f32(paths["q8-s4"], paths["q8-s4-deq"])
+    lg = {}
+    for how in paths:
+        lg[how], err = s.logits(1, paths[how], "f32", False, os.path.join(s.dir, "one-%s.f32" % how))
+        if not s.c.check(group, "%s: logits in one process" % how, lg[how] is not None, err):
+            return
+    for a, b, what in (("f16-s4", "f16", "F16 --shards 4 = F16 as stored"),
+                       ("q8-s4", "q8-s4-deq", "Q8_ROW --shards 4 = its weights dequantized and unpanelled")):
+        rel = float(np.abs(lg[a] - lg[b]).max() / np.abs(lg[b]).max())
+        s.c.check(group, "%s, one process, within float summation order (1e-5; %.2e)" % (what, rel), rel <= 1e-5)
+
+
+def shard_cases(s):
+    for fam, cfg in (("llama", LLAMA_WIDE), ("gpt2", GPT2_WIDE)):
+        for n, ranks in ((4, (1, 2, 4)), (2, (1, 2))):
+            model = s.model("%s_wide_s%d" % (fam, n), cfg, ["--shards", str(n)])
+            shard_greedy_and_logits(s, "shards-%s-q8-s%d" % (fam, n), model, ranks, n)
+        shard_one_process(s, "shards-one-process-" + fam, fam + "_wide", cfg)
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
