@@ -1223,8 +1223,9 @@ class Suite:
         """A decoder LM layer (attention output [dim, dim], down projection [dim, ffn], up [ffn, dim]) quantized
         with --shards n: the attention output must come out in n column panels, the down projection in the
         panel count of shard_down_panels, each with the reference's bytes on its panels, the report saying
-        so and quantize.shards = n in the metadata. down_in_panels > 0: the input (F16) already holds the
-        down projection in that many panels, which are cut anew."""
+        so and quantize.shards = n in the metadata. down_in_panels > 0: the input (F16 for --q8, F32 for
+        --f16) already holds the down projection in that many panels, which are cut anew (across their
+        boundaries when the counts differ)."""
         if not self.ck.want(group):
             return
         ck = self.ck
@@ -1233,11 +1234,13 @@ class Suite:
         o = (rng.standard_normal((dim, dim)) * 0.02).astype(F32)
         down = (rng.standard_normal((dim, ffn)) * 0.02).astype(F32)
         up = (rng.standard_normal((ffn, dim)) * 0.02).astype(F32)
-        if down_in_panels:
-            o, down, up = (x.astype(np.float16).astype(F32) for x in (o, down, up))
+        if down_in_panels:   # F16 for --q8 (an F16 container), F32 for --f16
+            t_in = t_f16 if scheme == "q8" else t_f32
+            if scheme == "q8":
+                o, down, up = (x.astype(np.float16).astype(F32) for x in (o, down, up))
             w = ffn // down_in_panels
-            tensors = [t_f16(o_name, o), t_f16("blk.0.ffn_up.weight", up),
-                       t_f16("blk.0.ffn_down.weight", down.reshape(dim, down_in_panels, w).transpose(1, 0, 2))]
+            tensors = [t_in(o_name, o), t_in("blk.0.ffn_up.weight", up),
+                       t_in("blk.0.ffn_down.weight", down.reshape(dim, down_in_panels, w).transpose(1, 0, 2))]
         else:
             tensors = [t_f32(o_name, o), t_f32("blk.0.ffn_up.weight", up), t_f32("blk.0.ffn_down.weight", down)]
         d = fresh_dir(os.path.join(self.work, group.replace("/", "_")))
@@ -1294,6 +1297,7 @@ class Suite:
         self.shard_case("shards/gpt2_f16_2", "f16", "gpt2", 2, 256, 4224)   # auto 3 of 1408 -> 6 of 704
         self.shard_case("shards/gpt_neo_q8_2_explicit", "q8", "gpt_neo", 2, 128, 512, width=128)
         self.shard_case("shards/f16_panels_recut", "q8", "llama", 2, 256, 512, down_in_panels=4)
+        self.shard_case("shards/f32_panels_recut", "f16", "llama", 4, 256, 1536, down_in_panels=3)
         self.shard_refusal("shards/refused_3", "llama", "3", 256, 512, names=["blk.0.attn_o.weight", "--shards 3",
                                                                              "256"])
         self.shard_refusal("shards/refused_tiny", "gpt2", "2", 64, 256, names=["blk.0.attn_out.weight", "[64, 64]",
