@@ -144,12 +144,14 @@ def convert(src: Union[PathLike, Sequence[PathLike]], dst: PathLike, *, config: 
 
 def quantize(src: PathLike, dst: PathLike, q8: Optional[bool] = None, f16: bool = False, *,
              keep: Sequence[str] = (), threads: int = 0, panel_cols: Union[str, int] = "auto",
-             progress: Optional[Callable[[Progress], Any]] = None) -> Dict[str, Any]:
+             progress: Optional[Callable[[Progress], Any]] = None, shards: int = 0) -> Dict[str, Any]:
     """Quantize the container `src` into `dst`, as `qmap quantize (--q8 | --f16) SRC -o DST` does: Q8_ROW
     (the default, or q8=True) or F16 (f16=True) for every weight matrix (rank >= 2, name ending in
     ".weight", not pos_embd.weight, matching none of the `keep` globs); everything else copied. threads 0:
     one per CPU (the output is the same for any number); panel_cols "auto", 0 or a multiple of 64 (as
-    --panel-cols). progress is called with a qmap.Progress as tensors are written.
+    --panel-cols); shards N > 0 writes the layout for N tensor-parallel ranks (as --shards: the attention
+    output in N column panels, the down projection in a multiple of N), 0 none. progress is called with a
+    qmap.Progress as tensors are written.
 
     Returns a dict: n_quantized, n_copied, bytes_in, bytes_out, rel_rms_error, threads, kernels, seconds,
     and tensors: one dict per tensor in file order (the report `qmap quantize --json` prints): name, action
@@ -176,6 +178,9 @@ def quantize(src: PathLike, dst: PathLike, q8: Optional[bool] = None, f16: bool 
         params.panel_cols = panel_cols
     else:
         raise _invalid("panel_cols=%r: expected \"auto\", 0 or a multiple of 64" % (panel_cols,))
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 0 <= shards <= 4096:
+        raise _invalid("shards=%r: expected an integer in [0, 4096]" % (shards,))
+    params.shards = shards
     calls = _Callbacks(progress)
     tensors: List[Dict[str, Any]] = []
     on_tensor = _lib.TENSOR_FN(lambda _user, t: tensors.append(_tensor_report(t.contents, bool(f16))))

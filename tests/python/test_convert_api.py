@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import qmap
-from conftest import DATA, ROOT, run_qmap
+from conftest import DATA, QMAP_BIN, ROOT, run_qmap
 
 
 def _same_bytes(a, b):
@@ -148,3 +148,19 @@ def test_example_container_runs(tmp_path):
     with qmap.open(str(tmp_path / "container-q8.qmap")) as c:
         assert repr(c) in r.stdout
     assert r.stdout.endswith("verify: every checksum matches\n")
+
+
+def test_quantize_shards_is_the_cli_option(kjv, tmp_path):
+    """shards=N reaches the library as --shards N does: the KJV Llama's ffn (688, not a multiple of 64) has
+    no down-projection panels for 2 ranks, and both refuse it naming the tensor; without it both write."""
+    out = str(tmp_path / "s2.qmap")
+    cli = subprocess.run([QMAP_BIN, "quantize", "--q8", "--shards", "2", kjv["f32"],
+                          "-o", out, "--quiet"], capture_output=True, text=True)
+    assert cli.returncode == 1 and "blk.0.ffn_down.weight" in cli.stderr, cli.stderr
+    with pytest.raises(qmap.UnsupportedError) as e:
+        qmap.quantize(kjv["f32"], out, shards=2)
+    assert "blk.0.ffn_down.weight" in str(e.value) and "--shards 2" in str(e.value)
+    assert not os.path.exists(out)
+    for bad in (-1, 4097, True, "2"):
+        with pytest.raises(qmap.InvalidArgumentError):
+            qmap.quantize(kjv["f32"], out, shards=bad)

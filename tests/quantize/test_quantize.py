@@ -1253,7 +1253,8 @@ class Suite:
             return
         qf = spec_reader.read(out)
         ents = {e.get("name"): e for e in rep.get("tensors", []) if isinstance(e, dict)}
-        for name, m, p in ((o_name, o, n), ("blk.0.ffn_down.weight", down, self.shard_down_panels(ffn, scheme, n, width))):
+        down_p = self.shard_down_panels(ffn, scheme, n, width)
+        for name, m, p in ((o_name, o, n), ("blk.0.ffn_down.weight", down, down_p)):
             rows, cols = m.shape
             stored = np.ascontiguousarray(m.reshape(rows, p, cols // p).transpose(1, 0, 2))
             want = (ref.q8_bytes(stored, stored.shape, 4096) if scheme == "q8"
