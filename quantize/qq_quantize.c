@@ -106,11 +106,13 @@ static bool kept(const qq_opts *o, const char *name)
 
 /* --shards N (ARCHITECTURES.md §1a) on a row-parallel matrix of `cols` columns: the attention output in
  * N panels, an FFN down projection in the smallest multiple of N panels at or above the count --panel-cols
- * gives (auto: qq_panel_cols_auto's) whose width is a multiple of 64. *panels holds that count on entry. */
+ * gives (auto: qq_panel_cols_auto's) whose width is a multiple of 64; N = 1 leaves --panel-cols's layout.
+ * *panels holds that count on entry. */
 static qm_status shard_panels(const qq_opts *o, const qm_tensor *t, panel_kind kind, uint64_t rows, uint64_t cols,
                               uint64_t *panels, qm_error *err)
 {
     const uint64_t N = o->shards;
+    if (N == 1) return QM_OK;   /* one rank: --panel-cols's layout (the attention output as one panel) */
     if (kind == PANEL_ATTN_OUT) {
         *panels = N;
         if (cols % (64 * N) == 0) return QM_OK;

@@ -1308,6 +1308,21 @@ class Suite:
         self.shard_refusal("shards/refused_panel_cols", "llama", "2", 256, 512, extra=["--panel-cols", "0"],
                            names=["blk.0.ffn_down.weight", "--panel-cols 0", "--shards 2"])
         self.shard_refusal("shards/refused_mlp", "mlp", "2", 256, 512, names=["--shards", "decoder LM"])
+        group = "shards/one_rank"
+        if self.ck.want(group):
+            d = fresh_dir(os.path.join(self.work, "shards_one"))
+            rng = np.random.default_rng(5)
+            inp = write_container(os.path.join(d, "in.qmap"),
+                                  [t_f32("blk.0.attn_out.weight", rng.standard_normal((96, 96))),
+                                   t_f32("blk.0.ffn_down.weight", rng.standard_normal((96, 688)))],
+                                  [("general.architecture", "STRING", "gpt2")])
+            out = os.path.join(d, "out.qmap")
+            rc, so, se = self.run("quantize", "--q8", inp, "-o", out, "--shards", "1", "--quiet")
+            qf = spec_reader.read(out) if rc == 0 else None
+            self.ck.check(group, "--shards 1 on widths no panel fits (96, 688): as stored, quantize.shards 1",
+                          qf is not None and list(qf.tensors["blk.0.attn_out.weight"].shape) == [96, 96]
+                          and list(qf.tensors["blk.0.ffn_down.weight"].shape) == [96, 688]
+                          and qf.metadata.get("quantize.shards") == 1, "rc %d: %s" % (rc, short(se)))
         group = "shards/none_without"
         if self.ck.want(group):
             d = fresh_dir(os.path.join(self.work, "shards_none"))
