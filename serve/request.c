@@ -10,6 +10,38 @@
 
 #include "request.h"
 
+/* The length of the valid UTF-8 sequence at s (RFC 3629: no overlong forms, no surrogates, at most
+ * U+10FFFF), 0 if none starts there. */
+static size_t utf8_sequence(const unsigned char *s)
+{
+    if (s[0] < 0x80) return 1;
+    const size_t n = s[0] >= 0xC2 && s[0] <= 0xDF   ? 2
+                     : s[0] >= 0xE0 && s[0] <= 0xEF ? 3
+                     : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4
+                                                    : 0;
+    unsigned char lo = 0x80, hi = 0xBF;   /* the second byte's range */
+    if (s[0] == 0xE0) lo = 0xA0;
+    if (s[0] == 0xED) hi = 0x9F;
+    if (s[0] == 0xF0) lo = 0x90;
+    if (s[0] == 0xF4) hi = 0x8F;
+    for (size_t i = 1; i < n; i++)
+        if (s[i] < (i == 1 ? lo : 0x80) || s[i] > (i == 1 ? hi : 0xBF)) return 0;
+    return n;
+}
+
+/* Every byte of s that does not belong to a valid UTF-8 sequence becomes '?': an error message quotes the
+ * client's bytes (jansson's parse errors, names) and may cut a character in two, and a JSON string (the
+ * error object) must be valid UTF-8. */
+static void keep_utf8(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        size_t n = utf8_sequence(p);
+        if (n) p += n;
+        else *p++ = '?';
+    }
+}
+
 bool serve_fail(serve_error *e, int status, const char *type, const char *code, const char *param,
                 const char *fmt, ...)
 {
@@ -21,6 +53,8 @@ bool serve_fail(serve_error *e, int status, const char *type, const char *code, 
     va_start(ap, fmt);
     vsnprintf(e->message, sizeof e->message, fmt, ap);
     va_end(ap);
+    keep_utf8(e->param);
+    keep_utf8(e->message);
     return false;
 }
 
