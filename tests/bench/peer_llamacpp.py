@@ -2,23 +2,25 @@
 """qmap beside llama.cpp on the same weights, same host, same run (make bench-peer; issues 46 and 49).
 
     peer_llamacpp.py bench --qmap QMAP --llama-cpp DIR --models DIR [--threads 1,2] [--reps 3]
-                           [--parallel 1,4,8] [--batched-threads LIST]
+                           [--pairs q8,f16,f32] [--parallel 1,4,8] [--batched-threads LIST]
                            [-p 512] [--tg 128] [--npp 128] [--ntg 32] [--json OUT.json]
     peer_llamacpp.py check --qmap QMAP --llama-cpp DIR --models DIR [-n 16] [--prompt TEXT]
 
 DIR (--llama-cpp) is a llama.cpp source tree built as mk/peer.mk builds it (tools in build/bin, the built
 commit in COMMIT); --models holds the same random TinyLlama-1.1B-shape weights for both engines:
-tinyllama-{q8,f16}.qmap and tinyllama-{q8_0,f16}.gguf (and the F32 pair for `check`).
+tinyllama-{q8,f16}.qmap and tinyllama-{q8_0,f16}.gguf, and the F32 pair tinyllama-f32.{qmap,gguf} for
+`check` and, when it is there (make bench-peer PEER_KEEP_F32=1 keeps it), for bench.
 
 bench runs the engines alternately — qmap, then llama.cpp, on the same thread count and weights, and again —
 so that a host whose load or bandwidth drifts moves both alike; each figure is the median over the pairs and
 each ratio the median of the pairs' ratios. Sections:
-  - tg128 and pp512: `qmap bench -r 1` vs `llama-bench -r 1` (each after its own warm-up), Q8_ROW vs Q8_0
-    and F16 vs F16: tokens/s, and for tg the GB/s of weights read: the bytes the file stores for the
+  - tg128 and pp512: `qmap bench -r 1` vs `llama-bench -r 1` (each after its own warm-up), Q8_ROW vs Q8_0,
+    F16 vs F16 and F32 vs F32 (--pairs picks; by default every pair whose two files are in --models, the
+    output names any left out): tokens/s, and for tg the GB/s of weights read: the bytes the file stores for the
     matrices one token reads (every matrix of rank >= 2 but the token embedding, of which a token reads
     one row) divided by the time of one token;
   - batched decode: `qmap bench --parallel` vs `llama-batched-bench` (-npp 128 -ntg 32, P sequences each):
-    aggregate tg tokens/s and its ratio to one sequence's, on the Q8 pair;
+    aggregate tg tokens/s and its ratio to one sequence's, on the Q8 pair (when the run has it);
   - every pair in run order with the load average (1 min) before and after it.
 check runs both engines greedy on the F32 files and passes when llama-simple's output is, byte for byte,
 the pieces of the prompt and the 16 tokens `qmap run --temp 0` generated (exit status 1 otherwise).
@@ -33,12 +35,13 @@ import sys
 import time
 from pathlib import Path
 
-PAIRS = [  # label, qmap file, GGUF file
-    ("Q8_ROW vs Q8_0", "tinyllama-q8.qmap", "tinyllama-q8_0.gguf"),
-    ("F16 vs F16", "tinyllama-f16.qmap", "tinyllama-f16.gguf"),
-]
-BATCHED_PAIR = PAIRS[0]
-F32_PAIR = ("F32", "tinyllama-f32.qmap", "tinyllama-f32.gguf")
+PAIRS = {  # --pairs name: (label, qmap file, GGUF file), in run order whatever order --pairs gives
+    "q8": ("Q8_ROW vs Q8_0", "tinyllama-q8.qmap", "tinyllama-q8_0.gguf"),
+    "f16": ("F16 vs F16", "tinyllama-f16.qmap", "tinyllama-f16.gguf"),
+    "f32": ("F32 vs F32", "tinyllama-f32.qmap", "tinyllama-f32.gguf"),
+}
+BATCHED_PAIR = PAIRS["q8"]
+F32_PAIR = PAIRS["f32"]
 
 
 def load_average():
@@ -147,9 +150,9 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
-def summarize_pp_tg(a, log, gb):
+def summarize_pp_tg(a, pairs, log, gb):
     rows = []
-    for label, qf, lf in PAIRS:
+    for label, qf, lf in pairs:
         for t in a.threads:
             runs = [e for e in log if e["section"] == "pp_tg" and e["pair"] == label and e["threads"] == t]
             for test in ("tg", "pp"):
@@ -247,37 +250,69 @@ def host_facts(a):
             "qmap_version": version, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
+def pair_names(s):
+    names = [x for x in s.split(",") if x]
+    unknown = [x for x in names if x not in PAIRS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"pairs are {','.join(PAIRS)}, not {s!r}")
+    return names
+
+
+def missing_files(models, names):
+    return [f for n in names for f in PAIRS[n][1:] if not (models / f).exists()]
+
+
+def bench_pairs(a, models):
+    """The pairs asked for (all must be there), or by default every pair whose two files are there."""
+    if a.pairs:
+        missing = missing_files(models, a.pairs)
+        if missing:
+            raise SystemExit(f"{models}: missing {', '.join(missing)} (make bench-peer makes them; "
+                             f"the F32 pair only with PEER_KEEP_F32=1)")
+        return [PAIRS[n] for n in PAIRS if n in a.pairs], []
+    present = [n for n in PAIRS if not missing_files(models, [n])]
+    absent = [n for n in PAIRS if n not in present]
+    if not present:
+        raise SystemExit(f"{models}: none of the pairs' files are there (make bench-peer makes them)")
+    return [PAIRS[n] for n in present], absent
+
+
 def bench(a):
     models = Path(a.models)
-    files = [f for _, qf, lf in PAIRS for f in (qf, lf)]
-    missing = [f for f in files if not (models / f).exists()]
-    if missing:
-        raise SystemExit(f"{models}: missing {', '.join(missing)} (make bench-peer makes them)")
+    pairs, absent = bench_pairs(a, models)
+    skipped = [f"{PAIRS[n][0]} ({', '.join(missing_files(models, [n]))} not in {models})" for n in absent]
+    if a.parallel and BATCHED_PAIR not in pairs:
+        skipped.append(f"batched decode (it runs on the {BATCHED_PAIR[0]} pair, which this run leaves out)")
+        a.parallel = ""
+    for s in skipped:
+        print(f"  left out: {s}", file=sys.stderr, flush=True)
     gb = {}
-    for _, qf, lf in PAIRS:
+    for _, qf, lf in pairs:
         gb[qf] = qmap_matrix_bytes(a.qmap, models / qf)
         gb[lf] = gguf_matrix_bytes(a.llama_cpp, models / lf)
     facts = host_facts(a)
     log = []
     for t in a.threads:
         for _ in range(a.reps):
-            for label, qf, lf in PAIRS:
+            for label, qf, lf in pairs:
                 alternate(a, "pp_tg", label, t, qmap_pp_tg, models / qf, llama_pp_tg, models / lf, log)
     if a.parallel:
         label, qf, lf = BATCHED_PAIR
         for t in a.batched_threads:
             for _ in range(a.reps):
                 alternate(a, "batched", label, t, qmap_batched, models / qf, llama_batched, models / lf, log)
-    pp_tg = summarize_pp_tg(a, log, gb)
+    pp_tg = summarize_pp_tg(a, pairs, log, gb)
     batched = summarize_batched(a, log) if a.parallel else []
     print(f"## qmap beside llama.cpp ({facts['date']}; {facts['cpu']}, {facts['cpus']} CPUs; "
           f"llama.cpp {facts['llama_cpp_commit'][:10]}, CPU, native; {facts['qmap_version']})\n")
+    for s in skipped:
+        print(f"Left out: {s}.\n")
     print_pp_tg(pp_tg, gb)
     if batched:
         print_batched(a, batched)
     print_pairs(log)
     if a.json:
-        doc = {"host": facts, "matrix_bytes": gb, "pp_tg": pp_tg, "batched": batched,
+        doc = {"host": facts, "left_out": skipped, "matrix_bytes": gb, "pp_tg": pp_tg, "batched": batched,
                "pairs": [dict(e, qmap={str(k): v for k, v in e["qmap"].items()},
                               llama_cpp={str(k): v for k, v in e["llama_cpp"].items()}) for e in log]}
         Path(a.json).write_text(json.dumps(doc, indent=1) + "\n")
@@ -326,6 +361,8 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--threads", type=int_list, default=[1, 2])
     ap.add_argument("--reps", type=int, default=3, help="alternating pairs per row (default 3)")
+    ap.add_argument("--pairs", type=pair_names,
+                    help="bench: the weights to compare, of q8,f16,f32 (default: every pair whose files exist)")
     ap.add_argument("-p", "--pp", type=int, default=512)
     ap.add_argument("--tg", type=int, default=128)
     ap.add_argument("--parallel", default="1,4,8", help="sequences for batched decode; '' skips it")
