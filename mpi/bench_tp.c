@@ -10,10 +10,8 @@
  * ready): inside the runs a call also waits for the slowest rank, which the slowest rank's compute already
  * counts.
  */
-#define _GNU_SOURCE /* sched_getaffinity: the CPUs a rank may run on, the default thread count */
 #define QMAP_EXPERIMENTAL /* qmap_session_counters, taken by bench_model_time_test */
 #include <math.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +23,7 @@
 #include "json_out.h"
 #include "opts.h"
 #include "qr_matmul.h"
+#include "qr_pool.h"
 
 /* the calls timed alone for the model's latencies, after a few untimed */
 #define ALONE_ALLREDUCES 200
@@ -83,22 +82,21 @@ int tp_bench_parse(int argc, char **argv, tp_bench_cfg *cfg)
     return 0;
 }
 
-/* The collectives of a token, each counted by tp.c: the sum all-reduce of the hidden vector, the gather of
- * the logits, the MPI_MAX all-reduce of int8 activation scales (qmap_shard.allreduce_max). */
-enum { C_SUM, C_GATHER, C_MAX, N_C };
+/* The collectives of a token, each counted by tp.c (tp.h: TP_SUM, TP_GATHER, TP_MAX). */
+enum { C_SUM = TP_SUM, C_GATHER = TP_GATHER, C_MAX = TP_MAX, N_C = TP_N_COLL };
 static const char *const COLL_KEY[N_C] = { "allreduce", "gather", "allreduce_max" };   /* --json */
 static const char *const COLL_LABEL[N_C] = { "all-reduce", "gather", "scale max" };     /* the table */
 
 /* tp.c's counters, read before and after a run. */
 typedef struct coll_sample {
-    double calls[N_C], floats[N_C], s[N_C];
+    tp_counter c[N_C];
 } coll_sample;
 
 static coll_sample coll_now(const tp_ctx *ctx)
 {
-    return (coll_sample){ { (double)ctx->allreduce_calls, (double)ctx->gather_calls, (double)ctx->max_calls },
-                          { (double)ctx->allreduce_floats, (double)ctx->gather_floats, (double)ctx->max_floats },
-                          { ctx->allreduce_s, ctx->gather_s, ctx->max_s } };
+    coll_sample cs;
+    memcpy(cs.c, ctx->coll, sizeof cs.c);
+    return cs;
 }
 
 /* What one rank brings to rank 0 (one MPI_Gather of N_R doubles): per-token medians of the tg runs, the
@@ -130,13 +128,13 @@ static int time_runs(qmap_session *s, const tp_bench_cfg *c, const int32_t *ids,
         if (bench_model_time_test(s, test, ids, 0, n, &out->tps[r], &work, &kv_bytes, qe) != QMAP_OK) return -1;
         const coll_sample after = coll_now(ctx);
         out->coll_s[r] = 0;
-        for (int k = 0; k < N_C; k++) out->coll_s[r] += after.s[k] - before.s[k];
+        for (int k = 0; k < N_C; k++) out->coll_s[r] += after.c[k].s - before.c[k].s;
     }
     const coll_sample end = coll_now(ctx);
     for (int k = 0; k < N_C && test == 1; k++) {
-        mine[RI(k, K_CALLS)] = end.calls[k] - start.calls[k];
-        mine[RI(k, K_FLOATS)] = end.floats[k] - start.floats[k];
-        mine[RI(k, K_S)] = end.s[k] - start.s[k];
+        mine[RI(k, K_CALLS)] = (double)(end.c[k].calls - start.c[k].calls);
+        mine[RI(k, K_FLOATS)] = (double)(end.c[k].floats - start.c[k].floats);
+        mine[RI(k, K_S)] = end.c[k].s - start.c[k].s;
     }
     return 0;
 }
@@ -400,9 +398,7 @@ static void print_text(const bench_result *b, const host_model *h, double *scrat
 /* -t 0: one thread per CPU the rank may run on (what qmap_session_new does with 0), named for the report. */
 static int thread_count(const tp_bench_cfg *c)
 {
-    if (c->threads > 0) return (int)c->threads;
-    cpu_set_t set;
-    return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+    return c->threads > 0 ? (int)c->threads : qr_pool_cpus_available();
 }
 
 /* The model opened on this rank's shard and a session for the longer test; 0 or -1 with *qe set. */

@@ -116,23 +116,28 @@ static int check_same_container(const tp_ctx *ctx, const char *path)
 /* Rank 0 prints every rank's counters (QMAP_MPI_STATS=1). Collective. */
 static void print_stats(const tp_ctx *ctx)
 {
-    enum { K = 11 };
-    double mine[K] = { (double)ctx->allreduce_calls, (double)ctx->allreduce_floats, ctx->allreduce_s,
-                       (double)ctx->gather_calls, (double)ctx->gather_floats, ctx->gather_s,
-                       (double)ctx->max_pss_kb, (double)ctx->max_rss_kb,
-                       (double)ctx->max_calls, (double)ctx->max_floats, ctx->max_s };
+    enum { K = 3 * TP_N_COLL + 2 };   /* calls, floats, seconds of each collective; PSS, RSS */
+    static const char *const what[TP_N_COLL] = { "all-reduces", "gathers", "int8-scale max all-reduces" };
+    double mine[K];
+    for (int c = 0; c < TP_N_COLL; c++) {
+        mine[3 * c] = (double)ctx->coll[c].calls;
+        mine[3 * c + 1] = (double)ctx->coll[c].floats;
+        mine[3 * c + 2] = ctx->coll[c].s;
+    }
+    mine[K - 2] = (double)ctx->max_pss_kb;
+    mine[K - 1] = (double)ctx->max_rss_kb;
     double *all = ctx->rank == 0 ? calloc((size_t)ctx->size * K, sizeof *all) : NULL;
     if (ctx->rank == 0 && !all) return;
     MPI_Gather(mine, K, MPI_DOUBLE, all, K, MPI_DOUBLE, 0, ctx->comm);
     for (int r = 0; ctx->rank == 0 && r < ctx->size; r++) {
         const double *a = all + (size_t)r * K;
-        fprintf(stderr,
-                "qmap-mpi stats: rank %d: %.0f all-reduces of %.0f B (%.1f us each), %.0f gathers of %.0f B "
-                "(%.1f us each), %.0f int8-scale max all-reduces of %.0f B (%.1f us each), mapping PSS %.1f MB "
-                "RSS %.1f MB\n",
-                r, a[0], a[0] ? a[1] * 4 / a[0] : 0.0, a[0] ? a[2] / a[0] * 1e6 : 0.0, a[3],
-                a[3] ? a[4] * 4 / a[3] : 0.0, a[3] ? a[5] / a[3] * 1e6 : 0.0, a[8], a[8] ? a[9] * 4 / a[8] : 0.0,
-                a[8] ? a[10] / a[8] * 1e6 : 0.0, a[6] / 1024, a[7] / 1024);
+        fprintf(stderr, "qmap-mpi stats: rank %d:", r);
+        for (int c = 0; c < TP_N_COLL; c++) {
+            const double calls = a[3 * c];
+            fprintf(stderr, " %.0f %s of %.0f B (%.1f us each),", calls, what[c], calls ? a[3 * c + 1] * 4 / calls : 0.0,
+                    calls ? a[3 * c + 2] / calls * 1e6 : 0.0);
+        }
+        fprintf(stderr, " mapping PSS %.1f MB RSS %.1f MB\n", a[K - 2] / 1024, a[K - 1] / 1024);
     }
     free(all);
 }

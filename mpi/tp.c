@@ -62,31 +62,33 @@ void tp_free(tp_ctx *ctx)
     free(ctx->displs);
 }
 
-/* An in-place MPI_Allreduce of n floats with `op`, watched, its time and size added to the counters. */
-static int watched_allreduce(tp_ctx *ctx, float *buf, size_t n, MPI_Op op, uint64_t *calls, uint64_t *floats,
-                             double *secs)
+static void count(tp_counter *c, size_t n, double t0)
+{
+    c->s += MPI_Wtime() - t0;
+    c->calls++;
+    c->floats += n;
+}
+
+/* An in-place MPI_Allreduce of n floats with `op`, watched, counted in ctx->coll[k]. */
+static int watched_allreduce(tp_ctx *ctx, float *buf, size_t n, MPI_Op op, int k)
 {
     if (n > INT_MAX) return -1;
     double t0 = MPI_Wtime();
     atomic_store(&ctx->busy_since_ms, now_ms());
     int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, op, ctx->comm);
     atomic_store(&ctx->busy_since_ms, 0);
-    *secs += MPI_Wtime() - t0;
-    (*calls)++;
-    *floats += n;
+    count(&ctx->coll[k], n, t0);
     return rc == MPI_SUCCESS ? 0 : -1;
 }
 
 static int tp_allreduce(void *p, float *buf, size_t n)
 {
-    tp_ctx *ctx = p;
-    return watched_allreduce(ctx, buf, n, MPI_SUM, &ctx->allreduce_calls, &ctx->allreduce_floats, &ctx->allreduce_s);
+    return watched_allreduce(p, buf, n, MPI_SUM, TP_SUM);
 }
 
 static int tp_allreduce_max(void *p, float *buf, size_t n)
 {
-    tp_ctx *ctx = p;
-    return watched_allreduce(ctx, buf, n, MPI_MAX, &ctx->max_calls, &ctx->max_floats, &ctx->max_s);
+    return watched_allreduce(p, buf, n, MPI_MAX, TP_MAX);
 }
 
 static int tp_allgather(void *p, float *buf, size_t n)
@@ -110,9 +112,7 @@ static int tp_allgather(void *p, float *buf, size_t n)
     atomic_store(&ctx->busy_since_ms, now_ms());
     int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, ctx->counts, ctx->displs, MPI_FLOAT, ctx->comm);
     atomic_store(&ctx->busy_since_ms, 0);
-    ctx->gather_s += MPI_Wtime() - t0;
-    ctx->gather_calls++;
-    ctx->gather_floats += n;
+    count(&ctx->coll[TP_GATHER], n, t0);
     return rc == MPI_SUCCESS ? 0 : -1;
 }
 

@@ -11,15 +11,22 @@
 
 #include "qmap.h"
 
+/* The collectives of a token: the sum all-reduce of the hidden vector (twice a layer), the gather of the
+ * logits, the MPI_MAX all-reduce of int8 activation maxima where ranks share a Q8_ROW matrix's columns
+ * (qmap_shard.allreduce_max). */
+enum { TP_SUM, TP_GATHER, TP_MAX, TP_N_COLL };
+
+/* One collective's calls, floats moved and seconds spent in it (waits for the other ranks included). */
+typedef struct tp_counter {
+    uint64_t calls, floats;
+    double s;
+} tp_counter;
+
 typedef struct tp_ctx {
     MPI_Comm comm;
     int rank, size;
     int *counts, *displs;          /* [size]: Allgatherv's parts, recomputed per call */
-    /* counters (what --stats prints) */
-    uint64_t allreduce_calls, allreduce_floats, gather_calls, gather_floats;
-    double allreduce_s, gather_s;
-    uint64_t max_calls, max_floats;   /* the int8 scales' MPI_MAX all-reduces (qmap_shard.allreduce_max) */
-    double max_s;
+    tp_counter coll[TP_N_COLL];    /* what each collective cost (QMAP_MPI_STATS, qmap-mpi bench) */
     /* the watchdog: ms since the epoch when the collective in progress began, 0 when none is */
     _Atomic int64_t busy_since_ms;
     int timeout_s;

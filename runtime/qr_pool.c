@@ -132,7 +132,7 @@ static void *worker_main(void *arg)
     }
 }
 
-static int cpus_available(void)
+int qr_pool_cpus_available(void)
 {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0) {
@@ -159,7 +159,7 @@ static void worker_cpus(int threads, int *cpu)
 qm_status qr_pool_new(int threads, qr_pool **out, qm_error *err)
 {
     *out = NULL;
-    if (threads <= 0) threads = cpus_available();
+    if (threads <= 0) threads = qr_pool_cpus_available();
     if (threads > QR_POOL_MAX_THREADS) threads = QR_POOL_MAX_THREADS;
     qr_pool *p = calloc(1, sizeof *p);
     if (!p) return qm_fail(err, QM_ERR_NOMEM, NULL, NULL, QM_NO_OFFSET, "out of memory for a thread pool");

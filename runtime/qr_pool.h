@@ -58,6 +58,8 @@ void qr_pool_free(qr_pool *p);
 
 /* Threads of the pool, the caller included; 1 for NULL. */
 int qr_pool_threads(const qr_pool *p);
+/* The CPUs this process may run on (its affinity mask), at least 1: the thread count a pool of 0 takes. */
+int qr_pool_cpus_available(void);
 
 /* Run fn(ctx, c, worker) once for every c < n_chunks (n_chunks <= QR_POOL_MAX_CHUNKS), spread over the
  * pool, and return when all have finished; their writes are then visible to the caller. Chunks may run in
