@@ -148,9 +148,7 @@ static qm_status shard_panels(const qq_opts *o, const qm_tensor *t, panel_kind k
 static qm_status plan_panels(const qq_opts *o, const qm_tensor *t, panel_kind kind, plan_item *p, qm_error *err)
 {
     const bool sharded = o->shards > 0 && kind != PANEL_NONE && (t->rank == 2 || t->rank == 3);
-    p->in_cols = t->dims[t->rank - 1];
-    p->in_rows = t->n_elements / p->in_cols;
-    p->in_panel_cols = 0;
+    /* p->in_rows, in_cols: the stored shape's (make_plan); an input in panels is read as the whole matrix */
     if (sharded && t->rank == 3) {
         p->in_panel_cols = t->dims[2];
         p->in_cols = t->dims[0] * t->dims[2];

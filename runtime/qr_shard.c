@@ -130,9 +130,8 @@ int qr_shard_amax(void *ctx, float *amax, size_t n)
     if (part->groups == 0 || total / part->groups != n) return -1;
     /* each group's maxima in its own place, zeros (max's identity here: every max|x| is >= 0) elsewhere */
     float local[256];
-    float *buf = total <= sizeof local / sizeof local[0] ? local : calloc(total, sizeof *buf);
+    float *buf = total <= sizeof local / sizeof local[0] ? memset(local, 0, sizeof local) : calloc(total, sizeof *buf);
     if (!buf) return -1;
-    memset(buf, 0, total * sizeof *buf);
     memcpy(buf + (size_t)part->group * n, amax, n * sizeof *amax);
     int rc = part->shard->allreduce_max(part->shard->ctx, buf, total);
     if (rc == 0) memcpy(amax, buf + (size_t)part->group * n, n * sizeof *amax);
