@@ -332,23 +332,30 @@ INLINE void q8_int8_out4(const qr_block *b, const size_t r[4], __m128i u1, __m12
  * line (rows4_int8, rows4_int8_no_prefetch): inlined in the block's loop, gcc 12 kept the four row
  * pointers on the stack and reloaded them at every step; on its own the loop holds everything in
  * registers.
- * `prefetch` = 0 drops the software prefetch of the two-term loop. On a Zen 4 core the prefetches cost
- * that loop more than they gave: two vpdpbusd per W vector waiting on its load appear to fill the
+ * `prefetch` = 0 (the table for cores that run 512-bit operations in halves) drops the software prefetch
+ * of the two-term loop and brings the one-term loop's closer. On a Zen 4 core the prefetches cost the
+ * two-term loop more than they gave: two vpdpbusd per W vector waiting on its load appear to fill the
  * scheduler sooner (one term issued twice per vector was as slow). The one-term loop keeps its prefetch
- * everywhere (docs/perf/2026-11-28-source-comments.md). */
+ * everywhere (docs/perf/2026-11-28-source-comments.md), there QR_PREFETCH4_INT8_HALVES_BYTES ahead:
+ * 1 KiB read the 1.1B decode faster than 2 KiB in every pair on one thread, and 3–4 KiB slower
+ * (docs/perf/2026-11-28-zen4-prefetch-distance.md). */
+#ifndef QR_PREFETCH4_INT8_HALVES_BYTES
+#define QR_PREFETCH4_INT8_HALVES_BYTES 1024
+#endif
 INLINE void rows4_int8_body(const qr_block *b, const uint8_t *x2, size_t i, size_t q, const int prefetch)
 {
     const uint8_t *x = b->x, *w = (const uint8_t *)b->w + i * b->w_stride;
     const size_t qs = q * b->w_stride, k = b->k;
+    const size_t ahead = prefetch ? QR_PREFETCH4_BYTES : QR_PREFETCH4_INT8_HALVES_BYTES;
     const uint8_t *w1 = w + qs, *w2 = w + 2 * qs, *w3 = w + 3 * qs;
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (size_t c = 0; c < k; c += 64) { /* k is a multiple of 64 */
         const __m512i xv = _mm512_loadu_si512(x + c);
         if (prefetch || !x2) {
-            QR_PREFETCH((const char *)w + c + QR_PREFETCH4_BYTES);
-            QR_PREFETCH((const char *)w1 + c + QR_PREFETCH4_BYTES);
-            QR_PREFETCH((const char *)w2 + c + QR_PREFETCH4_BYTES);
-            QR_PREFETCH((const char *)w3 + c + QR_PREFETCH4_BYTES);
+            QR_PREFETCH((const char *)w + c + ahead);
+            QR_PREFETCH((const char *)w1 + c + ahead);
+            QR_PREFETCH((const char *)w2 + c + ahead);
+            QR_PREFETCH((const char *)w3 + c + ahead);
         }
         const __m512i v0 = _mm512_loadu_si512(w + c), v1 = _mm512_loadu_si512(w1 + c);
         const __m512i v2 = _mm512_loadu_si512(w2 + c), v3 = _mm512_loadu_si512(w3 + c);
