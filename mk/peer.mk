@@ -24,7 +24,8 @@ LLAMA_CPP_DIR := $(PEER_DIR)/llama.cpp
 LLAMA_CPP_BIN := $(LLAMA_CPP_DIR)/build/bin
 LLAMA_CPP_TOOLS := llama-bench llama-batched-bench llama-quantize llama-simple
 PEER_MODELS   := $(PEER_DIR)/models
-# what the comparison script runs: threads, repetitions (pairs alternate A B A B), sequences for batched decode
+# what the comparison script runs: threads, pairs per row (tg/pp: each llama.cpp run between two qmap runs,
+# A B A B A), sequences for batched decode
 PEER_FLAGS    ?= --threads 1,2 --reps 3 --parallel 1,4,8
 # keep the F32 files (8.8 GB) after the check instead of deleting them; bench-peer then compares the F32 pair
 # too (peer_llamacpp.py benches every pair whose files are in $(PEER_MODELS) unless PEER_FLAGS has --pairs)

@@ -11,9 +11,14 @@ commit in COMMIT); --models holds the same random TinyLlama-1.1B-shape weights f
 tinyllama-{q8,f16}.qmap and tinyllama-{q8_0,f16}.gguf, and the F32 pair tinyllama-f32.{qmap,gguf} for
 `check` and, when it is there (make bench-peer PEER_KEEP_F32=1 keeps it), for bench.
 
-bench runs the engines alternately — qmap, then llama.cpp, on the same thread count and weights, and again —
-so that a host whose load or bandwidth drifts moves both alike; each figure is the median over the pairs and
-each ratio the median of the pairs' ratios. Sections:
+bench runs the engines alternately on the same thread count and weights, and for tg/pp brackets every
+llama.cpp run between two qmap runs (qmap, llama.cpp, qmap, llama.cpp, ..., qmap): a pair is one llama.cpp
+run and the mean of the qmap runs on either side, and it is *steady* when those two runs agree within 10%,
+both in the memory bandwidth qmap bench read beside them and in their tokens/s (the host did not change
+state around the llama.cpp run; on the hosts this was written on it swings 1.5-2x within minutes, and a
+state can change between a limit reading and the run beside it). Each figure is the median over the steady pairs
+and each ratio the median of their ratios, with the count of pairs left out as unsteady (all pairs are used,
+and the table says so, when none is steady). Sections:
   - tg128 and pp512: `qmap bench -r 1` vs `llama-bench -r 1` (each after its own warm-up), Q8_ROW vs Q8_0,
     F16 vs F16 and F32 vs F32 (--pairs picks; by default every pair whose two files are in --models, the
     output names any left out): tokens/s, and for tg the GB/s of weights read: the bytes the file stores for the
@@ -130,6 +135,31 @@ def llama_batched(a, model, threads):
     return res
 
 
+# Two qmap runs whose bandwidth readings, or whose tok/s, are further apart than this did not see one host
+# state, and neither may the llama.cpp run between them.
+STEADY_SPREAD = 0.10
+
+
+def bracketed(a, label, threads, qmap_model, llama_model, log):
+    """a.reps pairs of tg/pp: each llama.cpp run between two qmap runs, the qmap figures their mean."""
+    q_prev = qmap_pp_tg(a, qmap_model, threads)
+    for _ in range(a.reps):
+        before = load_average()
+        l = llama_pp_tg(a, llama_model, threads)
+        q_next = qmap_pp_tg(a, qmap_model, threads)
+        after = load_average()
+        limits, tgs = (q_prev["limit_gbs"], q_next["limit_gbs"]), (q_prev["tg"], q_next["tg"])
+        entry = {"section": "pp_tg", "pair": label, "threads": threads,
+                 "qmap": {k: (q_prev[k] + q_next[k]) / 2 for k in q_prev}, "llama_cpp": l,
+                 "qmap_before": q_prev, "qmap_after": q_next,
+                 "steady": all(max(v) <= (1 + STEADY_SPREAD) * min(v) for v in (limits, tgs)),
+                 "load_before": before, "load_after": after, "time": time.strftime("%H:%M:%S", time.gmtime())}
+        log.append(entry)
+        print(f"  [{entry['time']}] pp_tg {label} t={threads}: {pair_summary(entry)}; "
+              f"load {before:.2f} -> {after:.2f}", file=sys.stderr, flush=True)
+        q_prev = q_next
+
+
 def alternate(a, section, label, threads, qmap_fn, qmap_model, llama_fn, llama_model, log):
     """One pair: qmap then llama.cpp, the load average around it."""
     before = load_average()
@@ -154,14 +184,17 @@ def summarize_pp_tg(a, pairs, log, gb):
     rows = []
     for label, qf, lf in pairs:
         for t in a.threads:
-            runs = [e for e in log if e["section"] == "pp_tg" and e["pair"] == label and e["threads"] == t]
-            for test in ("tg", "pp"):
+            every = [e for e in log if e["section"] == "pp_tg" and e["pair"] == label and e["threads"] == t]
+            runs = [e for e in every if e["steady"]] or every
+            for test in ("tg", "pp") if a.pp else ("tg",):
                 qs = [e["qmap"][test] for e in runs]
                 ls = [e["llama_cpp"][test] for e in runs]
                 ratios = [q / l for q, l in zip(qs, ls)]
                 row = {"pair": label, "threads": t, "test": f"{test}{a.tg if test == 'tg' else a.pp}",
                        "qmap_tok_s": med(qs), "llama_cpp_tok_s": med(ls), "ratio": med(ratios),
                        "ratio_min": min(ratios), "ratio_max": max(ratios), "pairs": len(runs),
+                       "unsteady_left_out": len(every) - len(runs) if runs is not every else 0,
+                       "all_unsteady": runs is every and not any(e["steady"] for e in every),
                        "qmap_samples": qs, "llama_cpp_samples": ls}
                 if test == "tg":
                     row["qmap_gb_s"] = med(qs) * gb[qf] / 1e9
@@ -193,16 +226,18 @@ def fmt(x, nd=1):
 
 
 def print_pp_tg(rows, gb):
-    print("### tg and pp: qmap bench vs llama-bench (median over alternating pairs)\n")
+    print("### tg and pp: qmap bench vs llama-bench (median over steady bracketed pairs)\n")
     print("Matrix bytes a token reads: " + ", ".join(f"{k} {v / 1e9:.3f} GB" for k, v in gb.items()) + "\n")
     print("| weights | threads | test | qmap tok/s | llama.cpp tok/s | qmap GB/s | llama.cpp GB/s "
-          "| qmap / llama.cpp [min–max] | qmap's limit reading GB/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| qmap / llama.cpp [min–max] | qmap's limit reading GB/s | pairs (unsteady left out) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        kept = f"{r['pairs']} (none steady: all used)" if r["all_unsteady"] else \
+            f"{r['pairs']} ({r['unsteady_left_out']})"
         print(f"| {r['pair']} | {r['threads']} | {r['test']} | {fmt(r['qmap_tok_s'], 2)} | "
               f"{fmt(r['llama_cpp_tok_s'], 2)} | {fmt(r.get('qmap_gb_s'))} | {fmt(r.get('llama_cpp_gb_s'))} | "
               f"**{fmt(r['ratio'], 2)}** [{fmt(r['ratio_min'], 2)}–{fmt(r['ratio_max'], 2)}] | "
-              f"{fmt(r.get('qmap_limit_gb_s'))} |")
+              f"{fmt(r.get('qmap_limit_gb_s'))} | {kept} |")
     print()
 
 
@@ -221,14 +256,16 @@ def print_batched(a, rows):
 
 def pair_summary(e):
     if e["section"] == "pp_tg":
-        return (f"tg {fmt(e['qmap']['tg'], 2)} / {fmt(e['llama_cpp']['tg'], 2)}, "
-                f"pp {fmt(e['qmap']['pp'])} / {fmt(e['llama_cpp']['pp'])}")
+        return (f"tg {fmt(e['qmap_before']['tg'], 2)}, {fmt(e['llama_cpp']['tg'], 2)}, "
+                f"{fmt(e['qmap_after']['tg'], 2)} (limit {fmt(e['qmap_before']['limit_gbs'])}, "
+                f"{fmt(e['qmap_after']['limit_gbs'])} GB/s: {'steady' if e['steady'] else 'UNSTEADY'}), "
+                f"pp {fmt(e['qmap'].get('pp'))} / {fmt(e['llama_cpp'].get('pp'))}")
     return ", ".join(f"P{p} tg {fmt(e['qmap'][p]['tg'], 2)} / {fmt(e['llama_cpp'][p]['tg'], 2)}"
                      for p in sorted(e["qmap"]))
 
 
 def print_pairs(log):
-    print("### Every pair in run order (qmap / llama.cpp tok/s; load average, 1 min)\n")
+    print("### Every pair in run order (tg: qmap, llama.cpp, qmap tok/s; pp: qmap / llama.cpp; load average, 1 min)\n")
     print("| time (UTC) | section | weights | threads | figures | load before | load after |")
     print("|---|---|---|---|---|---|---|")
     for e in log:
@@ -293,9 +330,8 @@ def bench(a):
     facts = host_facts(a)
     log = []
     for t in a.threads:
-        for _ in range(a.reps):
-            for label, qf, lf in pairs:
-                alternate(a, "pp_tg", label, t, qmap_pp_tg, models / qf, llama_pp_tg, models / lf, log)
+        for label, qf, lf in pairs:
+            bracketed(a, label, t, models / qf, models / lf, log)
     if a.parallel:
         label, qf, lf = BATCHED_PAIR
         for t in a.batched_threads:
@@ -360,7 +396,7 @@ def main():
     ap.add_argument("--llama-cpp", required=True, help="the llama.cpp tree (tools in build/bin)")
     ap.add_argument("--models", required=True)
     ap.add_argument("--threads", type=int_list, default=[1, 2])
-    ap.add_argument("--reps", type=int, default=3, help="alternating pairs per row (default 3)")
+    ap.add_argument("--reps", type=int, default=3, help="pairs per row (tg/pp: llama.cpp runs, each between two qmap runs; default 3)")
     ap.add_argument("--pairs", type=pair_names,
                     help="bench: the weights to compare, of q8,f16,f32 (default: every pair whose files exist)")
     ap.add_argument("-p", "--pp", type=int, default=512)
