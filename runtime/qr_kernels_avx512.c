@@ -220,11 +220,13 @@ INLINE void tile_int8(const qr_block *b, size_t i, size_t j, const int rm, const
  * QR_PREFETCH_BYTES for a lone row, QR_PREFETCH4_BYTES per stream with four
  * (docs/perf/2026-11-28-source-comments.md has the measurements behind each choice). */
 /* The prefetches go to L2 (T1), not L1 (T0): on a Zen 4 host T0 lost decode speed against no software
- * prefetch at all, while T1 matched or beat none. Per stream 2 KiB ahead: on Zen 4 the distance hardly
- * matters for the loops that prefetch there, F32 reads 2 KiB ahead better than 4, and on the Intel Xeon
- * host 1, 2 and 4 KiB could not be told apart, while dropping the F16 prefetch there cost a tenth
- * (docs/perf/2026-11-28-source-comments.md, docs/perf/2026-11-26-zen4.md).
- * -DQR_PREFETCH_HINT=, -DQR_PREFETCH_BYTES=, -DQR_PREFETCH4_BYTES= to measure again. */
+ * prefetch at all, while T1 matched or beat none. Per stream 2 KiB ahead: on Zen 4 F32 reads 2 KiB ahead
+ * better than 4 (1 KiB about the same), but the one-term int8 loop reads 1 KiB ahead faster than 2
+ * (rows4_int8_body); on the Intel Xeon host 1, 2 and 4 KiB could not be told apart, while dropping the
+ * F16 prefetch there cost a tenth (docs/perf/2026-11-28-source-comments.md, docs/perf/2026-11-26-zen4.md,
+ * docs/perf/2026-11-28-zen4-prefetch-distance.md).
+ * -DQR_PREFETCH_HINT=, -DQR_PREFETCH_BYTES=, -DQR_PREFETCH4_BYTES=, -DQR_PREFETCH4_INT8_HALVES_BYTES= to
+ * measure again. */
 
 INLINE float row_float(const float *x, const void *w, size_t k, load_w_fn *load_w, load_w_tail_fn *load_w_tail,
                         const int w_size, const int pf)
