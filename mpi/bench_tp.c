@@ -82,14 +82,9 @@ int tp_bench_parse(int argc, char **argv, tp_bench_cfg *cfg)
     return 0;
 }
 
-/* The collectives of a token, each counted by tp.c (tp.h: TP_SUM, TP_GATHER, TP_MAX). */
-enum { C_SUM = TP_SUM, C_GATHER = TP_GATHER, C_MAX = TP_MAX, N_C = TP_N_COLL };
-static const char *const COLL_KEY[N_C] = { "allreduce", "gather", "allreduce_max" };   /* --json */
-static const char *const COLL_LABEL[N_C] = { "all-reduce", "gather", "scale max" };     /* the table */
-
 /* tp.c's counters, read before and after a run. */
 typedef struct coll_sample {
-    tp_counter c[N_C];
+    tp_counter c[TP_N_COLL];
 } coll_sample;
 
 static coll_sample coll_now(const tp_ctx *ctx)
@@ -104,7 +99,7 @@ static coll_sample coll_now(const tp_ctx *ctx)
  * runs and the median seconds of one call timed alone. */
 enum { R_COMPUTE_S, R_COLL_S, R_PSS_KB, R_RSS_KB, R_COLL };
 enum { K_CALLS, K_FLOATS, K_S, K_ALONE_S, N_K };
-#define N_R (R_COLL + N_C * N_K)
+#define N_R (R_COLL + TP_N_COLL * N_K)
 #define RI(c, k) (R_COLL + (c) * N_K + (k))
 
 /* A test's runs on this rank: t/s of each run in order, and the seconds of each inside the collectives. */
@@ -128,10 +123,10 @@ static int time_runs(qmap_session *s, const tp_bench_cfg *c, const int32_t *ids,
         if (bench_model_time_test(s, test, ids, 0, n, &out->tps[r], &work, &kv_bytes, qe) != QMAP_OK) return -1;
         const coll_sample after = coll_now(ctx);
         out->coll_s[r] = 0;
-        for (int k = 0; k < N_C; k++) out->coll_s[r] += after.c[k].s - before.c[k].s;
+        for (int k = 0; k < TP_N_COLL; k++) out->coll_s[r] += after.c[k].s - before.c[k].s;
     }
     const coll_sample end = coll_now(ctx);
-    for (int k = 0; k < N_C && test == 1; k++) {
+    for (int k = 0; k < TP_N_COLL && test == 1; k++) {
         mine[RI(k, K_CALLS)] = (double)(end.c[k].calls - start.c[k].calls);
         mine[RI(k, K_FLOATS)] = (double)(end.c[k].floats - start.c[k].floats);
         mine[RI(k, K_S)] = end.c[k].s - start.c[k].s;
@@ -169,16 +164,16 @@ static double alone_latency(tp_ctx *ctx, int (*fn)(void *, float *, size_t), flo
  * so every rank times the same ones. Collective. */
 static int time_links_alone(tp_ctx *ctx, const qmap_shard *shard, const qmap_model_info *in, double *mine)
 {
-    const double max_calls = mine[RI(C_MAX, K_CALLS)];
-    const size_t max_n = max_calls > 0 ? (size_t)fmax(1, round(mine[RI(C_MAX, K_FLOATS)] / max_calls)) : 0;
+    const double max_calls = mine[RI(TP_MAX, K_CALLS)];
+    const size_t max_n = max_calls > 0 ? (size_t)fmax(1, round(mine[RI(TP_MAX, K_FLOATS)] / max_calls)) : 0;
     size_t n = in->vocab_size > in->dim ? in->vocab_size : in->dim;
     float *buf = calloc(n > max_n ? n : max_n, sizeof *buf);   /* zeros: the max all-reduce takes values >= 0 */
     if (!buf) return -1;
-    int (*const fn[N_C])(void *, float *, size_t) = { shard->allreduce_sum, shard->allgather, shard->allreduce_max };
-    const size_t len[N_C] = { in->dim, in->vocab_size, max_n };
-    const int calls[N_C] = { ALONE_ALLREDUCES, ALONE_GATHERS, ALONE_ALLREDUCES };
+    int (*const fn[TP_N_COLL])(void *, float *, size_t) = { shard->allreduce_sum, shard->allgather, shard->allreduce_max };
+    const size_t len[TP_N_COLL] = { in->dim, in->vocab_size, max_n };
+    const int calls[TP_N_COLL] = { ALONE_ALLREDUCES, ALONE_GATHERS, ALONE_ALLREDUCES };
     int rc = 0;
-    for (int k = 0; k < N_C && rc == 0; k++) {
+    for (int k = 0; k < TP_N_COLL && rc == 0; k++) {
         mine[RI(k, K_ALONE_S)] = len[k] ? alone_latency(ctx, fn[k], buf, len[k], calls[k]) : 0;
         if (mine[RI(k, K_ALONE_S)] < 0) rc = -1;
     }
@@ -217,7 +212,7 @@ static void per_token_figures(const tp_bench_cfg *c, const test_runs *tg, double
 /* The multi-host model's terms from every rank's figures. */
 typedef struct host_model {
     int slowest;
-    double compute_s, per_token[N_C], alone_s[N_C], token_s, measured_s;
+    double compute_s, per_token[TP_N_COLL], alone_s[TP_N_COLL], token_s, measured_s;
 } host_model;
 
 static host_model model_of(const bench_result *b, double tg_median_tps)
@@ -231,10 +226,10 @@ static host_model model_of(const bench_result *b, double tg_median_tps)
             h.slowest = r;
         }
         /* every rank is ready in the alone timing: the slowest rank's median is the link's */
-        for (int k = 0; k < N_C; k++) h.alone_s[k] = fmax(h.alone_s[k], a[RI(k, K_ALONE_S)]);
+        for (int k = 0; k < TP_N_COLL; k++) h.alone_s[k] = fmax(h.alone_s[k], a[RI(k, K_ALONE_S)]);
     }
     h.token_s = h.compute_s;
-    for (int k = 0; k < N_C; k++) {
+    for (int k = 0; k < TP_N_COLL; k++) {
         h.per_token[k] = b->all[RI(k, K_CALLS)] / tokens;   /* the same on every rank */
         h.token_s += h.per_token[k] * h.alone_s[k];
     }
@@ -264,7 +259,7 @@ static coll_figures coll_of(const bench_result *b, int k)
 static void coll_json(json_out *j, const bench_result *b, int k)
 {
     const coll_figures f = coll_of(b, k);
-    jo_begin_object(j, COLL_KEY[k]);
+    jo_begin_object(j, TP_COLL_KEY[k]);
     jo_f64(j, "calls_per_token", f.per_token);
     jo_f64(j, "bytes_per_call", f.bytes_per_call);
     jo_f64(j, "bytes_per_token", f.bytes_per_token);
@@ -311,7 +306,7 @@ static void print_json(const bench_result *b, const host_model *h, double *scrat
     jo_cstring(&j, "kernels", qr_kernels_name(qr_kernels_get()));
     test_json(&j, "pp", c->pp, b->pp_tps, c->runs, scratch);
     test_json(&j, "tg", c->tg, b->tg_tps, c->runs, scratch);
-    for (int k = 0; k < N_C; k++) coll_json(&j, b, k);
+    for (int k = 0; k < TP_N_COLL; k++) coll_json(&j, b, k);
     jo_begin_array(&j, "ranks");
     for (int r = 0; r < b->ranks; r++) {
         const double *a = b->all + (size_t)r * N_R;
@@ -319,7 +314,7 @@ static void print_json(const bench_result *b, const host_model *h, double *scrat
         jo_u64(&j, "rank", (uint64_t)r);
         jo_f64(&j, "compute_ms_per_token", a[R_COMPUTE_S] * 1e3);
         jo_f64(&j, "collectives_ms_per_token", a[R_COLL_S] * 1e3);
-        jo_f64(&j, "allreduce_mean_latency_us", a[RI(C_SUM, K_CALLS)] ? a[RI(C_SUM, K_S)] / a[RI(C_SUM, K_CALLS)] * 1e6 : NAN);
+        jo_f64(&j, "allreduce_mean_latency_us", a[RI(TP_SUM, K_CALLS)] ? a[RI(TP_SUM, K_S)] / a[RI(TP_SUM, K_CALLS)] * 1e6 : NAN);
         jo_f64(&j, "mapping_pss_bytes", a[R_PSS_KB] * 1024);
         jo_f64(&j, "mapping_rss_bytes", a[R_RSS_KB] * 1024);
         jo_end_object(&j);
@@ -328,12 +323,12 @@ static void print_json(const bench_result *b, const host_model *h, double *scrat
     jo_begin_object(&j, "multi_host_model");
     jo_f64(&j, "compute_ms_per_token", h->compute_s * 1e3);
     jo_u64(&j, "slowest_rank", (uint64_t)h->slowest);
-    jo_f64(&j, "allreduces_per_token", h->per_token[C_SUM]);
-    jo_f64(&j, "allreduce_latency_us", h->alone_s[C_SUM] * 1e6);
-    jo_f64(&j, "gathers_per_token", h->per_token[C_GATHER]);
-    jo_f64(&j, "gather_latency_us", h->alone_s[C_GATHER] * 1e6);
-    jo_f64(&j, "max_allreduces_per_token", h->per_token[C_MAX]);
-    jo_f64(&j, "max_allreduce_latency_us", h->alone_s[C_MAX] * 1e6);
+    jo_f64(&j, "allreduces_per_token", h->per_token[TP_SUM]);
+    jo_f64(&j, "allreduce_latency_us", h->alone_s[TP_SUM] * 1e6);
+    jo_f64(&j, "gathers_per_token", h->per_token[TP_GATHER]);
+    jo_f64(&j, "gather_latency_us", h->alone_s[TP_GATHER] * 1e6);
+    jo_f64(&j, "max_allreduces_per_token", h->per_token[TP_MAX]);
+    jo_f64(&j, "max_allreduce_latency_us", h->alone_s[TP_MAX] * 1e6);
     jo_f64(&j, "ms_per_token", h->token_s * 1e3);
     jo_f64(&j, "tokens_per_second", 1.0 / h->token_s);
     jo_f64(&j, "measured_ms_per_token", h->measured_s * 1e3);
@@ -349,7 +344,7 @@ static void print_test(const char *name, long tokens, const double *tps, long ru
     const bm_stats st = bm_stats_of(scratch, (int)runs);
     char test[32];
     snprintf(test, sizeof test, "%s%ld", name, tokens);
-    printf("  %-10s %9.2f t/s [%.2f-%.2f]\n", test, st.median, st.min, st.max);
+    printf("  %-14s %9.2f t/s [%.2f-%.2f]\n", test, st.median, st.min, st.max);
 }
 
 /* One collective's line: per token, bytes, the in-run mean latency over every rank and the alone one. */
@@ -357,13 +352,13 @@ static void print_coll(const bench_result *b, int k)
 {
     const coll_figures f = coll_of(b, k);
     if (f.per_token == 0) { /* one rank runs the whole model; no scale max without int8 activations */
-        printf("  %-10s none in the runs\n", COLL_LABEL[k]);
+        printf("  %-14s none in the runs\n", TP_COLL_LABEL[k]);
         return;
     }
     char per[48] = "";
-    if (k == C_SUM && f.per_token == 2.0 * b->in.n_layers) snprintf(per, sizeof per, " (2 x %u layers)", b->in.n_layers);
-    printf("  %-10s %.4g per token%s, %.0f B each, %.0f B per token; %.1f us per call in the runs (mean over the "
-           "ranks, waits for the slowest included), %.1f us alone\n", COLL_LABEL[k], f.per_token, per,
+    if (k == TP_SUM && f.per_token == 2.0 * b->in.n_layers) snprintf(per, sizeof per, " (2 x %u layers)", b->in.n_layers);
+    printf("  %-14s %.4g per token%s, %.0f B each, %.0f B per token; %.1f us per call in the runs (mean over the "
+           "ranks, waits for the slowest included), %.1f us alone\n", TP_COLL_LABEL[k], f.per_token, per,
            f.bytes_per_call, f.bytes_per_token, f.mean_s * 1e6, f.alone_s * 1e6);
 }
 
@@ -378,7 +373,7 @@ static void print_text(const bench_result *b, const host_model *h, double *scrat
            qr_kernels_name(qr_kernels_get()), c->runs, c->runs > 1 ? "s" : "");
     print_test("pp", c->pp, b->pp_tps, c->runs, scratch);
     print_test("tg", c->tg, b->tg_tps, c->runs, scratch);
-    for (int k = 0; k < N_C; k++) print_coll(b, k);
+    for (int k = 0; k < TP_N_COLL; k++) print_coll(b, k);
     for (int r = 0; r < b->ranks; r++) {
         const double *a = b->all + (size_t)r * N_R;
         printf("  rank %-5d compute %.4g ms/token, in collectives %.4g ms/token; mapping PSS %.1f MB, RSS %.1f MB\n",
@@ -386,9 +381,9 @@ static void print_text(const bench_result *b, const host_model *h, double *scrat
     }
     char terms[256] = "";
     size_t n = 0;
-    for (int k = 0; k < N_C && n < sizeof terms; k++)
+    for (int k = 0; k < TP_N_COLL && n < sizeof terms; k++)
         if (h->per_token[k] > 0)
-            n += (size_t)snprintf(terms + n, sizeof terms - n, " + %.4g x %s %.1f us", h->per_token[k], COLL_LABEL[k],
+            n += (size_t)snprintf(terms + n, sizeof terms - n, " + %.4g x %s %.1f us", h->per_token[k], TP_COLL_LABEL[k],
                                   h->alone_s[k] * 1e6);
     printf("multi-host model: per token = slowest rank's compute %.4g ms (rank %d)%s = %.4g ms (%.2f t/s); "
            "measured %.4g ms (%.2f t/s)\n", h->compute_s * 1e3, h->slowest, n ? terms : " + no collective",

@@ -117,7 +117,6 @@ static int check_same_container(const tp_ctx *ctx, const char *path)
 static void print_stats(const tp_ctx *ctx)
 {
     enum { K = 3 * TP_N_COLL + 2 };   /* calls, floats, seconds of each collective; PSS, RSS */
-    static const char *const what[TP_N_COLL] = { "all-reduces", "gathers", "int8-scale max all-reduces" };
     double mine[K];
     for (int c = 0; c < TP_N_COLL; c++) {
         mine[3 * c] = (double)ctx->coll[c].calls;
@@ -134,8 +133,8 @@ static void print_stats(const tp_ctx *ctx)
         fprintf(stderr, "qmap-mpi stats: rank %d:", r);
         for (int c = 0; c < TP_N_COLL; c++) {
             const double calls = a[3 * c];
-            fprintf(stderr, " %.0f %s of %.0f B (%.1f us each),", calls, what[c], calls ? a[3 * c + 1] * 4 / calls : 0.0,
-                    calls ? a[3 * c + 2] / calls * 1e6 : 0.0);
+            fprintf(stderr, " %.0f %s calls of %.0f B (%.1f us each),", calls, TP_COLL_LABEL[c],
+                    calls ? a[3 * c + 1] * 4 / calls : 0.0, calls ? a[3 * c + 2] / calls * 1e6 : 0.0);
         }
         fprintf(stderr, " mapping PSS %.1f MB RSS %.1f MB\n", a[K - 2] / 1024, a[K - 1] / 1024);
     }

@@ -15,6 +15,9 @@
  * logits, the MPI_MAX all-reduce of int8 activation maxima where ranks share a Q8_ROW matrix's columns
  * (qmap_shard.allreduce_max). */
 enum { TP_SUM, TP_GATHER, TP_MAX, TP_N_COLL };
+/* Their names in qmap-mpi's reports, indexed by the enum: the --json key and the label people read. */
+static const char *const TP_COLL_KEY[TP_N_COLL] = { "allreduce", "gather", "allreduce_max" };
+static const char *const TP_COLL_LABEL[TP_N_COLL] = { "all-reduce", "gather", "int8-scale max" };
 
 /* One collective's calls, floats moved and seconds spent in it (waits for the other ranks included). */
 typedef struct tp_counter {
