@@ -149,14 +149,9 @@ def bracketed(a, label, threads, qmap_model, llama_model, log):
         q_next = qmap_pp_tg(a, qmap_model, threads)
         after = load_average()
         limits, tgs = (q_prev["limit_gbs"], q_next["limit_gbs"]), (q_prev["tg"], q_next["tg"])
-        entry = {"section": "pp_tg", "pair": label, "threads": threads,
-                 "qmap": {k: (q_prev[k] + q_next[k]) / 2 for k in q_prev}, "llama_cpp": l,
-                 "qmap_before": q_prev, "qmap_after": q_next,
-                 "steady": all(max(v) <= (1 + STEADY_SPREAD) * min(v) for v in (limits, tgs)),
-                 "load_before": before, "load_after": after, "time": time.strftime("%H:%M:%S", time.gmtime())}
-        log.append(entry)
-        print(f"  [{entry['time']}] pp_tg {label} t={threads}: {pair_summary(entry)}; "
-              f"load {before:.2f} -> {after:.2f}", file=sys.stderr, flush=True)
+        record(log, "pp_tg", label, threads, {k: (q_prev[k] + q_next[k]) / 2 for k in q_prev}, l, before, after,
+               qmap_before=q_prev, qmap_after=q_next,
+               steady=all(max(v) <= (1 + STEADY_SPREAD) * min(v) for v in (limits, tgs)))
         q_prev = q_next
 
 
@@ -165,9 +160,13 @@ def alternate(a, section, label, threads, qmap_fn, qmap_model, llama_fn, llama_m
     before = load_average()
     q = qmap_fn(a, qmap_model, threads)
     l = llama_fn(a, llama_model, threads)
-    after = load_average()
+    return record(log, section, label, threads, q, l, before, load_average())
+
+
+def record(log, section, label, threads, q, l, before, after, **more):
+    """One pair into the log and onto stderr as it happens."""
     entry = {"section": section, "pair": label, "threads": threads, "qmap": q, "llama_cpp": l,
-             "load_before": before, "load_after": after, "time": time.strftime("%H:%M:%S", time.gmtime())}
+             "load_before": before, "load_after": after, "time": time.strftime("%H:%M:%S", time.gmtime()), **more}
     log.append(entry)
     print(f"  [{entry['time']}] {section} {label} t={threads}: {pair_summary(entry)}; "
           f"load {before:.2f} -> {after:.2f}", file=sys.stderr, flush=True)
